@@ -1,0 +1,221 @@
+// Package testenv connects integration tests to the local AWS stack.
+//
+// The endpoints come from the standard SDK variables (AWS_ENDPOINT_URL_SQS,
+// AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and static credentials) that
+// `localstack/stack.sh up` writes to .stack/env. When SQSONCE_INTEGRATION=1
+// (set by `make test`) the stack is expected: a missing variable or an
+// unreachable server fails the test. Without it, integration tests skip with
+// a message that says how to run them.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Required reports whether the local stack is expected (SQSONCE_INTEGRATION=1).
+func Required() bool { return os.Getenv("SQSONCE_INTEGRATION") == "1" }
+
+// need checks that the variable names a reachable endpoint, failing or
+// skipping the test as Required says.
+func need(t testing.TB, variable string) string {
+	t.Helper()
+	endpoint := os.Getenv(variable)
+	if endpoint == "" {
+		if Required() {
+			t.Fatalf("SQSONCE_INTEGRATION=1 but %s is not set: start the stack with `make stack-up` and source .stack/env, or run `make test`", variable)
+		}
+		t.Skipf("integration test: %s is not set (run `make test`, which starts the local stack)", variable)
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		t.Fatalf("%s=%q is not a URL", variable, endpoint)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 3*time.Second)
+	if err != nil {
+		t.Fatalf("%s=%s is unreachable: %v (is the local stack running? `make stack-up`)", variable, endpoint, err)
+	}
+	conn.Close()
+	return endpoint
+}
+
+// Config loads the SDK configuration the way users' code does: from the
+// environment. The test fails (or skips, see Required) when the SQS and
+// DynamoDB endpoints are not set or not reachable.
+func Config(t testing.TB) aws.Config {
+	t.Helper()
+	need(t, "AWS_ENDPOINT_URL_SQS")
+	need(t, "AWS_ENDPOINT_URL_DYNAMODB")
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		t.Fatalf("load AWS config: %v", err)
+	}
+	return cfg
+}
+
+// SQS returns a client for the stack's SQS endpoint.
+func SQS(t testing.TB) *sqs.Client {
+	t.Helper()
+	return sqs.NewFromConfig(Config(t))
+}
+
+// Dynamo returns a client for the stack's DynamoDB endpoint.
+func Dynamo(t testing.TB) *dynamodb.Client {
+	t.Helper()
+	return dynamodb.NewFromConfig(Config(t))
+}
+
+// MoveTaskSQS returns a client for local-aws-sqs, the server that answers
+// ListDeadLetterSourceQueues and the message-move-task calls.
+func MoveTaskSQS(t testing.TB) *sqs.Client {
+	t.Helper()
+	endpoint := need(t, "SQSONCE_MOVE_TASK_ENDPOINT")
+	return sqs.NewFromConfig(Config(t), func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
+}
+
+// Name returns a unique resource name with the given prefix, valid for
+// queues and tables (letters, digits, '-' and '_', at most 80 characters).
+func Name(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := prefix + "-" + hex.EncodeToString(b)
+	if len(name) > 70 {
+		name = name[len(name)-70:]
+	}
+	return name
+}
+
+// QueueOptions shapes a test queue.
+type QueueOptions struct {
+	FIFO bool
+	// VisibilityTimeout in seconds; 0 leaves SQS's default (30).
+	VisibilityTimeout int
+	// DLQ, when set, is the ARN of the dead-letter queue, with MaxReceiveCount.
+	DLQArn          string
+	MaxReceiveCount int
+	// Attributes are extra queue attributes.
+	Attributes map[string]string
+}
+
+// Queue creates a uniquely named queue, deleted when the test ends, and
+// returns its URL and ARN.
+func Queue(t testing.TB, client *sqs.Client, prefix string, opts QueueOptions) (queueURL, arn string) {
+	t.Helper()
+	ctx := context.Background()
+	name := Name(prefix)
+	attrs := map[string]string{}
+	for k, v := range opts.Attributes {
+		attrs[k] = v
+	}
+	if opts.FIFO {
+		name += ".fifo"
+		attrs[string(sqstypes.QueueAttributeNameFifoQueue)] = "true"
+	}
+	if opts.VisibilityTimeout > 0 {
+		attrs[string(sqstypes.QueueAttributeNameVisibilityTimeout)] = fmt.Sprint(opts.VisibilityTimeout)
+	}
+	if opts.DLQArn != "" {
+		n := opts.MaxReceiveCount
+		if n == 0 {
+			n = 5
+		}
+		attrs[string(sqstypes.QueueAttributeNameRedrivePolicy)] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, opts.DLQArn, n)
+	}
+	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		t.Fatalf("create queue %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+	})
+	a, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       out.QueueUrl,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		t.Fatalf("queue %s arn: %v", name, err)
+	}
+	return *out.QueueUrl, a.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+}
+
+// QueueWithDLQ creates a queue and its dead-letter queue (of the same kind)
+// wired by a RedrivePolicy, and returns both URLs.
+func QueueWithDLQ(t testing.TB, client *sqs.Client, prefix string, opts QueueOptions) (queueURL, dlqURL string) {
+	t.Helper()
+	dlqURL, dlqArn := Queue(t, client, prefix+"-dlq", QueueOptions{FIFO: opts.FIFO})
+	opts.DLQArn = dlqArn
+	queueURL, _ = Queue(t, client, prefix, opts)
+	return queueURL, dlqURL
+}
+
+// Count returns the approximate visible and in-flight counts of a queue.
+func Count(t testing.TB, client *sqs.Client, queueURL string) (visible, inFlight int) {
+	t.Helper()
+	out, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(queueURL),
+		AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		},
+	})
+	if err != nil {
+		t.Fatalf("queue attributes: %v", err)
+	}
+	fmt.Sscan(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)], &visible)
+	fmt.Sscan(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)], &inFlight)
+	return visible, inFlight
+}
+
+// Table creates a uniquely named on-demand table with a string hash key
+// (and an optional string range key), deleted when the test ends.
+func Table(t testing.TB, client *dynamodb.Client, prefix, hashKey, rangeKey string) string {
+	t.Helper()
+	ctx := context.Background()
+	name := Name(prefix)
+	in := &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{
+			{AttributeName: aws.String(hashKey), AttributeType: ddbtypes.ScalarAttributeTypeS},
+		},
+		KeySchema: []ddbtypes.KeySchemaElement{
+			{AttributeName: aws.String(hashKey), KeyType: ddbtypes.KeyTypeHash},
+		},
+	}
+	if rangeKey != "" {
+		in.AttributeDefinitions = append(in.AttributeDefinitions, ddbtypes.AttributeDefinition{AttributeName: aws.String(rangeKey), AttributeType: ddbtypes.ScalarAttributeTypeS})
+		in.KeySchema = append(in.KeySchema, ddbtypes.KeySchemaElement{AttributeName: aws.String(rangeKey), KeyType: ddbtypes.KeyTypeRange})
+	}
+	if _, err := client.CreateTable(ctx, in); err != nil {
+		t.Fatalf("create table %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	return name
+}
+
+// Prefix turns a test name into a short resource-name prefix.
+func Prefix(t testing.TB) string {
+	r := strings.NewReplacer("/", "-", " ", "-", "#", "-", ".", "-")
+	p := strings.ToLower(r.Replace(t.Name()))
+	if len(p) > 40 {
+		p = p[:40]
+	}
+	return p
+}

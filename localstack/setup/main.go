@@ -1,0 +1,106 @@
+// Command setup creates the demo resources on whatever endpoints the
+// standard SDK variables name (the local stack, LocalStack or AWS):
+//
+//   - sqsonce-demo and its DLQ sqsonce-demo-dlq (maxReceiveCount 5)
+//   - sqsonce-demo.fifo and its DLQ sqsonce-demo-dlq.fifo (maxReceiveCount 5)
+//   - the dedupe table sqsonce-dedupe (pk string key, TTL on expires_at)
+//
+// It is idempotent; localstack/init/ready.d/setup.sh creates the same names
+// inside LocalStack.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+func main() {
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "setup:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("load AWS config: %w", err)
+	}
+	sq := sqs.NewFromConfig(cfg)
+	for _, fifo := range []bool{false, true} {
+		suffix := ""
+		if fifo {
+			suffix = ".fifo"
+		}
+		dlq, err := queue(ctx, sq, "sqsonce-demo-dlq"+suffix, fifo, "")
+		if err != nil {
+			return err
+		}
+		if _, err := queue(ctx, sq, "sqsonce-demo"+suffix, fifo, dlq); err != nil {
+			return err
+		}
+	}
+	if err := table(ctx, dynamodb.NewFromConfig(cfg), "sqsonce-dedupe"); err != nil {
+		return err
+	}
+	fmt.Println("setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo and table sqsonce-dedupe are ready")
+	return nil
+}
+
+// queue creates the queue (with a redrive policy to dlqArn when set) and
+// returns its ARN.
+func queue(ctx context.Context, client *sqs.Client, name string, fifo bool, dlqArn string) (string, error) {
+	attrs := map[string]string{}
+	if fifo {
+		attrs[string(sqstypes.QueueAttributeNameFifoQueue)] = "true"
+	}
+	if dlqArn != "" {
+		attrs[string(sqstypes.QueueAttributeNameRedrivePolicy)] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"5"}`, dlqArn)
+	}
+	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		return "", fmt.Errorf("create queue %s: %w", name, err)
+	}
+	a, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       out.QueueUrl,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return "", fmt.Errorf("queue %s attributes: %w", name, err)
+	}
+	return a.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
+}
+
+func table(ctx context.Context, client *dynamodb.Client, name string) error {
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash}},
+	})
+	var inUse *ddbtypes.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", name, err)
+	}
+	if err := dynamodb.NewTableExistsWaiter(client).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 60e9); err != nil {
+		return fmt.Errorf("wait for table %s: %w", name, err)
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(name),
+		TimeToLiveSpecification: &ddbtypes.TimeToLiveSpecification{AttributeName: aws.String("expires_at"), Enabled: aws.Bool(true)},
+	})
+	var ve interface{ ErrorCode() string }
+	if err != nil && !(errors.As(err, &ve) && ve.ErrorCode() == "ValidationException") { // already enabled
+		return fmt.Errorf("enable TTL on %s: %w", name, err)
+	}
+	return nil
+}
