@@ -1,0 +1,132 @@
+package consumer
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Message attribute names that sqsonce reads and writes.
+const (
+	// AttrID carries the message's dedupe id. Producers that care about
+	// exactly-once stamp it (a UUID made when the job is created); the
+	// redrive tool keeps it; every dead letter carries one.
+	AttrID = "sqsonce-id"
+	// AttrFailure is added to dead letters: a JSON [Failure].
+	AttrFailure = "sqsonce-failure"
+)
+
+// Message is one received SQS message.
+type Message struct {
+	// ID is the SQS MessageId.
+	ID string
+	// Body is the message body, unchanged.
+	Body string
+	// Attributes are the message attributes the producer set.
+	Attributes map[string]types.MessageAttributeValue
+	// SystemAttributes are SQS's attributes (ApproximateReceiveCount,
+	// SentTimestamp, MessageGroupId, ...), keyed by name.
+	SystemAttributes map[string]string
+	// ReceiveCount is ApproximateReceiveCount (1 on the first delivery).
+	ReceiveCount int
+	// SentAt is SentTimestamp; zero when SQS did not send it.
+	SentAt time.Time
+	// GroupID is the FIFO MessageGroupId; empty on standard queues.
+	GroupID string
+	// DeduplicationID is the FIFO MessageDeduplicationId.
+	DeduplicationID string
+	// ReceivedAt is when this process received the message.
+	ReceivedAt time.Time
+	// QueueURL is the queue the message was received from.
+	QueueURL string
+	// Raw is the SDK's message as received.
+	Raw types.Message
+
+	key string
+
+	mu    sync.Mutex
+	beats []func(context.Context) error
+}
+
+// NewMessage builds a Message from an SDK message received from queueURL at
+// receivedAt. Its key is [DefaultKey] until [Message.SetKey] changes it.
+func NewMessage(raw types.Message, queueURL string, receivedAt time.Time) *Message {
+	m := &Message{
+		ID:               aws.ToString(raw.MessageId),
+		Body:             aws.ToString(raw.Body),
+		Attributes:       raw.MessageAttributes,
+		SystemAttributes: raw.Attributes,
+		ReceivedAt:       receivedAt,
+		QueueURL:         queueURL,
+		Raw:              raw,
+	}
+	if m.Attributes == nil {
+		m.Attributes = map[string]types.MessageAttributeValue{}
+	}
+	if m.SystemAttributes == nil {
+		m.SystemAttributes = map[string]string{}
+	}
+	sa := m.SystemAttributes
+	m.ReceiveCount, _ = strconv.Atoi(sa[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+	if ms, err := strconv.ParseInt(sa[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
+		m.SentAt = time.UnixMilli(ms)
+	}
+	m.GroupID = sa[string(types.MessageSystemAttributeNameMessageGroupId)]
+	m.DeduplicationID = sa[string(types.MessageSystemAttributeNameMessageDeduplicationId)]
+	m.key = DefaultKey(m)
+	return m
+}
+
+// Key is the message's dedupe id, as the consumer's KeyFunc returned it
+// (without any store namespace).
+func (m *Message) Key() string { return m.key }
+
+// SetKey sets the dedupe id; an empty key falls back to [DefaultKey]. The
+// consumer calls it with its KeyFunc's result before the middleware runs.
+func (m *Message) SetKey(key string) {
+	if key == "" {
+		key = DefaultKey(m)
+	}
+	m.key = key
+}
+
+// Attribute returns the string value of a message attribute, or "".
+func (m *Message) Attribute(name string) string {
+	if v, ok := m.Attributes[name]; ok {
+		return aws.ToString(v.StringValue)
+	}
+	return ""
+}
+
+// OnHeartbeat registers fn to run on every heartbeat tick while the message's
+// handler runs (the dedupe middleware extends its lease this way). When fn
+// returns an error the handler's context is cancelled with a cause that
+// wraps [ErrLeaseLost] and the error. fn must return quickly.
+func (m *Message) OnHeartbeat(fn func(context.Context) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.beats = append(m.beats, fn)
+}
+
+// heartbeats returns the functions registered with OnHeartbeat.
+func (m *Message) heartbeats() []func(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]func(context.Context) error(nil), m.beats...)
+}
+
+// KeyFunc returns a message's dedupe id; "" means "use [DefaultKey]".
+type KeyFunc func(*Message) string
+
+// DefaultKey is the sqsonce-id message attribute when present, else the SQS
+// MessageId.
+func DefaultKey(m *Message) string {
+	if id := m.Attribute(AttrID); id != "" {
+		return id
+	}
+	return m.ID
+}

@@ -1,0 +1,97 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Outcome is how a received message ends. Every received message ends in
+// exactly one.
+type Outcome int
+
+const (
+	// OutcomeAck: deleted after success.
+	OutcomeAck Outcome = iota + 1
+	// OutcomeDuplicate: deleted because its effect already happened.
+	OutcomeDuplicate
+	// OutcomeRetry: visibility set to a backoff delay.
+	OutcomeRetry
+	// OutcomeDeadLetter: sent to the DLQ with its failure, then deleted.
+	OutcomeDeadLetter
+	// OutcomeRelease: visibility set to 0 (shutdown, or a FIFO group's later
+	// messages after a failure).
+	OutcomeRelease
+)
+
+// String returns the outcome as logged: ack, duplicate, retry, dead_letter
+// or release.
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeAck:
+		return "ack"
+	case OutcomeDuplicate:
+		return "duplicate"
+	case OutcomeRetry:
+		return "retry"
+	case OutcomeDeadLetter:
+		return "dead_letter"
+	case OutcomeRelease:
+		return "release"
+	}
+	return "unknown"
+}
+
+// Failure classes recorded in [Failure.Class].
+const (
+	ClassPermanent   = "permanent"    // the handler returned Permanent(err)
+	ClassMaxAttempts = "max_attempts" // MaxAttempts transient failures
+	ClassPanic       = "panic"        // counted as a transient failure; a dead letter only via MaxAttempts
+	ClassKeyReuse    = "key_reuse"    // same dedupe key, different body
+)
+
+// Verdict is a classifier's decision for one handler error.
+type Verdict struct {
+	Outcome Outcome
+	// Delay is the visibility timeout for OutcomeRetry.
+	Delay time.Duration
+	// Class is the failure class for OutcomeDeadLetter (see ClassPermanent).
+	Class string
+}
+
+// Classifier maps a handler's error to a Verdict. ok=false means "no
+// opinion": the next classifier in the chain decides.
+type Classifier interface {
+	Classify(ctx context.Context, msg *Message, err error) (v Verdict, ok bool)
+}
+
+// ClassifierFunc adapts a function to [Classifier].
+type ClassifierFunc func(ctx context.Context, msg *Message, err error) (Verdict, bool)
+
+// Classify calls f.
+func (f ClassifierFunc) Classify(ctx context.Context, msg *Message, err error) (Verdict, bool) {
+	return f(ctx, msg, err)
+}
+
+// Failure is the JSON recorded in a dead letter's sqsonce-failure attribute.
+type Failure struct {
+	Error             string    `json:"error"`
+	Class             string    `json:"class"`
+	SourceQueue       string    `json:"source_queue"`
+	Attempts          int       `json:"attempts"`
+	OriginalMessageID string    `json:"original_message_id"`
+	FailedAt          time.Time `json:"failed_at"`
+}
+
+// ParseFailure reads the sqsonce-failure attribute of a message; ok=false
+// when it is absent or not valid JSON.
+func ParseFailure(m *Message) (f Failure, ok bool) {
+	s := m.Attribute(AttrFailure)
+	if s == "" {
+		return Failure{}, false
+	}
+	if err := json.Unmarshal([]byte(s), &f); err != nil {
+		return Failure{}, false
+	}
+	return f, true
+}
