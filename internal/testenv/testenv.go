@@ -77,8 +77,14 @@ func SQS(t testing.TB) *sqs.Client {
 // Dynamo returns a client for the stack's DynamoDB endpoint.
 func Dynamo(t testing.TB) *dynamodb.Client {
 	t.Helper()
-	return dynamodb.NewFromConfig(Config(t))
+	return dynamodb.NewFromConfig(Config(t), LocalDynamoOptions)
 }
+
+// LocalDynamoOptions turns off the CRC32 check of DynamoDB responses.
+// DynamoDB Local sends no x-amz-crc32 header on error responses, so the SDK
+// logs a checksum warning on every conditional-check failure; the check
+// guards against corruption on real networks, not on loopback.
+func LocalDynamoOptions(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
 
 // MoveTaskSQS returns a client for local-aws-sqs, the server that answers
 // ListDeadLetterSourceQueues and the message-move-task calls.
