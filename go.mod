@@ -1,6 +1,6 @@
 module github.com/sqsonce/sqsonce
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
@@ -26,4 +26,5 @@ require (
 	go.uber.org/goleak v1.3.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 )

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+func cmdBalances(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
+	fs := g.flagSet("balances", stderr)
+	asJSON := fs.Bool("json", false, `print {"accounts":{"<id>":<int>,...},"total":<int>}`)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	n, err := g.names()
+	if err != nil {
+		return err
+	}
+	c, err := newClients(ctx)
+	if err != nil {
+		return err
+	}
+	accounts, total, err := balances(ctx, c.ddb, n.Ledger)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(struct {
+			Accounts map[string]int64 `json:"accounts"`
+			Total    int64            `json:"total"`
+		}{accounts, total})
+	}
+	ids := make([]string, 0, len(accounts))
+	for id := range accounts {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		fmt.Fprintf(stdout, "%-20s %15d\n", id, accounts[id])
+	}
+	fmt.Fprintf(stdout, "%-20s %15d\n", "total", total)
+	return nil
+}
+
+// balances reads every account of the ledger table.
+func balances(ctx context.Context, client *dynamodb.Client, table string) (map[string]int64, int64, error) {
+	accounts := map[string]int64{}
+	var total int64
+	p := dynamodb.NewScanPaginator(client, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("scan %s: %w (run `ledger setup` first)", table, err)
+		}
+		for _, item := range page.Items {
+			id, _ := item["account"].(*ddbtypes.AttributeValueMemberS)
+			bal, _ := item["balance"].(*ddbtypes.AttributeValueMemberN)
+			if id == nil || bal == nil {
+				continue
+			}
+			v, err := strconv.ParseInt(bal.Value, 10, 64)
+			if err != nil {
+				return nil, 0, fmt.Errorf("account %s: balance %q: %w", id.Value, bal.Value, err)
+			}
+			accounts[id.Value] = v
+			total += v
+		}
+	}
+	return accounts, total, nil
+}
+
+// queueStatus is what `ledger status -json` prints.
+type queueStatus struct {
+	Visible      int  `json:"visible"`
+	InFlight     int  `json:"in_flight"`
+	Delayed      int  `json:"delayed"`
+	DLQVisible   int  `json:"dlq_visible"`
+	DLQInFlight  int  `json:"dlq_in_flight"`
+	QueueDrained bool `json:"queue_drained"`
+}
+
+func cmdStatus(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
+	fs := g.flagSet("status", stderr)
+	asJSON := fs.Bool("json", false, "print the counts as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	n, err := g.names()
+	if err != nil {
+		return err
+	}
+	c, err := newClients(ctx)
+	if err != nil {
+		return err
+	}
+	var st queueStatus
+	for _, q := range []struct {
+		name                     string
+		visible, inFlight, delay *int
+	}{{n.Queue, &st.Visible, &st.InFlight, &st.Delayed}, {n.DLQ, &st.DLQVisible, &st.DLQInFlight, nil}} {
+		url, err := c.queueURL(ctx, q.name)
+		if err != nil {
+			return err
+		}
+		out, err := c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(url),
+			AttributeNames: []sqstypes.QueueAttributeName{
+				sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("queue %s attributes: %w", q.name, err)
+		}
+		*q.visible, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+		*q.inFlight, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+		if q.delay != nil {
+			*q.delay, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)])
+		}
+	}
+	st.QueueDrained = st.Visible == 0 && st.InFlight == 0 && st.Delayed == 0
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(st)
+	}
+	fmt.Fprintf(stdout, "%s: %d visible, %d in flight, %d delayed; %s: %d visible, %d in flight\n",
+		n.Queue, st.Visible, st.InFlight, st.Delayed, n.DLQ, st.DLQVisible, st.DLQInFlight)
+	return nil
+}

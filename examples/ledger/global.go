@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// global holds the flags every subcommand takes.
+type global struct {
+	name string
+	fifo bool
+}
+
+func newGlobal() *global { return &global{name: "ledger"} }
+
+// flagSet returns a flag set with the global flags bound, so they may stand
+// before or after the subcommand.
+func (g *global) flagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&g.name, "queue", g.name, "ledger `NAME`: the queue; every other resource name derives from it")
+	fs.BoolVar(&g.fifo, "fifo", g.fifo, "use the FIFO queue NAME.fifo (message group = account)")
+	return fs
+}
+
+// usageError marks a bad command line (exit code 2).
+type usageError struct{ error }
+
+func isUsage(err error) bool {
+	var u usageError
+	return errors.As(err, &u)
+}
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// parse parses a subcommand's flags and rejects positional arguments.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return usageError{err}
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// names are the resources of one ledger.
+type names struct {
+	Queue, DLQ          string
+	DedupeTable, Ledger string // Ledger is the accounts table
+	FIFO                bool
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,60}$`)
+
+func (g *global) names() (names, error) {
+	if !validName.MatchString(g.name) {
+		return names{}, usagef("-queue %q: use 1 to 60 letters, digits, '-' or '_' (the .fifo suffix comes from -fifo)", g.name)
+	}
+	n := names{Queue: g.name, DLQ: g.name + "-dlq", DedupeTable: g.name + "-dedupe", Ledger: g.name + "-accounts", FIFO: g.fifo}
+	if g.fifo {
+		n.Queue += ".fifo"
+		n.DLQ += ".fifo"
+		n.DedupeTable = g.name + "-fifo-dedupe"
+		n.Ledger = g.name + "-fifo-accounts"
+	}
+	return n, nil
+}
+
+// clients are the SDK clients, configured from the standard variables.
+type clients struct {
+	sqs *sqs.Client
+	ddb *dynamodb.Client
+}
+
+func newClients(ctx context.Context) (clients, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return clients{}, fmt.Errorf("load AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		return clients{}, errors.New("no AWS region: set AWS_REGION")
+	}
+	return clients{
+		sqs: sqs.NewFromConfig(cfg),
+		ddb: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+			// DynamoDB Local sends no CRC32 header on error responses, which
+			// makes the SDK warn on every conditional-check failure.
+			if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" {
+				o.DisableValidateResponseChecksum = true
+			}
+		}),
+	}, nil
+}
+
+func (c clients) queueURL(ctx context.Context, name string) (string, error) {
+	out, err := c.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		return "", fmt.Errorf("queue %s: %w (run `ledger setup` first)", name, err)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}

@@ -1,0 +1,84 @@
+// Command ledger is the exactly-once ledger: credits sent through SQS are
+// applied to account balances in DynamoDB, each credit id exactly once,
+// however often SQS delivers it and whoever sends it again.
+//
+//	ledger setup                      create the queue, its DLQ and the two tables
+//	ledger send -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
+//	ledger work [-concurrency C] [-visibility D] [-handler-delay D] [-log-level L]
+//	ledger balances [-json]
+//	ledger status [-json]             queue, in-flight and DLQ counts
+//
+// Every subcommand takes -queue NAME (default "ledger") and -fifo; every
+// resource name derives from them. Endpoints, region and credentials come
+// from the standard AWS SDK variables and config.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: ledger [-queue NAME] [-fifo] COMMAND [flags]
+
+commands:
+  setup      create the queue NAME, its DLQ NAME-dlq and the dedupe and accounts tables
+  send       send credits: -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
+  work       consume until SIGTERM/SIGINT: [-concurrency C] [-visibility D] [-handler-delay D] [-log-level L]
+  balances   print each account's balance and the total [-json]
+  status     print the queue's and the DLQ's message counts [-json]
+`
+
+// run is the whole program; exit codes: 0 ok, 1 failure, 2 usage.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := newGlobal()
+	fs := g.flagSet("ledger", stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	var err error
+	switch cmd {
+	case "setup":
+		err = cmdSetup(ctx, g, rest, stdout, stderr)
+	case "send":
+		err = cmdSend(ctx, g, rest, stdout, stderr)
+	case "work":
+		err = cmdWork(ctx, g, rest, stdout, stderr)
+	case "balances":
+		err = cmdBalances(ctx, g, rest, stdout, stderr)
+	case "status":
+		err = cmdStatus(ctx, g, rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "ledger: unknown command %q\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case isUsage(err):
+		fmt.Fprintln(stderr, "ledger:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "ledger:", err)
+		return 1
+	}
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// sendReport is what `ledger send -json` prints.
+type sendReport struct {
+	Distinct   int   `json:"distinct"`   // distinct valid credits
+	Total      int64 `json:"total"`      // their amounts added up: the balance total to expect
+	Duplicates int   `json:"duplicates"` // extra messages repeating a credit's id
+	Malformed  int   `json:"malformed"`  // messages that must end in the DLQ
+	Messages   int   `json:"messages"`   // messages sent in all
+}
+
+// malformedBodies are the kinds of bad message `send -bad-rate` mixes in.
+var malformedBodies = []string{
+	`{"id":"%s","account":"acct-bad","amount":12.5}`,
+	`{"id":"%s","account":"acct-bad","amount":"12"}`,
+	`{"id":"%s","account":"","amount":3}`,
+	`{"id":"%s","amount":3}`,
+	`{"id":"%s","account":"acct-bad","amount":1e3}`,
+	`["%s"]`,
+	`not json %s`,
+	`{"id":"%s","account":"acct-bad","amount":99999999999999999999}`,
+}
+
+func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
+	fs := g.flagSet("send", stderr)
+	n := fs.Int("n", 1000, "number of distinct credits")
+	accounts := fs.Int("accounts", 10, "number of accounts the credits spread over")
+	dupRate := fs.Float64("dup-rate", 0, "fraction of credits sent a second time, as a separate message with the same id")
+	badRate := fs.Float64("bad-rate", 0, "malformed messages to add, as a fraction of -n")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *n < 0:
+		return usagef("send: -n must be ≥ 0")
+	case *accounts < 1:
+		return usagef("send: -accounts must be ≥ 1")
+	case *dupRate < 0 || *dupRate > 1 || math.IsNaN(*dupRate):
+		return usagef("send: -dup-rate must be between 0 and 1")
+	case *badRate < 0 || *badRate > 1 || math.IsNaN(*badRate):
+		return usagef("send: -bad-rate must be between 0 and 1")
+	}
+	names, err := g.names()
+	if err != nil {
+		return err
+	}
+	c, err := newClients(ctx)
+	if err != nil {
+		return err
+	}
+	queueURL, err := c.queueURL(ctx, names.Queue)
+	if err != nil {
+		return err
+	}
+
+	run := make([]byte, 4)
+	_, _ = rand.Read(run)
+	prefix := hex.EncodeToString(run)
+	var rep sendReport
+	type outgoing struct{ id, account, body string }
+	var msgs []outgoing
+	for i := range *n {
+		id := fmt.Sprintf("credit-%s-%06d", prefix, i)
+		account := fmt.Sprintf("acct-%03d", i%*accounts)
+		amount := int64(1 + mrand.IntN(1000))
+		body, _ := json.Marshal(map[string]any{"id": id, "account": account, "amount": amount})
+		msgs = append(msgs, outgoing{id, account, string(body)})
+		rep.Distinct++
+		rep.Total += amount
+	}
+	dups := int(math.Round(float64(*n) * *dupRate))
+	for _, i := range mrand.Perm(*n)[:dups] {
+		msgs = append(msgs, msgs[i])
+	}
+	rep.Duplicates = dups
+	rep.Malformed = int(math.Round(float64(*n) * *badRate))
+	for i := range rep.Malformed {
+		id := fmt.Sprintf("bad-%s-%06d", prefix, i)
+		msgs = append(msgs, outgoing{id, "acct-bad", fmt.Sprintf(malformedBodies[i%len(malformedBodies)], id)})
+	}
+	mrand.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
+	rep.Messages = len(msgs)
+
+	grp, gctx := errgroup.WithContext(ctx)
+	grp.SetLimit(8)
+	for start := 0; start < len(msgs); start += 10 {
+		batch := msgs[start:min(start+10, len(msgs))]
+		grp.Go(func() error {
+			entries := make([]sqstypes.SendMessageBatchRequestEntry, len(batch))
+			for i, m := range batch {
+				e := sqstypes.SendMessageBatchRequestEntry{
+					Id:          aws.String(strconv.Itoa(i)),
+					MessageBody: aws.String(m.body),
+					MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+						consumer.AttrID: {DataType: aws.String("String"), StringValue: aws.String(m.id)},
+					},
+				}
+				if names.FIFO {
+					// The group keeps one account's credits in order; a
+					// unique deduplication id lets every duplicate through
+					// SQS, so that sqsonce's dedupe is what drops it.
+					e.MessageGroupId = aws.String(m.account)
+					e.MessageDeduplicationId = aws.String(fmt.Sprintf("%s-%d-%d", m.id, start, i))
+				}
+				entries[i] = e
+			}
+			out, err := c.sqs.SendMessageBatch(gctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+			if err != nil {
+				return fmt.Errorf("send batch: %w", err)
+			}
+			if len(out.Failed) > 0 {
+				f := out.Failed[0]
+				return fmt.Errorf("send batch: %d entries failed, first: %s %s", len(out.Failed), aws.ToString(f.Code), aws.ToString(f.Message))
+			}
+			return nil
+		})
+	}
+	if err := grp.Wait(); err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(rep)
+	}
+	fmt.Fprintf(stdout, "sent %d distinct valid credits totalling %d (+%d duplicates, %d malformed; %d messages) to %s\n",
+		rep.Distinct, rep.Total, rep.Duplicates, rep.Malformed, rep.Messages, names.Queue)
+	return nil
+}
