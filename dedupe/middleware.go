@@ -1,0 +1,188 @@
+package dedupe
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// Options configures [Middleware].
+type Options struct {
+	// Lease is how long a claim holds a key before another delivery may take
+	// it over. The consumer's heartbeat extends it on every tick, so it must
+	// be longer than the heartbeat interval (two intervals or more is
+	// safe); it bounds how long a crashed worker's message waits before it
+	// is retried. It never outlives the handler context's deadline.
+	// Defaults to 1 minute.
+	Lease time.Duration
+	// FingerprintFunc fingerprints a message: the same key with a different
+	// fingerprint is key reuse. Defaults to [Fingerprint] of the body.
+	FingerprintFunc func(*consumer.Message) string
+	// SettleTimeout bounds the Complete or Release call made after the
+	// handler returns (it runs even when the handler's context is done).
+	// Defaults to 10 seconds.
+	SettleTimeout time.Duration
+	// Logger receives key reuse (error), lost leases (warn) and store
+	// failures. Defaults to zap.NewNop().
+	Logger *zap.Logger
+	// NowFunc is the clock. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Middleware returns the consumer middleware that runs each message's
+// handler at most once per key with store:
+//
+//   - Claim before the handler. Duplicate → [consumer.ErrDuplicate] (acked,
+//     handler not run); in progress elsewhere → [consumer.RetryAfter] the
+//     other owner's remaining lease; key reused → [consumer.Permanent]
+//     with a [*KeyReuseError] (dead-lettered, class "key_reuse").
+//   - While the handler runs, every consumer heartbeat extends the lease;
+//     when the lease is lost the handler's context is cancelled.
+//   - Handler success → Complete. Any failure (transient or permanent) →
+//     Release, so a retry or a redrive processes the message again.
+//
+// Store errors are returned as transient errors (the message is retried).
+func Middleware(store Store, opts Options) consumer.Middleware {
+	opts.Lease = cmp.Or(opts.Lease, time.Minute)
+	opts.SettleTimeout = cmp.Or(opts.SettleTimeout, 10*time.Second)
+	if opts.FingerprintFunc == nil {
+		opts.FingerprintFunc = func(m *consumer.Message) string { return Fingerprint(m.Body) }
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.NowFunc == nil {
+		opts.NowFunc = time.Now
+	}
+	return func(next consumer.Handler) consumer.Handler {
+		return &middleware{store: store, opts: opts, next: next}
+	}
+}
+
+type middleware struct {
+	store Store
+	opts  Options
+	next  consumer.Handler
+}
+
+// lease is the configured lease, capped at ctx's deadline.
+func (m *middleware) lease(ctx context.Context) time.Duration {
+	l := m.opts.Lease
+	if dl, ok := ctx.Deadline(); ok {
+		l = min(l, dl.Sub(m.opts.NowFunc()))
+	}
+	return l
+}
+
+func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
+	key := msg.Key()
+	log := m.opts.Logger.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
+	lease := m.lease(ctx)
+	if lease <= 0 {
+		return fmt.Errorf("dedupe: no time left to claim %q: %w", key, context.DeadlineExceeded)
+	}
+	fp := m.opts.FingerprintFunc(msg)
+	c, err := m.store.Claim(ctx, key, fp, lease)
+	if err != nil {
+		return fmt.Errorf("dedupe: claim %q: %w", key, err)
+	}
+	switch c.Status {
+	case Claimed:
+	case Duplicate:
+		return fmt.Errorf("dedupe: key %q: %w", key, consumer.ErrDuplicate)
+	case InProgress:
+		wait := max(c.LeaseUntil.Sub(m.opts.NowFunc()), time.Second)
+		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
+	case KeyReused:
+		err := &KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
+		log.Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
+		return consumer.Permanent(err)
+	default:
+		return fmt.Errorf("dedupe: claim %q: unexpected status %d", key, c.Status)
+	}
+
+	o := &owner{m: m, key: key, token: c.Token, until: c.LeaseUntil, log: log}
+	msg.OnHeartbeat(func(hctx context.Context) error { return o.extend(ctx, hctx) })
+	herr := m.next.Handle(ctx, msg)
+	o.finish()
+
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.SettleTimeout)
+	defer cancel()
+	if herr == nil {
+		if err := m.store.Complete(sctx, key, c.Token); err != nil {
+			if errors.Is(err, ErrNotOwner) {
+				log.Warn("dedupe: lease lost before completion: another delivery owns the key; the effect may repeat", zap.Error(err))
+			}
+			return fmt.Errorf("dedupe: complete %q: %w", key, err)
+		}
+		return nil
+	}
+	if err := m.store.Release(sctx, key, c.Token); err != nil {
+		if errors.Is(err, ErrNotOwner) {
+			log.Debug("dedupe: release: the claim is no longer ours", zap.Error(err))
+		} else {
+			// The claim stays until its lease ends; the retry waits for it.
+			log.Warn("dedupe: release failed", zap.Error(err))
+		}
+	}
+	return herr
+}
+
+// owner is one claim while its handler runs.
+type owner struct {
+	m     *middleware
+	key   string
+	token string
+	log   *zap.Logger
+
+	mu    sync.Mutex
+	until time.Time
+	done  bool
+}
+
+// extend runs on each heartbeat tick. It reports the lease lost when the
+// store says the claim is not ours, or when the lease has run out without
+// a successful extension.
+func (o *owner) extend(ctx, hctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done {
+		return nil
+	}
+	lease := o.m.lease(ctx)
+	if lease <= 0 {
+		return nil // the deadline cancels the handler; the lease ends with it
+	}
+	hctx, cancel := context.WithTimeout(hctx, o.m.opts.SettleTimeout)
+	defer cancel()
+	err := o.m.store.Extend(hctx, o.key, o.token, lease)
+	now := o.m.opts.NowFunc()
+	switch {
+	case err == nil:
+		o.until = now.Add(lease)
+		return nil
+	case errors.Is(err, ErrNotOwner):
+		o.log.Warn("dedupe: lease lost: another delivery took the key over", zap.Error(err))
+		return fmt.Errorf("dedupe: extend %q: %w", o.key, err)
+	case !now.Before(o.until):
+		o.log.Warn("dedupe: lease ran out and could not be extended", zap.Error(err))
+		return fmt.Errorf("dedupe: extend %q: lease ended: %w", o.key, err)
+	default:
+		o.log.Warn("dedupe: extend failed; retrying on the next tick", zap.Error(err))
+		return nil
+	}
+}
+
+func (o *owner) finish() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.done = true
+}

@@ -1,0 +1,203 @@
+package dedupe_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/dedupe/dedupetest"
+)
+
+func message(id, key, body string) *consumer.Message {
+	m := consumer.NewMessage(types.Message{MessageId: aws.String(id), Body: aws.String(body)}, "queue", time.Now())
+	m.SetKey(key)
+	return m
+}
+
+type fixture struct {
+	clock *dedupetest.Clock
+	store *dedupe.Memory
+	runs  int
+	err   error // what the handler returns
+	h     consumer.Handler
+	logs  *observer.ObservedLogs
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{clock: dedupetest.NewClock(time.Unix(1_800_000_000, 0))}
+	f.store = dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "mw", NowFunc: f.clock.Now})
+	core, logs := observer.New(zapcore.DebugLevel)
+	f.logs = logs
+	mw := dedupe.Middleware(f.store, dedupe.Options{Lease: 30 * time.Second, Logger: zap.New(core), NowFunc: f.clock.Now})
+	f.h = consumer.Chain(consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+		f.runs++
+		return f.err
+	}), mw)
+	return f
+}
+
+func TestMiddlewareDuplicateSkipsHandler(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.h.Handle(ctx, message("m1", "k1", "body")); err != nil {
+		t.Fatalf("first delivery: %v", err)
+	}
+	err := f.h.Handle(ctx, message("m2", "k1", "body"))
+	if !errors.Is(err, consumer.ErrDuplicate) {
+		t.Fatalf("second delivery: %v, want ErrDuplicate", err)
+	}
+	if f.runs != 1 {
+		t.Fatalf("handler ran %d times, want 1", f.runs)
+	}
+}
+
+func TestMiddlewareFailureReleases(t *testing.T) {
+	t.Parallel()
+	for name, herr := range map[string]error{
+		"transient": errors.New("boom"),
+		"permanent": consumer.Permanent(errors.New("bad input")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx := context.Background()
+			f.err = herr
+			if err := f.h.Handle(ctx, message("m1", "k1", "body")); !errors.Is(err, herr) {
+				t.Fatalf("handler error not returned unchanged: %v", err)
+			}
+			// Released: the retry (or a redrive) runs at once, without
+			// waiting for the lease.
+			f.err = nil
+			if err := f.h.Handle(ctx, message("m1", "k1", "body")); err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			if f.runs != 2 {
+				t.Fatalf("handler ran %d times, want 2", f.runs)
+			}
+			if err := f.h.Handle(ctx, message("m1", "k1", "body")); !errors.Is(err, consumer.ErrDuplicate) {
+				t.Fatalf("after success: %v, want ErrDuplicate", err)
+			}
+		})
+	}
+}
+
+func TestMiddlewareInProgressRetriesAfterLease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	// Another worker holds the key.
+	if _, err := f.store.Claim(ctx, "k1", dedupe.Fingerprint("body"), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(5 * time.Second)
+	err := f.h.Handle(ctx, message("m1", "k1", "body"))
+	var re *consumer.RetryError
+	if !errors.As(err, &re) || re.Delay != 15*time.Second {
+		t.Fatalf("in progress: %v, want RetryAfter 15s", err)
+	}
+	var ip *dedupe.InProgressError
+	if !errors.As(err, &ip) {
+		t.Fatalf("in progress: %v, want an InProgressError in the chain", err)
+	}
+	if f.runs != 0 {
+		t.Fatalf("handler ran while another owner held the key")
+	}
+	// After the other owner's lease, this delivery takes over.
+	f.clock.Advance(16 * time.Second)
+	if err := f.h.Handle(ctx, message("m1", "k1", "body")); err != nil || f.runs != 1 {
+		t.Fatalf("takeover: err=%v runs=%d", err, f.runs)
+	}
+}
+
+func TestMiddlewareKeyReuseIsPermanentAndLoud(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.h.Handle(ctx, message("m1", "k1", "one body")); err != nil {
+		t.Fatal(err)
+	}
+	err := f.h.Handle(ctx, message("m2", "k1", "another body"))
+	var pe *consumer.PermanentError
+	var kr *dedupe.KeyReuseError
+	if !errors.As(err, &pe) || !errors.As(err, &kr) {
+		t.Fatalf("key reuse: %v, want a permanent KeyReuseError", err)
+	}
+	var classed interface{ FailureClass() string }
+	if !errors.As(err, &classed) || classed.FailureClass() != consumer.ClassKeyReuse {
+		t.Fatalf("key reuse class: %v", err)
+	}
+	if f.runs != 1 {
+		t.Fatalf("handler ran %d times, want 1", f.runs)
+	}
+	if n := f.logs.FilterLevelExact(zapcore.ErrorLevel).Len(); n != 1 {
+		t.Fatalf("key reuse logged %d errors, want 1", n)
+	}
+	for _, e := range f.logs.All() {
+		for _, field := range e.Context {
+			if field.String == "one body" || field.String == "another body" {
+				t.Fatalf("message body logged: %v", e)
+			}
+		}
+	}
+}
+
+func TestMiddlewareLeaseCappedAtDeadline(t *testing.T) {
+	t.Parallel()
+	store := dedupe.NewMemory(dedupe.MemoryConfig{})
+	h := dedupe.Middleware(store, dedupe.Options{Lease: time.Hour})(consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+		c, err := store.Claim(ctx, msg.Key(), dedupe.Fingerprint(msg.Body), time.Second)
+		if err != nil {
+			return err
+		}
+		if c.Status != dedupe.InProgress {
+			t.Errorf("status %s, want in_progress", c.Status)
+		}
+		if d := time.Until(c.LeaseUntil); d > 5*time.Second {
+			t.Errorf("lease ends in %s, past the context deadline", d)
+		}
+		return nil
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Handle(ctx, message("m1", "k1", "body")); err != nil {
+		t.Fatal(err)
+	}
+	// A context with no time left never claims.
+	done, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	if err := h.Handle(done, message("m2", "k2", "body")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("expired context: %v", err)
+	}
+	if c, _ := store.Claim(context.Background(), "k2", "x", time.Second); c.Status != dedupe.Claimed {
+		t.Fatalf("expired context left a claim: %s", c.Status)
+	}
+}
+
+// failingStore fails Complete with err.
+type failingStore struct {
+	dedupe.Store
+	err error
+}
+
+func (s failingStore) Complete(context.Context, string, string) error { return s.err }
+
+func TestMiddlewareCompleteFailureIsReturned(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("throttled")
+	h := dedupe.Middleware(failingStore{dedupe.NewMemory(dedupe.MemoryConfig{}), boom}, dedupe.Options{})(
+		consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return nil }))
+	if err := h.Handle(context.Background(), message("m1", "k1", "b")); !errors.Is(err, boom) {
+		t.Fatalf("complete failure: %v", err)
+	}
+}

@@ -1,0 +1,164 @@
+package dedupe
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// Store records which message keys have been processed. Every Store keeps
+// one record per key with the states of DESIGN.md: IN_PROGRESS (claimed,
+// under a lease) and COMPLETED. Calls after Claim are fenced by the claim's
+// token: an owner whose lease was taken over gets [ErrNotOwner] and cannot
+// touch the new owner's record.
+//
+// Implementations must pass [github.com/sqsonce/sqsonce/dedupe/dedupetest.Run].
+type Store interface {
+	// Claim tries to take key for lease. It succeeds (Status Claimed, with a
+	// fresh Token) when there is no record, the record has expired, or the
+	// record is IN_PROGRESS with a lease that has ended (a takeover).
+	// Otherwise it reports Duplicate (COMPLETED), InProgress (with the other
+	// owner's LeaseUntil) or KeyReused (the record's fingerprint differs from
+	// fingerprint; checked first). An error means the store could not answer.
+	Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error)
+	// Extend moves the lease of the claim holding token to now+lease.
+	Extend(ctx context.Context, key, token string, lease time.Duration) error
+	// Complete marks the claim holding token COMPLETED: later claims of key
+	// are duplicates until the record expires.
+	Complete(ctx context.Context, key, token string) error
+	// Release deletes the IN_PROGRESS claim holding token, so the next claim
+	// of key runs at once.
+	Release(ctx context.Context, key, token string) error
+}
+
+// Status is the result of a [Store.Claim].
+type Status int
+
+const (
+	// Claimed: the caller owns the key until its lease ends.
+	Claimed Status = iota + 1
+	// Duplicate: the key's record is COMPLETED; its effect already happened.
+	Duplicate
+	// InProgress: another owner holds the key until Claim.LeaseUntil.
+	InProgress
+	// KeyReused: the key's record was written for a different body
+	// (fingerprint); processing it would silently drop one of the two.
+	KeyReused
+)
+
+// String returns the status as logged.
+func (s Status) String() string {
+	switch s {
+	case Claimed:
+		return "claimed"
+	case Duplicate:
+		return "duplicate"
+	case InProgress:
+		return "in_progress"
+	case KeyReused:
+		return "key_reused"
+	}
+	return "unknown"
+}
+
+// Claim is the answer to [Store.Claim].
+type Claim struct {
+	Status Status
+	// Token fences the claim (Claimed only): pass it to Extend, Complete and
+	// Release.
+	Token string
+	// LeaseUntil is the caller's lease end when Claimed, the other owner's
+	// when InProgress.
+	LeaseUntil time.Time
+	// Fingerprint is the stored record's fingerprint (Duplicate, InProgress,
+	// KeyReused).
+	Fingerprint string
+}
+
+// Record statuses as stored.
+const (
+	StatusInProgress = "IN_PROGRESS"
+	StatusCompleted  = "COMPLETED"
+)
+
+// Defaults shared by the stores.
+const (
+	// DefaultTTL is how long a record is kept (its expires_at): longer than
+	// any redelivery of the message can happen. SQS keeps a message at most
+	// 14 days (in the queue and then its DLQ, counted from the first send);
+	// a redrive sends a new message that may live 14 days more. 30 days
+	// covers both, so a redriven copy still dedupes.
+	DefaultTTL = 30 * 24 * time.Hour
+	// MaxKeyBytes is DynamoDB's limit on a partition key's size; longer
+	// namespaced keys are hashed (see [PK]).
+	MaxKeyBytes = 2048
+)
+
+// ErrNotOwner is returned by Extend, Complete and Release when the token no
+// longer holds the key: the lease was taken over by another owner, or the
+// record was released, completed or expired.
+var ErrNotOwner = errors.New("dedupe: not the owner: the claim was taken over, released or completed")
+
+// KeyReuseError reports one dedupe key used for two different bodies. The
+// middleware returns it wrapped in [consumer.Permanent]: the message is
+// dead-lettered with class "key_reuse".
+type KeyReuseError struct {
+	Key         string
+	Fingerprint string // this message's
+	Stored      string // the record's
+}
+
+func (e *KeyReuseError) Error() string {
+	return fmt.Sprintf("dedupe: key %q reused for a different body (fingerprint %.12s, stored %.12s)", e.Key, e.Fingerprint, e.Stored)
+}
+
+// FailureClass is the dead-letter class, [consumer.ClassKeyReuse].
+func (e *KeyReuseError) FailureClass() string { return consumer.ClassKeyReuse }
+
+// InProgressError reports a key held by another owner until LeaseUntil. The
+// middleware returns it wrapped in [consumer.RetryAfter].
+type InProgressError struct {
+	Key        string
+	LeaseUntil time.Time
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("dedupe: key %q in progress elsewhere until %s", e.Key, e.LeaseUntil.UTC().Format(time.RFC3339Nano))
+}
+
+// PK is the stored key for key in namespace: "<namespace>#<key>". When that
+// is longer than [MaxKeyBytes] the key part is replaced by
+// "sha256:<hex of sha256(key)>" (and a namespace too long to leave room is
+// hashed with it).
+func PK(namespace, key string) string {
+	pk := namespace + "#" + key
+	if len(pk) <= MaxKeyBytes {
+		return pk
+	}
+	sum := sha256.Sum256([]byte(key))
+	hashed := namespace + "#sha256:" + hex.EncodeToString(sum[:])
+	if len(hashed) <= MaxKeyBytes {
+		return hashed
+	}
+	sum = sha256.Sum256([]byte(pk))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Fingerprint is the default fingerprint of a message body: the hex SHA-256.
+func Fingerprint(body string) string {
+	sum := sha256.Sum256([]byte(body))
+	return hex.EncodeToString(sum[:])
+}
+
+// NewToken returns a random claim token.
+func NewToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
