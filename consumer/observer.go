@@ -1,0 +1,48 @@
+package consumer
+
+import "time"
+
+// Observer receives the consumer's metrics events. Every method must return
+// quickly and be safe for concurrent use. Embed [NopObserver] to implement
+// only the methods you need.
+type Observer interface {
+	// Received is called once per message received from SQS.
+	Received(msg *Message)
+	// HandlerDone is called when the middleware chain and handler return,
+	// with the run time and the error (nil on success).
+	HandlerDone(msg *Message, d time.Duration, err error)
+	// Settled is called once per message when its outcome is decided.
+	Settled(msg *Message, res Result)
+	// HeartbeatFailed is called when extending the visibility of n messages
+	// failed (the whole call, or n failed entries).
+	HeartbeatFailed(n int, err error)
+	// LeaseLost is called when a message's visibility or dedupe lease could
+	// not be kept: its handler's context is cancelled.
+	LeaseLost(msg *Message, err error)
+	// DeadLettered is called after a send to the dead-letter queue; err is
+	// nil when the send succeeded.
+	DeadLettered(msg *Message, err error)
+}
+
+// NopObserver implements [Observer] with methods that do nothing.
+type NopObserver struct{}
+
+// Received does nothing.
+func (NopObserver) Received(*Message) {}
+
+// HandlerDone does nothing.
+func (NopObserver) HandlerDone(*Message, time.Duration, error) {}
+
+// Settled does nothing.
+func (NopObserver) Settled(*Message, Result) {}
+
+// HeartbeatFailed does nothing.
+func (NopObserver) HeartbeatFailed(int, error) {}
+
+// LeaseLost does nothing.
+func (NopObserver) LeaseLost(*Message, error) {}
+
+// DeadLettered does nothing.
+func (NopObserver) DeadLettered(*Message, error) {}
+
+var _ Observer = NopObserver{}

@@ -1,0 +1,21 @@
+// Package heartbeat keeps a set of SQS receipt handles invisible: one
+// ticker per consumer extends every handle that is about to run out, with
+// ChangeMessageVisibilityBatch in chunks of 10, and never past SQS's
+// 12-hour limit from the receive. It knows nothing of handlers: a handle
+// whose extension is refused (receipt handle invalid, message not in
+// flight) or that reaches the limit is reported to the callback given to
+// Add.
+//
+//	hb, err := heartbeat.New(heartbeat.Config{
+//		Client:     sqsClient,
+//		QueueURL:   queueURL,
+//		Visibility: 30 * time.Second, // the queue's visibility timeout
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	go hb.Run(ctx)
+//	hb.Add(handle, receiveStartedAt, func(err error) { cancelHandler(err) })
+//	// ... handle the message ...
+//	hb.Remove(handle) // before deleting or changing its visibility
+package heartbeat

@@ -1,0 +1,335 @@
+package heartbeat
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
+)
+
+// API is the SQS call the heartbeat makes. *sqs.Client satisfies it.
+type API interface {
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+var _ API = (*sqs.Client)(nil)
+
+// MaxVisibility is SQS's limit on a message's visibility, counted from the
+// receive that returned its receipt handle.
+const MaxVisibility = 12 * time.Hour
+
+// batchSize is SQS's limit on entries per ChangeMessageVisibilityBatch.
+const batchSize = 10
+
+// Errors passed to a handle's lost callback.
+var (
+	// ErrMaxVisibility: the handle reached MaxLifetime (SQS's 12 hours)
+	// and cannot be kept invisible any longer.
+	ErrMaxVisibility = errors.New("heartbeat: visibility limit reached")
+	// ErrExpired: the visibility ran out before an extension succeeded, so
+	// the message may already be with another consumer.
+	ErrExpired = errors.New("heartbeat: visibility expired before it could be extended")
+)
+
+// EntryError is an extension SQS refused for one handle (for example
+// ReceiptHandleIsInvalid, or the message is no longer in flight).
+type EntryError struct {
+	Code    string
+	Message string
+}
+
+func (e *EntryError) Error() string {
+	return fmt.Sprintf("heartbeat: extension refused: %s: %s", e.Code, e.Message)
+}
+
+// Config configures a Heartbeat.
+type Config struct {
+	// Client makes the ChangeMessageVisibilityBatch calls. Required.
+	Client API
+	// QueueURL is the queue the handles belong to. Required.
+	QueueURL string
+	// Visibility is how long each extension keeps a message invisible, and
+	// how long a newly added handle is assumed to be invisible for (the
+	// visibility it was received with). Whole seconds. Required.
+	Visibility time.Duration
+	// Interval is the time between ticks. A handle is extended on the
+	// tick that finds it within two intervals of running out. Must be
+	// shorter than Visibility. Defaults to Visibility/3.
+	Interval time.Duration
+	// MaxLifetime caps the visibility of a handle, counted from the time
+	// passed to Add. Defaults to MaxVisibility (12h).
+	MaxLifetime time.Duration
+	// CallTimeout bounds each ChangeMessageVisibilityBatch call. Defaults
+	// to Interval.
+	CallTimeout time.Duration
+	// Parallel is how many batch calls a tick makes at once. Defaults to 4.
+	Parallel int
+	// OnTick, when set, runs at the end of every tick (the consumer uses it
+	// to extend dedupe leases). It must return within about an Interval.
+	OnTick func(ctx context.Context)
+	// OnFailure, when set, is called when extending n handles failed: a
+	// whole call (err is the call's error) or refused entries.
+	OnFailure func(n int, err error)
+	// Logger logs failed extensions. Defaults to a no-op logger.
+	Logger *zap.Logger
+	// NowFunc returns the current time. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Heartbeat keeps a set of receipt handles invisible.
+type Heartbeat struct {
+	cfg Config
+	log *zap.Logger
+
+	mu      sync.Mutex
+	entries map[string]*entry
+}
+
+type entry struct {
+	handle   string
+	limit    time.Time // never visible-until past this
+	deadline time.Time // when the current visibility runs out
+	lost     func(error)
+	inflight chan struct{} // closed when the extension carrying this entry returns
+}
+
+// New checks cfg and returns a Heartbeat. Call Run to start ticking.
+func New(cfg Config) (*Heartbeat, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("heartbeat: Client is required")
+	}
+	if cfg.QueueURL == "" {
+		return nil, errors.New("heartbeat: QueueURL is required")
+	}
+	if cfg.Visibility < time.Second || cfg.Visibility > MaxVisibility {
+		return nil, fmt.Errorf("heartbeat: Visibility %s must be between 1s and 12h", cfg.Visibility)
+	}
+	cfg.Interval = cmp.Or(cfg.Interval, cfg.Visibility/3)
+	if cfg.Interval <= 0 || cfg.Interval >= cfg.Visibility {
+		return nil, fmt.Errorf("heartbeat: Interval %s must be positive and shorter than Visibility %s", cfg.Interval, cfg.Visibility)
+	}
+	cfg.MaxLifetime = cmp.Or(cfg.MaxLifetime, MaxVisibility)
+	if cfg.MaxLifetime < 0 || cfg.MaxLifetime > MaxVisibility {
+		return nil, fmt.Errorf("heartbeat: MaxLifetime %s must be between 0 and 12h", cfg.MaxLifetime)
+	}
+	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, cfg.Interval)
+	cfg.Parallel = cmp.Or(cfg.Parallel, 4)
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Heartbeat{cfg: cfg, log: log, entries: map[string]*entry{}}, nil
+}
+
+// Add tracks handle, received at receivedAt (use the time the receive call
+// was made: SQS's 12 hours count from then). lost, when not nil, is called
+// at most once, from the heartbeat's goroutine, if the handle's visibility
+// can no longer be kept; the handle is then no longer tracked.
+func (h *Heartbeat) Add(handle string, receivedAt time.Time, lost func(error)) {
+	e := &entry{
+		handle:   handle,
+		limit:    receivedAt.Add(h.cfg.MaxLifetime),
+		deadline: receivedAt.Add(h.cfg.Visibility),
+		lost:     lost,
+	}
+	if e.deadline.After(e.limit) {
+		e.deadline = e.limit
+	}
+	h.mu.Lock()
+	h.entries[handle] = e
+	h.mu.Unlock()
+}
+
+// Remove stops tracking handle and reports whether it was tracked. When an
+// extension that includes handle is in flight, Remove waits for it to
+// return, so a delete or visibility change made after Remove never races
+// an extension.
+func (h *Heartbeat) Remove(handle string) bool {
+	h.mu.Lock()
+	e, ok := h.entries[handle]
+	if ok {
+		delete(h.entries, handle)
+	}
+	var wait chan struct{}
+	if ok {
+		wait = e.inflight
+	}
+	h.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
+	return ok
+}
+
+// Len returns the number of tracked handles.
+func (h *Heartbeat) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.entries)
+}
+
+// Run ticks every Interval until ctx is done, then returns ctx's error.
+// An extension in flight when ctx is cancelled is cut short.
+func (h *Heartbeat) Run(ctx context.Context) error {
+	t := time.NewTicker(h.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			h.Tick(ctx)
+		}
+	}
+}
+
+type lostCall struct {
+	fn  func(error)
+	err error
+}
+
+// Tick runs one round: it extends every handle within two intervals of
+// running out (in batches of 10), reports lost handles, then calls OnTick.
+func (h *Heartbeat) Tick(ctx context.Context) {
+	now := h.cfg.NowFunc()
+	horizon := now.Add(2 * h.cfg.Interval)
+	var lost []lostCall
+	var batches [][]*entry
+	var cur []*entry
+
+	h.mu.Lock()
+	for _, e := range h.entries {
+		if e.inflight != nil || e.deadline.After(horizon) {
+			continue
+		}
+		if !now.Before(e.deadline) {
+			delete(h.entries, e.handle)
+			err := ErrExpired
+			if e.limit.Sub(now) < 2*h.cfg.Interval+time.Second {
+				err = ErrMaxVisibility
+			}
+			lost = append(lost, lostCall{e.lost, err})
+			continue
+		}
+		if e.limit.Sub(now) < time.Second || !e.deadline.Before(e.limit.Add(-time.Second)) {
+			continue // at its limit: nothing more to ask; lost when it runs out
+		}
+		cur = append(cur, e)
+		if len(cur) == batchSize {
+			batches = append(batches, cur)
+			cur = nil
+		}
+	}
+	if len(cur) > 0 {
+		batches = append(batches, cur)
+	}
+	for _, b := range batches {
+		done := make(chan struct{})
+		for _, e := range b {
+			e.inflight = done
+		}
+	}
+	h.mu.Unlock()
+	h.report(lost)
+
+	sem := make(chan struct{}, h.cfg.Parallel)
+	var wg sync.WaitGroup
+	for _, b := range batches {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			h.extend(ctx, now, b)
+		})
+	}
+	wg.Wait()
+	if h.cfg.OnTick != nil {
+		h.cfg.OnTick(ctx)
+	}
+}
+
+// extend makes one ChangeMessageVisibilityBatch call for b.
+func (h *Heartbeat) extend(ctx context.Context, now time.Time, b []*entry) {
+	in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(h.cfg.QueueURL)}
+	secs := make([]int32, len(b))
+	for i, e := range b {
+		ext := min(h.cfg.Visibility, e.limit.Sub(now))
+		secs[i] = int32(ext / time.Second)
+		in.Entries = append(in.Entries, types.ChangeMessageVisibilityBatchRequestEntry{
+			Id:                aws.String(strconv.Itoa(i)),
+			ReceiptHandle:     aws.String(e.handle),
+			VisibilityTimeout: secs[i],
+		})
+	}
+	cctx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
+	out, err := h.cfg.Client.ChangeMessageVisibilityBatch(cctx, in)
+	cancel()
+
+	failed := map[string]types.BatchResultErrorEntry{}
+	if err == nil {
+		for _, f := range out.Failed {
+			failed[aws.ToString(f.Id)] = f
+		}
+	}
+	var lost []lostCall
+	refused := 0
+	h.mu.Lock()
+	done := b[0].inflight
+	for i, e := range b {
+		e.inflight = nil
+		if h.entries[e.handle] != e {
+			continue // removed while the call was in flight
+		}
+		if err != nil {
+			continue // the next tick tries again; ErrExpired if it never works
+		}
+		if f, ok := failed[strconv.Itoa(i)]; ok {
+			if f.SenderFault {
+				delete(h.entries, e.handle)
+				lost = append(lost, lostCall{e.lost, &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message)}})
+			}
+			refused++
+			continue
+		}
+		e.deadline = now.Add(time.Duration(secs[i]) * time.Second)
+	}
+	close(done)
+	h.mu.Unlock()
+
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("heartbeat: extend visibility", zap.Int("handles", len(b)), zap.Error(err))
+			h.failure(len(b), fmt.Errorf("heartbeat: change visibility batch: %w", err))
+		}
+		return
+	}
+	if refused > 0 {
+		h.log.Warn("heartbeat: extensions refused", zap.Int("handles", refused))
+		h.failure(refused, fmt.Errorf("heartbeat: %d extensions refused", refused))
+	}
+	h.report(lost)
+}
+
+func (h *Heartbeat) failure(n int, err error) {
+	if h.cfg.OnFailure != nil {
+		h.cfg.OnFailure(n, err)
+	}
+}
+
+func (h *Heartbeat) report(lost []lostCall) {
+	for _, l := range lost {
+		if l.fn != nil {
+			l.fn(l.err)
+		}
+	}
+}
