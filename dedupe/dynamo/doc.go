@@ -1,0 +1,2 @@
+// Package dynamo is the DynamoDB dedupe store of sqsonce.
+package dynamo
