@@ -1,0 +1,118 @@
+package redrive
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// ClassNone is the class of a dead letter that carries no sqsonce-failure
+// attribute (one SQS moved after maxReceiveCount, for example).
+const ClassNone = "none"
+
+// Entry is one dead letter as the redrive tool sees it.
+type Entry struct {
+	// Message is the received message.
+	Message *consumer.Message
+	// Failure is its parsed sqsonce-failure attribute, nil when absent.
+	Failure *consumer.Failure
+	// Age is the time since the failure was recorded (failed_at), or since
+	// the message was sent to the DLQ when it has no failure record.
+	Age time.Duration
+}
+
+// Class returns the failure class, or [ClassNone].
+func (e Entry) Class() string {
+	if e.Failure == nil || e.Failure.Class == "" {
+		return ClassNone
+	}
+	return e.Failure.Class
+}
+
+// entry builds an Entry.
+func (r *Redriver) entry(m *consumer.Message) Entry {
+	e := Entry{Message: m}
+	at := m.SentAt
+	if f, ok := consumer.ParseFailure(m); ok {
+		e.Failure = &f
+		if !f.FailedAt.IsZero() {
+			at = f.FailedAt
+		}
+	}
+	if !at.IsZero() {
+		e.Age = max(0, r.now().Sub(at))
+	}
+	return e
+}
+
+// receive receives up to n messages (n ≤ 10) with every attribute.
+func (r *Redriver) receive(ctx context.Context, q Queue, n int) ([]types.Message, error) {
+	out, err := r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(q.URL),
+		MaxNumberOfMessages:         int32(min(max(n, 1), 10)),
+		WaitTimeSeconds:             int32(r.wait / time.Second),
+		VisibilityTimeout:           int32(r.vis / time.Second),
+		MessageAttributeNames:       []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Messages, nil
+}
+
+// release makes messages visible again at once (visibility 0), in batches
+// of 10. It runs even when ctx is cancelled, so that an interrupted command
+// still hands back what it held; it returns how many could not be released
+// (they reappear when their visibility timeout ends).
+func (r *Redriver) release(ctx context.Context, q Queue, handles []string) int {
+	return r.setVisibility(ctx, q, handles, 0)
+}
+
+// setVisibility changes the visibility of messages in batches of 10.
+func (r *Redriver) setVisibility(ctx context.Context, q Queue, handles []string, seconds int32) int {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	failed := 0
+	for chunk := range chunks(handles, 10) {
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, h := range chunk {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(batchID(i)), ReceiptHandle: aws.String(h), VisibilityTimeout: seconds}
+		}
+		out, err := r.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
+		if err != nil {
+			failed += len(chunk)
+			continue
+		}
+		failed += len(out.Failed)
+	}
+	return failed
+}
+
+// chunks yields s in pieces of at most n.
+func chunks[T any](s []T, n int) func(func([]T) bool) {
+	return func(yield func([]T) bool) {
+		for len(s) > 0 {
+			k := min(n, len(s))
+			if !yield(s[:k]) {
+				return
+			}
+			s = s[k:]
+		}
+	}
+}
+
+// batchID is the Id of the i-th entry of a batch request.
+func batchID(i int) string { return "e" + itoa(i) }
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}

@@ -1,0 +1,272 @@
+package redrive
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrBadFilter is wrapped by every [ParseFilter] error.
+var ErrBadFilter = errors.New("redrive: bad filter")
+
+// FilterKind is what a [Filter] looks at.
+type FilterKind string
+
+// Filter kinds.
+const (
+	FilterClass FilterKind = "class" // failure class: class=permanent,max_attempts ("none": no sqsonce-failure)
+	FilterError FilterKind = "error" // failure error text: error~timeout, error=exact text
+	FilterAttr  FilterKind = "attr"  // message attribute: attr:tenant=acme, attr:tenant~^ac, attr:tenant (present)
+	FilterBody  FilterKind = "body"  // body: body~"status":"failed", body=exact
+	FilterJSON  FilterKind = "json"  // field of a JSON body: json:order.status=failed, json:items.0.sku~^A
+	FilterAge   FilterKind = "age"   // age: age>1h (older than), age<30m (newer than); units ns..h and d
+)
+
+// Filter selects messages. Several filters combine with AND. Build one
+// with [ParseFilter]; the zero Filter matches nothing.
+//
+// Syntax: KIND OP VALUE, with OP "=" (equal), "~" (RE2 regular expression,
+// unanchored), ">" / "<" (age only); attr and json take a name after a
+// colon: attr:NAME=VALUE, json:PATH~RE, and attr:NAME alone tests presence.
+// A JSON path is dot-separated object keys and array indexes; a field's
+// value compares as its text (strings unquoted, other values as JSON).
+type Filter struct {
+	// Kind is what the filter looks at.
+	Kind FilterKind
+	// Name is the attribute name or JSON path (attr and json only).
+	Name string
+	// Op is "=", "~", ">", "<", or "" (attr presence).
+	Op string
+	// Value is the text after Op.
+	Value string
+
+	re      *regexp.Regexp
+	classes []string
+	age     time.Duration
+	path    []string
+}
+
+// ParseFilter parses one filter expression (see [Filter] for the syntax).
+// Errors wrap [ErrBadFilter].
+func ParseFilter(expr string) (Filter, error) {
+	f, err := parseFilter(expr)
+	if err != nil {
+		return Filter{}, fmt.Errorf("%w %q: %s", ErrBadFilter, expr, err)
+	}
+	return f, nil
+}
+
+// ParseFilters parses several expressions.
+func ParseFilters(exprs ...string) ([]Filter, error) {
+	out := make([]Filter, 0, len(exprs))
+	for _, e := range exprs {
+		f, err := ParseFilter(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func parseFilter(expr string) (Filter, error) {
+	var f Filter
+	i := strings.IndexAny(expr, ":=~<>")
+	if i < 0 {
+		return f, errors.New(`want KIND OP VALUE, e.g. class=permanent, error~timeout, attr:tenant=acme, body~RE, json:order.status=failed, age>1h`)
+	}
+	f.Kind = FilterKind(expr[:i])
+	rest := expr[i:]
+	switch f.Kind {
+	case FilterAttr, FilterJSON:
+		if rest[0] != ':' {
+			return f, fmt.Errorf("%s needs a name: %s:NAME=VALUE", f.Kind, f.Kind)
+		}
+		rest = rest[1:]
+		j := strings.IndexAny(rest, "=~")
+		if j < 0 {
+			f.Name, rest = rest, ""
+		} else {
+			f.Name, rest = rest[:j], rest[j:]
+		}
+		if f.Name == "" {
+			return f, fmt.Errorf("%s needs a name: %s:NAME=VALUE", f.Kind, f.Kind)
+		}
+		if rest == "" {
+			if f.Kind == FilterJSON {
+				return f, errors.New("json needs a value: json:PATH=VALUE or json:PATH~RE")
+			}
+			return f, nil // attribute presence
+		}
+		if f.Kind == FilterJSON {
+			f.path = strings.Split(f.Name, ".")
+			if slices.Contains(f.path, "") {
+				return f, fmt.Errorf("json path %q has an empty segment", f.Name)
+			}
+		}
+	case FilterClass, FilterError, FilterBody, FilterAge:
+	default:
+		return f, fmt.Errorf("unknown kind %q (want class, error, attr, body, json or age)", f.Kind)
+	}
+	f.Op, f.Value = rest[:1], rest[1:]
+	switch {
+	case f.Kind == FilterAge:
+		if f.Op != ">" && f.Op != "<" {
+			return f, errors.New("age takes > (older than) or < (newer than): age>1h")
+		}
+		d, err := parseAge(f.Value)
+		if err != nil {
+			return f, err
+		}
+		f.age = d
+		return f, nil
+	case f.Op != "=" && f.Op != "~":
+		return f, fmt.Errorf("%s takes = or ~", f.Kind)
+	case f.Kind == FilterClass:
+		if f.Op != "=" {
+			return f, errors.New("class takes =: class=permanent,max_attempts")
+		}
+		for c := range strings.SplitSeq(f.Value, ",") {
+			if c = strings.TrimSpace(c); c == "" {
+				return f, errors.New("empty class name")
+			}
+			f.classes = append(f.classes, c)
+		}
+		return f, nil
+	}
+	if f.Op == "~" {
+		re, err := regexp.Compile(f.Value)
+		if err != nil {
+			return f, fmt.Errorf("regular expression: %v", err)
+		}
+		f.re = re
+	}
+	return f, nil
+}
+
+// parseAge parses a Go duration, or a whole number of days ("7d").
+func parseAge(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 || days > 100000 {
+			return 0, fmt.Errorf("age %q: want a duration such as 90m, 2h or 7d", s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("age %q: want a duration such as 90m, 2h or 7d", s)
+	}
+	return d, nil
+}
+
+// String returns the filter as ParseFilter reads it.
+func (f Filter) String() string {
+	if f.Name != "" {
+		return string(f.Kind) + ":" + f.Name + f.Op + f.Value
+	}
+	return string(f.Kind) + f.Op + f.Value
+}
+
+// Match reports whether the entry passes the filter.
+func (f Filter) Match(e Entry) bool {
+	switch f.Kind {
+	case FilterClass:
+		return slices.Contains(f.classes, e.Class())
+	case FilterError:
+		if e.Failure == nil {
+			return false
+		}
+		return f.text(e.Failure.Error)
+	case FilterBody:
+		return f.text(e.Message.Body)
+	case FilterAttr:
+		v, ok := e.Message.Attributes[f.Name]
+		if !ok {
+			return false
+		}
+		if f.Op == "" {
+			return true
+		}
+		s := ""
+		if v.StringValue != nil {
+			s = *v.StringValue
+		} else if v.BinaryValue != nil {
+			s = string(v.BinaryValue)
+		}
+		return f.text(s)
+	case FilterJSON:
+		s, ok := jsonField(e.Message.Body, f.path)
+		return ok && f.text(s)
+	case FilterAge:
+		if f.Op == ">" {
+			return e.Age > f.age
+		}
+		return e.Age < f.age
+	}
+	return false
+}
+
+// text matches s by equality or regular expression.
+func (f Filter) text(s string) bool {
+	if f.Op == "~" {
+		return f.re != nil && f.re.MatchString(s)
+	}
+	return s == f.Value
+}
+
+// jsonField returns the text of the field at path in a JSON body.
+func jsonField(body string, path []string) (string, bool) {
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return "", false
+	}
+	for _, p := range path {
+		switch x := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = x[p]; !ok {
+				return "", false
+			}
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(x) {
+				return "", false
+			}
+			v = x[i]
+		default:
+			return "", false
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case json.Number:
+		return x.String(), true
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(buf.String(), "\n"), true
+}
+
+// matchAll reports whether e passes every filter.
+func matchAll(filters []Filter, e Entry) bool {
+	for _, f := range filters {
+		if !f.Match(e) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,151 @@
+package redrive_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/redrive"
+)
+
+// dead is one dead letter to put in a test DLQ.
+type dead struct {
+	body    string
+	class   string
+	err     string
+	source  string // source_queue; "" leaves no failure attribute when class is ""
+	group   string
+	age     time.Duration
+	attrs   map[string]types.MessageAttributeValue
+	noID    bool
+	id      string
+	noFail  bool
+	attempt int
+}
+
+// putDead sends dead letters to a DLQ the way the consumer does.
+func putDead(t testing.TB, client *sqs.Client, dlqURL string, fifo bool, msgs ...dead) {
+	t.Helper()
+	for i := 0; i < len(msgs); i += 10 {
+		var entries []types.SendMessageBatchRequestEntry
+		for j, d := range msgs[i:min(i+10, len(msgs))] {
+			attrs := map[string]types.MessageAttributeValue{}
+			for k, v := range d.attrs {
+				attrs[k] = v
+			}
+			id := d.id
+			if id == "" {
+				id = fmt.Sprintf("id-%d-%s", i+j, testenv.Name("m"))
+			}
+			if !d.noID {
+				attrs[consumer.AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(id)}
+			}
+			if !d.noFail {
+				f := consumer.Failure{Error: d.err, Class: d.class, SourceQueue: d.source, Attempts: max(1, d.attempt),
+					OriginalMessageID: "orig-" + id, FailedAt: time.Now().Add(-d.age).UTC()}
+				b, _ := json.Marshal(f)
+				attrs[consumer.AttrFailure] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(b))}
+			}
+			e := types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(j)), MessageBody: aws.String(d.body), MessageAttributes: attrs}
+			if fifo {
+				g := d.group
+				if g == "" {
+					g = "g"
+				}
+				e.MessageGroupId = aws.String(g)
+				e.MessageDeduplicationId = aws.String(testenv.Name("d"))
+			}
+			entries = append(entries, e)
+		}
+		out, err := client.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(dlqURL), Entries: entries})
+		if err != nil {
+			t.Fatalf("put dead letters: %v", err)
+		}
+		if len(out.Failed) > 0 {
+			t.Fatalf("put dead letters: %d failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
+		}
+	}
+}
+
+// drain receives and deletes every message of a queue, in receive order.
+func drain(t testing.TB, client *sqs.Client, queueURL string) []types.Message {
+	t.Helper()
+	var out []types.Message
+	empty := 0
+	for empty < 2 {
+		res, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 30,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			t.Fatalf("drain receive: %v", err)
+		}
+		if len(res.Messages) == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		for _, m := range res.Messages {
+			out = append(out, m)
+			if _, err := client.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatalf("drain delete: %v", err)
+			}
+		}
+	}
+	return out
+}
+
+// bodies returns the sorted bodies of messages.
+func bodies(msgs []types.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = aws.ToString(m.Body)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// total returns visible + in-flight.
+func total(t testing.TB, client *sqs.Client, url string) int {
+	v, f := testenv.Count(t, client, url)
+	return v + f
+}
+
+// newRedriver returns a Redriver with short timeouts for tests.
+func newRedriver(t testing.TB, client redrive.SQSAPI) *redrive.Redriver {
+	t.Helper()
+	r, err := redrive.New(redrive.Config{Client: client, VisibilityTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// resolve resolves a queue or fails.
+func resolve(t testing.TB, r *redrive.Redriver, q string) redrive.Queue {
+	t.Helper()
+	out, err := r.Queue(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// seq makes n dead letters with bodies prefix-0.. for source.
+func seq(prefix string, n int, source string) []dead {
+	out := make([]dead, n)
+	for i := range out {
+		out[i] = dead{body: fmt.Sprintf("%s-%03d", prefix, i), class: consumer.ClassPermanent, err: "boom", source: source}
+	}
+	return out
+}

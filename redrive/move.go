@@ -1,0 +1,579 @@
+package redrive
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// AttrRedrive is the redrive history a moved message carries instead of
+// its sqsonce-failure attribute (a JSON [History]), so that the consumer
+// starts fresh while the last failure stays readable. It is left out when
+// the message already has SQS's maximum of 10 attributes.
+const AttrRedrive = "sqsonce-redrive"
+
+// maxAttributes is SQS's limit of message attributes per message.
+const maxAttributes = 10
+
+// maxBatchBytes is the payload limit of one SendMessageBatch.
+const maxBatchBytes = 256 * 1024
+
+// History is the JSON of the [AttrRedrive] attribute.
+type History struct {
+	// Count is how many times the message was redriven.
+	Count int `json:"count"`
+	// RedrivenAt is when it was last redriven.
+	RedrivenAt time.Time `json:"redriven_at"`
+	// DLQ is the name of the queue it was last moved out of.
+	DLQ string `json:"dlq"`
+	// LastFailure is its sqsonce-failure attribute at that time, if any.
+	LastFailure *consumer.Failure `json:"last_failure,omitempty"`
+}
+
+// Phase names the step a [Progress] report follows.
+type Phase string
+
+// Phases.
+const (
+	PhaseReceived Phase = "received" // a batch was received and sorted
+	PhaseSent     Phase = "sent"     // a batch was sent (or written), not yet deleted
+	PhaseDeleted  Phase = "deleted"  // the sent messages were deleted from the DLQ
+)
+
+// Progress reports a running move, export or import.
+type Progress struct {
+	Phase Phase
+	// Total is the queue's approximate message count at the start (the
+	// record count for an import), or Max when that is smaller; 0 unknown.
+	Total    int
+	Received int
+	Moved    int
+	Skipped  int
+	Failed   int
+	Elapsed  time.Duration
+}
+
+// MoveOptions shape a [Redriver.Move].
+type MoveOptions struct {
+	// To is the destination queue (name or URL). Empty: each message goes
+	// to the source_queue of its sqsonce-failure; messages without one go
+	// to the DLQ's single source queue; with several sources, an error
+	// wrapping ErrNoDestination asks for To.
+	To string
+	// Filters select the messages to move (all must match). Others stay in
+	// the DLQ. On a FIFO DLQ a message that does not match blocks the rest
+	// of its group: moving later messages of the group first would reorder
+	// it, so they stay too (counted in Summary.Blocked).
+	Filters []Filter
+	// Max moves at most this many messages; 0 means all.
+	Max int
+	// Rate caps the move at this many messages per second; 0 means no cap.
+	Rate float64
+	// DryRun looks at the messages, counts what would move where, and
+	// changes nothing (everything it received is visible again at the end).
+	DryRun bool
+	// Progress, when not nil, is called after each step.
+	Progress func(Progress)
+}
+
+// Summary is the outcome of a move, export or import.
+type Summary struct {
+	// DryRun reports a dry run: nothing was changed.
+	DryRun bool `json:"dry_run"`
+	// Received counts distinct messages looked at (records read, for an import).
+	Received int `json:"received"`
+	// Matched counts messages that passed the filters (and were to move,
+	// within Max): in a dry run, the messages that would move.
+	Matched int `json:"matched"`
+	// Moved counts messages sent (written, for an export) and, for a move,
+	// deleted from the DLQ or marked DeleteFailed.
+	Moved int `json:"moved"`
+	// Skipped counts messages left in the DLQ on purpose: not matching a
+	// filter, blocked behind such a message in a FIFO group, or past Max.
+	Skipped int `json:"skipped"`
+	// Blocked is the part of Skipped held back by a FIFO group.
+	Blocked int `json:"blocked"`
+	// Failed counts messages that could not be sent; they stay in the DLQ.
+	Failed int `json:"failed"`
+	// DeleteFailed counts messages sent but not deleted from the DLQ: they
+	// will be moved again by a later run, a duplicate that the consumer's
+	// dedupe drops (sqsonce-id travels with the message).
+	DeleteFailed int `json:"delete_failed"`
+	// ByClass counts moved (in a dry run: matched) messages by failure class.
+	ByClass map[string]int `json:"by_class"`
+	// ByDestination counts moved (in a dry run: matched) messages by
+	// destination queue name.
+	ByDestination map[string]int `json:"by_destination,omitempty"`
+	// Released counts messages made visible again at the end.
+	Released int `json:"released"`
+	// Notes explain anything the numbers do not (FIFO limits, send errors).
+	Notes []string `json:"notes,omitempty"`
+	// Elapsed is the wall time of the command.
+	Elapsed time.Duration `json:"-"`
+}
+
+// MarshalJSON adds elapsed_seconds.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	type plain Summary
+	return json.Marshal(struct {
+		plain
+		ElapsedSeconds float64 `json:"elapsed_seconds"`
+	}{plain(s), s.Elapsed.Seconds()})
+}
+
+// Plan is Move with DryRun set: it reports what would move, by failure
+// class and destination, and changes nothing.
+func (r *Redriver) Plan(ctx context.Context, dlq Queue, opts MoveOptions) (Summary, error) {
+	opts.DryRun = true
+	return r.Move(ctx, dlq, opts)
+}
+
+// item is a message on its way to a destination.
+type item struct {
+	e    Entry
+	dest Queue
+}
+
+// mover is the state of one Move.
+type mover struct {
+	r     *Redriver
+	p     *pass
+	dlq   Queue
+	opts  MoveOptions
+	sum   Summary
+	start time.Time
+	total int
+	runID string
+	paced int
+
+	to      *Queue
+	dests   map[string]Queue
+	sources []Queue
+	sourced bool
+	blocked map[string]bool
+}
+
+// Move moves messages from a DLQ to their destination: each batch is sent
+// first and each message deleted from the DLQ only after its own send
+// succeeded. A message that could not be sent stays in the DLQ and is made
+// visible again; a crash between send and delete leaves a duplicate, never
+// a loss. Body and message attributes are kept; sqsonce-id is kept (or
+// added from the failure's original message id, else the MessageId), and
+// sqsonce-failure becomes the [AttrRedrive] history. On FIFO queues group
+// ids and order within a group are kept, and every message gets a new
+// MessageDeduplicationId so SQS's 5-minute deduplication does not drop a
+// message sent recently under its old id. Everything looked at but not
+// moved is visible again when Move returns, even on error.
+func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum Summary, err error) {
+	if opts.Max < 0 || opts.Rate < 0 {
+		return Summary{}, errors.New("redrive: Max and Rate must not be negative")
+	}
+	m := &mover{r: r, p: newPass(r, dlq), dlq: dlq, opts: opts, start: time.Now(), runID: newRunID(),
+		dests: map[string]Queue{}, blocked: map[string]bool{}}
+	m.sum = Summary{DryRun: opts.DryRun, ByClass: map[string]int{}, ByDestination: map[string]int{}}
+	if opts.To != "" {
+		to, err := r.Queue(ctx, opts.To)
+		if err != nil {
+			return m.sum, err
+		}
+		if err := kinds(dlq, to); err != nil {
+			return m.sum, err
+		}
+		m.to = &to
+	}
+	m.total = dlq.Messages + dlq.InFlight
+	if opts.Max > 0 && (m.total == 0 || opts.Max < m.total) {
+		m.total = opts.Max
+	}
+	defer func() {
+		m.sum.Released, _ = m.p.finish(ctx)
+		m.sum.Notes = append(m.sum.Notes, m.p.notes...)
+		if dlq.FIFO && m.sum.Blocked > 0 {
+			m.sum.Notes = append(m.sum.Notes, fmt.Sprintf("FIFO: %d message(s) in %d group(s) stayed behind a message that did not match (a group cannot be skipped past without reordering it)", m.sum.Blocked, len(m.blocked)))
+		}
+		if dlq.FIFO && opts.DryRun {
+			m.sum.Notes = append(m.sum.Notes, "FIFO: a dry run sees only the messages SQS hands out while the earlier ones of their group are held; later messages of a group are not counted")
+		}
+		m.sum.Elapsed = time.Since(m.start)
+		sum = m.sum
+	}()
+	next := func() int {
+		n := 10
+		if opts.Max > 0 {
+			n = min(n, opts.Max-m.sum.Matched)
+		}
+		if opts.Rate > 0 {
+			n = min(n, max(1, int(opts.Rate)))
+		}
+		return n
+	}
+	return m.sum, m.p.run(ctx, next, m.batch)
+}
+
+// kinds rejects a move between a standard and a FIFO queue.
+func kinds(from, to Queue) error {
+	switch {
+	case !from.FIFO && to.FIFO:
+		return fmt.Errorf("%w: %s is a standard queue and %s is FIFO: its messages have no group id", ErrKindMismatch, from.Name, to.Name)
+	case from.FIFO && !to.FIFO:
+		return fmt.Errorf("%w: %s is FIFO and %s is a standard queue: the order within groups would be lost", ErrKindMismatch, from.Name, to.Name)
+	}
+	return nil
+}
+
+// batch sorts one received batch and moves what should move.
+func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
+	var items []item
+	for _, msg := range msgs {
+		e := m.r.entry(msg)
+		m.sum.Received++
+		switch {
+		case m.dlq.FIFO && m.blocked[msg.GroupID]:
+			m.sum.Skipped++
+			m.sum.Blocked++
+			m.p.hold(msg)
+			continue
+		case !matchAll(m.opts.Filters, e), m.opts.Max > 0 && m.sum.Matched >= m.opts.Max:
+			m.sum.Skipped++
+			m.p.hold(msg)
+			if m.dlq.FIFO {
+				m.blocked[msg.GroupID] = true
+			}
+			continue
+		}
+		dest, err := m.destination(ctx, e)
+		if err != nil {
+			m.p.hold(msg)
+			for _, it := range items {
+				m.p.hold(it.e.Message)
+			}
+			return err
+		}
+		m.sum.Matched++
+		if m.opts.DryRun {
+			m.sum.ByClass[e.Class()]++
+			m.sum.ByDestination[dest.Name]++
+			m.p.hold(msg)
+			continue
+		}
+		items = append(items, item{e: e, dest: dest})
+	}
+	m.progress(PhaseReceived)
+	if len(items) == 0 {
+		return nil
+	}
+	if err := m.pace(ctx, len(items)); err != nil {
+		for _, it := range items {
+			m.p.hold(it.e.Message)
+		}
+		return err
+	}
+	sentAny := false
+	var sendErr error
+	for _, round := range m.rounds(items) {
+		var ok []item
+		for _, dest := range destinations(round) {
+			var group []item
+			for _, it := range round {
+				if it.dest.URL == dest.URL {
+					group = append(group, it)
+				}
+			}
+			good, bad, err := m.send(ctx, dest, group)
+			if err != nil {
+				sendErr = err
+			}
+			ok = append(ok, good...)
+			for _, it := range bad {
+				m.sum.Failed++
+				m.p.hold(it.e.Message)
+				if m.dlq.FIFO {
+					m.blocked[it.e.Message.GroupID] = true
+				}
+			}
+		}
+		if len(ok) == 0 {
+			continue
+		}
+		sentAny = true
+		m.sum.Moved += len(ok)
+		m.progress(PhaseSent)
+		sent := make([]*consumer.Message, len(ok))
+		for i, it := range ok {
+			sent[i] = it.e.Message
+			m.sum.ByClass[it.e.Class()]++
+			m.sum.ByDestination[it.dest.Name]++
+		}
+		for _, f := range m.p.delete(ctx, sent) {
+			m.sum.DeleteFailed++
+			m.p.undeleted[f.ID] = true
+		}
+		m.progress(PhaseDeleted)
+	}
+	if sendErr != nil {
+		m.note("send: " + sendErr.Error())
+		if !sentAny {
+			return fmt.Errorf("redrive: every send of a batch failed, stopping: %w", sendErr)
+		}
+	}
+	return nil
+}
+
+// note adds a note once.
+func (m *mover) note(s string) {
+	for _, n := range m.sum.Notes {
+		if n == s {
+			return
+		}
+	}
+	if len(m.sum.Notes) < 20 {
+		m.sum.Notes = append(m.sum.Notes, s)
+	}
+}
+
+// progress reports progress.
+func (m *mover) progress(ph Phase) {
+	if m.opts.Progress == nil {
+		return
+	}
+	m.opts.Progress(Progress{Phase: ph, Total: m.total, Received: m.sum.Received, Moved: m.sum.Moved,
+		Skipped: m.sum.Skipped, Failed: m.sum.Failed, Elapsed: time.Since(m.start)})
+}
+
+// pace waits until moving n more messages keeps within Rate.
+func (m *mover) pace(ctx context.Context, n int) error {
+	if m.opts.Rate <= 0 {
+		return nil
+	}
+	m.paced += n
+	due := m.start.Add(time.Duration(float64(m.paced) / m.opts.Rate * float64(time.Second)))
+	d := time.Until(due)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// rounds splits a batch so that a FIFO group has at most one message per
+// round, in order: a message is sent only after the one before it in its
+// group was sent (a failed send blocks the rest of its group).
+func (m *mover) rounds(items []item) [][]item {
+	if !m.dlq.FIFO {
+		return [][]item{items}
+	}
+	var out [][]item
+	pos := map[string]int{}
+	for _, it := range items {
+		g := it.e.Message.GroupID
+		i := pos[g]
+		pos[g]++
+		if i == len(out) {
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], it)
+	}
+	return out
+}
+
+// destinations returns the distinct destinations of items, in order.
+func destinations(items []item) []Queue {
+	var out []Queue
+	seen := map[string]bool{}
+	for _, it := range items {
+		if !seen[it.dest.URL] {
+			seen[it.dest.URL] = true
+			out = append(out, it.dest)
+		}
+	}
+	return out
+}
+
+// destination picks a message's destination.
+func (m *mover) destination(ctx context.Context, e Entry) (Queue, error) {
+	if m.to != nil {
+		return *m.to, nil
+	}
+	if e.Failure != nil && e.Failure.SourceQueue != "" {
+		src := e.Failure.SourceQueue
+		if q, ok := m.dests[src]; ok {
+			return q, nil
+		}
+		q, err := m.r.Queue(ctx, src)
+		if err != nil {
+			return Queue{}, fmt.Errorf("redrive: source queue %s of message %s: %w (pass a destination)", src, e.Message.ID, err)
+		}
+		if err := kinds(m.dlq, q); err != nil {
+			return Queue{}, err
+		}
+		m.dests[src] = q
+		return q, nil
+	}
+	if !m.sourced {
+		srcs, err := m.r.Sources(ctx, m.dlq)
+		if err != nil {
+			return Queue{}, err
+		}
+		m.sources, m.sourced = srcs, true
+	}
+	if len(m.sources) != 1 {
+		return Queue{}, fmt.Errorf("%w: message %s records no source queue and %s has %d source queues: pass a destination (--to)", ErrNoDestination, e.Message.ID, m.dlq.Name, len(m.sources))
+	}
+	if err := kinds(m.dlq, m.sources[0]); err != nil {
+		return Queue{}, err
+	}
+	return m.sources[0], nil
+}
+
+// send sends items to dest in batches within SQS's limits, retrying
+// entries that failed through no fault of the request once. It returns the
+// items sent and those not sent.
+func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed []item, err error) {
+	for _, chunk := range sendChunks(items) {
+		pending := chunk
+		for attempt := 0; attempt < 2 && len(pending) > 0; attempt++ {
+			entries := make([]types.SendMessageBatchRequestEntry, len(pending))
+			for i, it := range pending {
+				entries[i] = m.entry(it, i)
+			}
+			out, e := m.r.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest.URL), Entries: entries})
+			if e != nil {
+				err = fmt.Errorf("redrive: send to %s: %w", dest.Name, e)
+				if ctx.Err() != nil {
+					break
+				}
+				continue
+			}
+			var retry []item
+			for _, s := range out.Successful {
+				if i, ok2 := entryIndex(s.Id, len(pending)); ok2 {
+					ok = append(ok, pending[i])
+				}
+			}
+			for _, f := range out.Failed {
+				i, ok2 := entryIndex(f.Id, len(pending))
+				if !ok2 {
+					continue
+				}
+				err = fmt.Errorf("redrive: send to %s: %s: %s", dest.Name, aws.ToString(f.Code), aws.ToString(f.Message))
+				if f.SenderFault {
+					failed = append(failed, pending[i])
+				} else {
+					retry = append(retry, pending[i])
+				}
+			}
+			pending = retry
+		}
+		failed = append(failed, pending...)
+	}
+	return ok, failed, err
+}
+
+// entryIndex parses a batch entry Id made by batchID.
+func entryIndex(id *string, n int) (int, bool) {
+	s := aws.ToString(id)
+	if len(s) < 2 {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s[1:])
+	return i, err == nil && i >= 0 && i < n
+}
+
+// sendChunks splits items into batches of at most 10 entries and
+// maxBatchBytes of payload.
+func sendChunks(items []item) [][]item {
+	var out [][]item
+	var cur []item
+	size := 0
+	for _, it := range items {
+		s := payloadSize(it.e.Message)
+		if len(cur) == 10 || (len(cur) > 0 && size+s > maxBatchBytes) {
+			out, cur, size = append(out, cur), nil, 0
+		}
+		cur = append(cur, it)
+		size += s
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// payloadSize approximates what SQS counts against the batch limit.
+func payloadSize(m *consumer.Message) int {
+	n := len(m.Body) + 1024 // room for the history attribute
+	for k, v := range m.Attributes {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
+
+// entry builds the send entry for a moved message.
+func (m *mover) entry(it item, i int) types.SendMessageBatchRequestEntry {
+	msg := it.e.Message
+	e := types.SendMessageBatchRequestEntry{
+		Id:                aws.String(batchID(i)),
+		MessageBody:       aws.String(msg.Body),
+		MessageAttributes: redriveAttributes(msg, it.e.Failure, m.dlq.Name, m.r.now()),
+	}
+	if m.dlq.FIFO {
+		e.MessageGroupId = aws.String(msg.GroupID)
+		e.MessageDeduplicationId = aws.String(m.runID + "-" + msg.ID)
+	}
+	return e
+}
+
+// redriveAttributes returns a moved message's attributes: all of its own,
+// sqsonce-failure replaced by the redrive history, sqsonce-id added when
+// missing, within SQS's 10.
+func redriveAttributes(msg *consumer.Message, f *consumer.Failure, dlq string, now time.Time) map[string]types.MessageAttributeValue {
+	attrs := make(map[string]types.MessageAttributeValue, len(msg.Attributes)+2)
+	for k, v := range msg.Attributes {
+		attrs[k] = v
+	}
+	delete(attrs, consumer.AttrFailure)
+	if _, ok := attrs[consumer.AttrID]; !ok && len(attrs) < maxAttributes {
+		id := msg.ID
+		if f != nil && f.OriginalMessageID != "" {
+			id = f.OriginalMessageID
+		}
+		attrs[consumer.AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(id)}
+	}
+	var h History
+	if old, ok := attrs[AttrRedrive]; ok {
+		_ = json.Unmarshal([]byte(aws.ToString(old.StringValue)), &h)
+	}
+	h.Count++
+	h.RedrivenAt = now.UTC()
+	h.DLQ = dlq
+	h.LastFailure = f
+	if _, ok := attrs[AttrRedrive]; ok || len(attrs) < maxAttributes {
+		b, _ := json.Marshal(h)
+		attrs[AttrRedrive] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(b))}
+	}
+	return attrs
+}
+
+// newRunID returns a random id for one redrive run.
+func newRunID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,217 @@
+package redrive
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+)
+
+// SQSAPI is the part of the SQS client the redrive tool uses.
+type SQSAPI interface {
+	ListQueues(ctx context.Context, in *sqs.ListQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListQueuesOutput, error)
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
+	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
+	CancelMessageMoveTask(ctx context.Context, in *sqs.CancelMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.CancelMessageMoveTaskOutput, error)
+}
+
+var _ SQSAPI = (*sqs.Client)(nil)
+
+// Errors returned (wrapped) for bad input. Check them with errors.Is.
+var (
+	// ErrUnknownQueue: the queue does not exist (or is not visible to the
+	// caller).
+	ErrUnknownQueue = errors.New("redrive: unknown queue")
+	// ErrKindMismatch: a standard queue's messages cannot go to a FIFO queue
+	// (they have no group id), nor a FIFO queue's to a standard one (their
+	// order would be lost).
+	ErrKindMismatch = errors.New("redrive: queue kinds differ")
+	// ErrNoDestination: a message records no source queue and the DLQ does
+	// not have exactly one source queue; name the destination explicitly.
+	ErrNoDestination = errors.New("redrive: no destination")
+	// ErrBadRecord: an export file line is not a valid record.
+	ErrBadRecord = errors.New("redrive: bad record")
+)
+
+// Config configures a [Redriver]. Only Client is required.
+type Config struct {
+	// Client is the SQS client. Required.
+	Client SQSAPI
+	// VisibilityTimeout is how long a received message stays hidden while
+	// it is looked at, moved or held back (held messages are extended while
+	// the command runs and made visible again when it ends). Defaults to 30s.
+	VisibilityTimeout time.Duration
+	// WaitTime is the long-poll wait of each receive. Defaults to 1s.
+	WaitTime time.Duration
+	// EmptyReceives is how many receives in a row that bring no new message
+	// end a pass over a queue. Defaults to 2.
+	EmptyReceives int
+	// NowFunc returns the current time. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Redriver moves messages out of dead-letter queues. Its methods are safe
+// for concurrent use; each call does its own receives.
+type Redriver struct {
+	client  SQSAPI
+	vis     time.Duration
+	wait    time.Duration
+	empties int
+	now     func() time.Time
+}
+
+// New returns a Redriver, filling Config's zero values with their defaults.
+func New(cfg Config) (*Redriver, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("redrive: Config.Client is required")
+	}
+	if cfg.VisibilityTimeout < 0 || cfg.VisibilityTimeout > 12*time.Hour {
+		return nil, fmt.Errorf("redrive: VisibilityTimeout %s is outside 0..12h", cfg.VisibilityTimeout)
+	}
+	if cfg.VisibilityTimeout != 0 && cfg.VisibilityTimeout < time.Second {
+		return nil, fmt.Errorf("redrive: VisibilityTimeout %s is under SQS's 1s granularity", cfg.VisibilityTimeout)
+	}
+	if cfg.WaitTime < 0 || cfg.WaitTime > 20*time.Second {
+		return nil, fmt.Errorf("redrive: WaitTime %s is outside 0..20s", cfg.WaitTime)
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	return &Redriver{
+		client:  cfg.Client,
+		vis:     cmp.Or(cfg.VisibilityTimeout, 30*time.Second),
+		wait:    cmp.Or(cfg.WaitTime, time.Second),
+		empties: max(1, cmp.Or(cfg.EmptyReceives, 2)),
+		now:     cfg.NowFunc,
+	}, nil
+}
+
+// Queue is a resolved queue.
+type Queue struct {
+	// URL is the queue URL. It is only ever a parameter of requests; the
+	// endpoint comes from the client's configuration, never from its host.
+	URL string `json:"url"`
+	// Name is the queue name.
+	Name string `json:"name"`
+	// ARN is the queue ARN.
+	ARN string `json:"arn"`
+	// FIFO reports a FIFO queue.
+	FIFO bool `json:"fifo"`
+	// DeadLetterTargetARN is the DLQ of this queue's RedrivePolicy, if any.
+	DeadLetterTargetARN string `json:"dead_letter_target_arn,omitempty"`
+	// Messages and InFlight are ApproximateNumberOfMessages and
+	// ApproximateNumberOfMessagesNotVisible when the queue was resolved.
+	Messages int `json:"messages"`
+	// InFlight: see Messages.
+	InFlight int `json:"in_flight"`
+}
+
+// queueAttrs are the attributes Queue reads.
+var queueAttrs = []types.QueueAttributeName{
+	types.QueueAttributeNameQueueArn,
+	types.QueueAttributeNameFifoQueue,
+	types.QueueAttributeNameRedrivePolicy,
+	types.QueueAttributeNameApproximateNumberOfMessages,
+	types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+}
+
+// Queue resolves a queue by name or URL. A queue that does not exist gives
+// an error wrapping [ErrUnknownQueue].
+func (r *Redriver) Queue(ctx context.Context, nameOrURL string) (Queue, error) {
+	if nameOrURL == "" {
+		return Queue{}, fmt.Errorf("%w: empty queue name", ErrUnknownQueue)
+	}
+	u := nameOrURL
+	if !strings.Contains(nameOrURL, "://") {
+		if strings.ContainsAny(nameOrURL, "/:") {
+			return Queue{}, fmt.Errorf("%w: %q is neither a queue name nor a URL", ErrUnknownQueue, nameOrURL)
+		}
+		out, err := r.client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(nameOrURL)})
+		if err != nil {
+			if isNoQueue(err) {
+				return Queue{}, fmt.Errorf("%w: %s", ErrUnknownQueue, nameOrURL)
+			}
+			return Queue{}, fmt.Errorf("redrive: get queue url %s: %w", nameOrURL, err)
+		}
+		u = aws.ToString(out.QueueUrl)
+	}
+	q, err := r.describe(ctx, u)
+	if err != nil && isNoQueue(err) {
+		return Queue{}, fmt.Errorf("%w: %s", ErrUnknownQueue, nameOrURL)
+	}
+	return q, err
+}
+
+// describe reads a queue's attributes.
+func (r *Redriver) describe(ctx context.Context, queueURL string) (Queue, error) {
+	out, err := r.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL), AttributeNames: queueAttrs})
+	if err != nil {
+		return Queue{}, fmt.Errorf("redrive: queue attributes %s: %w", queueURL, err)
+	}
+	return queueFrom(queueURL, out.Attributes), nil
+}
+
+// queueFrom builds a Queue from its URL and attributes.
+func queueFrom(queueURL string, a map[string]string) Queue {
+	q := Queue{URL: queueURL, Name: nameOf(queueURL), ARN: a[string(types.QueueAttributeNameQueueArn)]}
+	q.FIFO = a[string(types.QueueAttributeNameFifoQueue)] == "true" || strings.HasSuffix(q.Name, ".fifo")
+	q.Messages, _ = strconv.Atoi(a[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	q.InFlight, _ = strconv.Atoi(a[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	q.DeadLetterTargetARN = targetARN(a[string(types.QueueAttributeNameRedrivePolicy)])
+	return q
+}
+
+// nameOf returns the last path segment of a queue URL.
+func nameOf(queueURL string) string {
+	if u, err := url.Parse(queueURL); err == nil && u.Path != "" {
+		return u.Path[strings.LastIndex(u.Path, "/")+1:]
+	}
+	return queueURL[strings.LastIndex(queueURL, "/")+1:]
+}
+
+// isNoQueue reports SQS's "queue does not exist" error.
+func isNoQueue(err error) bool {
+	var nq *types.QueueDoesNotExist
+	if errors.As(err, &nq) {
+		return true
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", "NonExistentQueue":
+			return true
+		}
+	}
+	return false
+}
+
+// isUnsupported reports an error that means the server does not implement
+// the call (emulators, some regions), as opposed to a failure of the call.
+func isUnsupported(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation",
+			"InvalidAction", "UnknownOperation", "UnknownOperationException",
+			"NotImplemented", "NotImplementedException":
+			return true
+		}
+	}
+	return false
+}
