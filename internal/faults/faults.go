@@ -7,6 +7,7 @@ package faults
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -42,10 +43,9 @@ type Config struct {
 	Seed uint64
 }
 
-// Transport injects faults into the calls it forwards to Base.
-type Transport struct {
-	Base http.RoundTripper
-	cfg  Config
+// injector decides, call by call, which fault to inject, and counts them.
+type injector struct {
+	cfg Config
 
 	mu     sync.Mutex
 	rng    *rand.Rand
@@ -54,11 +54,7 @@ type Transport struct {
 	off    atomic.Bool
 }
 
-// New returns a Transport over base (http.DefaultTransport when nil).
-func New(base http.RoundTripper, cfg Config) *Transport {
-	if base == nil {
-		base = http.DefaultTransport
-	}
+func newInjector(cfg Config) *injector {
 	if cfg.MaxDelay == 0 {
 		cfg.MaxDelay = 2 * time.Second
 	}
@@ -66,19 +62,19 @@ func New(base http.RoundTripper, cfg Config) *Transport {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	return &Transport{Base: base, cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &injector{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 }
 
 // SetEnabled turns injection on or off (on after New).
-func (t *Transport) SetEnabled(on bool) { t.off.Store(!on) }
+func (in *injector) SetEnabled(on bool) { in.off.Store(!on) }
 
 // Calls is the number of calls seen.
-func (t *Transport) Calls() int64 { return t.calls.Load() }
+func (in *injector) Calls() int64 { return in.calls.Load() }
 
 // Counts returns the number of faults injected, by kind.
-func (t *Transport) Counts() map[string]int64 {
+func (in *injector) Counts() map[string]int64 {
 	out := map[string]int64{}
-	t.counts.Range(func(k, v any) bool {
+	in.counts.Range(func(k, v any) bool {
 		out[k.(string)] = v.(*atomic.Int64).Load()
 		return true
 	})
@@ -86,67 +82,97 @@ func (t *Transport) Counts() map[string]int64 {
 }
 
 // Injected is the total number of faults injected (delays included).
-func (t *Transport) Injected() int64 {
+func (in *injector) Injected() int64 {
 	var n int64
-	for _, c := range t.Counts() {
+	for _, c := range in.Counts() {
 		n += c
 	}
 	return n
 }
 
-func (t *Transport) count(kind string) {
-	v, _ := t.counts.LoadOrStore(kind, new(atomic.Int64))
+func (in *injector) count(kind string) {
+	v, _ := in.counts.LoadOrStore(kind, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
 }
 
-func (t *Transport) roll() (fault float64, kind int, delay float64, d time.Duration) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.rng.Float64(), t.rng.IntN(5), t.rng.Float64(), time.Duration(t.rng.Int64N(int64(t.cfg.MaxDelay) + 1))
+// decide picks the fault for one call ("" for none) after waiting out any
+// injected delay; it returns ctx's error if ctx ends during the delay.
+func (in *injector) decide(ctx context.Context) (string, error) {
+	in.calls.Add(1)
+	if in.off.Load() {
+		return "", nil
+	}
+	in.mu.Lock()
+	fault, kind, delay := in.rng.Float64(), in.rng.IntN(5), in.rng.Float64()
+	d := time.Duration(in.rng.Int64N(int64(in.cfg.MaxDelay) + 1))
+	in.mu.Unlock()
+	if delay < in.cfg.DelayRate {
+		in.count(KindDelay)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	if fault >= in.cfg.ErrorRate {
+		return "", nil
+	}
+	k := []string{KindServerError, KindUnavailable, KindThrottle, KindResetBefore, KindResetAfter}[kind]
+	in.count(k)
+	return k, nil
+}
+
+// errorAnswer is the AWS error a fault of kind stands for.
+func errorAnswer(req *http.Request, kind string) (status int, code, msg string) {
+	switch kind {
+	case KindServerError:
+		return http.StatusInternalServerError, "InternalFailure", "injected internal failure"
+	case KindUnavailable:
+		return http.StatusServiceUnavailable, "ServiceUnavailable", "injected: service unavailable"
+	}
+	return http.StatusBadRequest, throttleCode(req), "injected: rate exceeded"
+}
+
+// Transport injects faults into the calls it forwards to Base.
+type Transport struct {
+	Base http.RoundTripper
+	*injector
+}
+
+// New returns a Transport over base (http.DefaultTransport when nil).
+func New(base http.RoundTripper, cfg Config) *Transport {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &Transport{Base: base, injector: newInjector(cfg)}
 }
 
 // RoundTrip forwards the call, or answers it with a fault.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.calls.Add(1)
-	if t.off.Load() {
-		return t.Base.RoundTrip(req)
-	}
-	fault, kind, delay, d := t.roll()
-	if delay < t.cfg.DelayRate {
-		t.count(KindDelay)
-		select {
-		case <-time.After(d):
-		case <-req.Context().Done():
-			return nil, req.Context().Err()
-		}
-	}
-	if fault >= t.cfg.ErrorRate {
-		return t.Base.RoundTrip(req)
+	kind, err := t.decide(req.Context())
+	if err != nil {
+		drain(req)
+		return nil, err
 	}
 	switch kind {
-	case 0:
-		t.count(KindServerError)
-		return errorResponse(req, http.StatusInternalServerError, "InternalFailure", "injected internal failure"), nil
-	case 1:
-		t.count(KindUnavailable)
-		return errorResponse(req, http.StatusServiceUnavailable, "ServiceUnavailable", "injected: service unavailable"), nil
-	case 2:
-		t.count(KindThrottle)
-		return errorResponse(req, http.StatusBadRequest, throttleCode(req), "injected: rate exceeded"), nil
-	case 3:
-		t.count(KindResetBefore)
+	case "":
+		return t.Base.RoundTrip(req)
+	case KindResetBefore:
 		drain(req)
 		return nil, fmt.Errorf("faults: injected reset before sending: %w", syscall.ECONNRESET)
-	default:
+	case KindResetAfter:
 		resp, err := t.Base.RoundTrip(req)
 		if err != nil {
 			return nil, err
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		t.count(KindResetAfter)
 		return nil, fmt.Errorf("faults: injected reset after the server answered: %w", syscall.ECONNRESET)
 	}
+	status, code, msg := errorAnswer(req, kind)
+	return errorResponse(req, status, code, msg), nil
 }
 
 func drain(req *http.Request) {

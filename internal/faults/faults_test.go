@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -90,5 +91,53 @@ func TestDisabledForwardsEverything(t *testing.T) {
 	}
 	if tr.Injected() != 0 {
 		t.Fatalf("injected %d faults while disabled", tr.Injected())
+	}
+}
+
+// TestProxy drives the SDK through the loopback proxy: every kind of fault
+// reaches the client, and the calls that pass get the server's answer.
+func TestProxy(t *testing.T) {
+	t.Parallel()
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		_, _ = w.Write([]byte(`{"QueueUrls":["http://q/1"]}`))
+	}))
+	defer srv.Close()
+	p, err := faults.Listen(srv.URL, faults.Config{ErrorRate: 0.5, DelayRate: 0.1, MaxDelay: 5 * time.Millisecond, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	client := sqs.New(sqs.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(p.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		Retryer:      aws.NopRetryer{},
+	})
+	var ok, failed int
+	for range 200 {
+		out, err := client.ListQueues(context.Background(), &sqs.ListQueuesInput{})
+		if err != nil {
+			failed++
+			continue
+		}
+		if len(out.QueueUrls) != 1 {
+			t.Fatalf("answer through the proxy: %+v", out)
+		}
+		ok++
+	}
+	c := p.Counts()
+	for _, k := range []string{faults.KindServerError, faults.KindUnavailable, faults.KindThrottle, faults.KindResetBefore, faults.KindResetAfter, faults.KindDelay} {
+		if c[k] == 0 {
+			t.Errorf("no %s fault among %v", k, c)
+		}
+	}
+	if int64(failed) != p.Injected()-c[faults.KindDelay] || ok+failed != 200 {
+		t.Errorf("ok %d, failed %d, injected %v", ok, failed, c)
+	}
+	if served.Load() != int64(ok)+c[faults.KindResetAfter] {
+		t.Errorf("server saw %d calls; want %d passed + %d reset after", served.Load(), ok, c[faults.KindResetAfter])
 	}
 }
