@@ -7,6 +7,7 @@
 //	ledger work [-concurrency C] [-visibility D] [-handler-delay D] [-log-level L]
 //	ledger balances [-json]
 //	ledger status [-json]             queue, in-flight and DLQ counts
+//	ledger audit [-json]              prove from the journal that no credit was applied twice
 //
 // Every subcommand takes -queue NAME (default "ledger") and -fifo; every
 // resource name derives from them. Endpoints, region and credentials come
@@ -37,6 +38,7 @@ commands:
   work       consume until SIGTERM/SIGINT: [-concurrency C] [-visibility D] [-handler-delay D] [-log-level L]
   balances   print each account's balance and the total [-json]
   status     print the queue's and the DLQ's message counts [-json]
+  audit      check the journal: how many credits were applied, and whether any twice [-json]
 `
 
 // run is the whole program; exit codes: 0 ok, 1 failure, 2 usage.
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdBalances(ctx, g, rest, stdout, stderr)
 	case "status":
 		err = cmdStatus(ctx, g, rest, stdout, stderr)
+	case "audit":
+		err = cmdAudit(ctx, g, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -26,6 +26,8 @@ type sendReport struct {
 	Duplicates int   `json:"duplicates"` // extra messages repeating a credit's id
 	Malformed  int   `json:"malformed"`  // messages that must end in the DLQ
 	Messages   int   `json:"messages"`   // messages sent in all
+	// Accounts is the balance each account must gain.
+	Accounts map[string]int64 `json:"accounts"`
 }
 
 // malformedBodies are the kinds of bad message `send -bad-rate` mixes in.
@@ -76,7 +78,7 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	run := make([]byte, 4)
 	_, _ = rand.Read(run)
 	prefix := hex.EncodeToString(run)
-	var rep sendReport
+	rep := sendReport{Accounts: map[string]int64{}}
 	type outgoing struct{ id, account, body string }
 	var msgs []outgoing
 	for i := range *n {
@@ -87,6 +89,7 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		msgs = append(msgs, outgoing{id, account, string(body)})
 		rep.Distinct++
 		rep.Total += amount
+		rep.Accounts[account] += amount
 	}
 	dups := int(math.Round(float64(*n) * *dupRate))
 	for _, i := range mrand.Perm(*n)[:dups] {

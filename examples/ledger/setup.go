@@ -12,6 +12,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/dedupe/dynamo"
 )
 
 // maxReceiveCount is the ledger queue's RedrivePolicy: SQS itself moves a
@@ -41,7 +43,7 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	}); err != nil {
 		return err
 	}
-	if err := createDedupeTable(ctx, c.ddb, n.DedupeTable); err != nil {
+	if err := dynamo.CreateTable(ctx, c.ddb, n.DedupeTable); err != nil {
 		return err
 	}
 	if err := createTable(ctx, c.ddb, n.Ledger, "account"); err != nil {
@@ -92,23 +94,6 @@ func createTable(ctx context.Context, client *dynamodb.Client, name, hashKey str
 	w := dynamodb.NewTableExistsWaiter(client)
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute); err != nil {
 		return fmt.Errorf("wait for table %s: %w", name, err)
-	}
-	return nil
-}
-
-// createDedupeTable creates the sqsonce dedupe table: key pk, TTL on
-// expires_at.
-func createDedupeTable(ctx context.Context, client *dynamodb.Client, name string) error {
-	if err := createTable(ctx, client, name, "pk"); err != nil {
-		return err
-	}
-	_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName:               aws.String(name),
-		TimeToLiveSpecification: &ddbtypes.TimeToLiveSpecification{AttributeName: aws.String("expires_at"), Enabled: aws.Bool(true)},
-	})
-	var api interface{ ErrorCode() string }
-	if err != nil && !(errors.As(err, &api) && api.ErrorCode() == "ValidationException") { // TTL already enabled
-		return fmt.Errorf("enable TTL on %s: %w", name, err)
 	}
 	return nil
 }
