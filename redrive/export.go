@@ -1,0 +1,372 @@
+package redrive
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// Record is one line of an export file (JSON lines).
+type Record struct {
+	// MessageID is the SQS MessageId in the DLQ.
+	MessageID string `json:"message_id"`
+	// Body is the message body, unchanged.
+	Body string `json:"body"`
+	// Attributes are the message attributes, all of them.
+	Attributes map[string]Attribute `json:"attributes,omitempty"`
+	// GroupID is the FIFO MessageGroupId.
+	GroupID string `json:"group_id,omitempty"`
+	// DeduplicationID is the FIFO MessageDeduplicationId it had in the DLQ.
+	DeduplicationID string `json:"deduplication_id,omitempty"`
+	// SentAt is when it was sent to the DLQ.
+	SentAt time.Time `json:"sent_at,omitzero"`
+	// ReceiveCount is its ApproximateReceiveCount in the DLQ.
+	ReceiveCount int `json:"receive_count,omitempty"`
+	// Failure is its parsed sqsonce-failure attribute (also kept verbatim
+	// in Attributes).
+	Failure *consumer.Failure `json:"failure,omitempty"`
+}
+
+// Attribute is a message attribute in a [Record].
+type Attribute struct {
+	// DataType is String, Number or Binary, with any custom suffix.
+	DataType string `json:"data_type"`
+	// StringValue is set for String and Number types.
+	StringValue *string `json:"string_value,omitempty"`
+	// BinaryValue is set for Binary types (base64 in JSON).
+	BinaryValue []byte `json:"binary_value,omitempty"`
+}
+
+// RecordOf builds the export record of an entry.
+func RecordOf(e Entry) Record {
+	m := e.Message
+	rec := Record{MessageID: m.ID, Body: m.Body, GroupID: m.GroupID, DeduplicationID: m.DeduplicationID,
+		SentAt: m.SentAt.UTC(), ReceiveCount: m.ReceiveCount, Failure: e.Failure}
+	if m.SentAt.IsZero() {
+		rec.SentAt = time.Time{}
+	}
+	if len(m.Attributes) > 0 {
+		rec.Attributes = make(map[string]Attribute, len(m.Attributes))
+		for k, v := range m.Attributes {
+			rec.Attributes[k] = Attribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+		}
+	}
+	return rec
+}
+
+// ExportOptions shape a [Redriver.Export].
+type ExportOptions struct {
+	// Filters select the messages exported (all must match).
+	Filters []Filter
+	// Max exports at most this many messages; 0 means all.
+	Max int
+	// Delete deletes each exported message from the DLQ once its line was
+	// written and synced to stable storage (the writer must then have a
+	// Sync method, as *os.File does). Without it the DLQ is left as it was.
+	Delete bool
+	// Progress, when not nil, is called after each step.
+	Progress func(Progress)
+}
+
+// syncer is a writer that can flush to stable storage.
+type syncer interface{ Sync() error }
+
+// Export writes a DLQ's messages to w as JSON lines, one [Record] each.
+// With Delete, a message is deleted only after its line was written and
+// synced; without it every message is visible again when Export returns.
+// On a FIFO DLQ, without Delete, only the messages SQS hands out while the
+// earlier ones of their group are held can be read.
+func (r *Redriver) Export(ctx context.Context, dlq Queue, w io.Writer, opts ExportOptions) (sum Summary, err error) {
+	sy, canSync := w.(syncer)
+	if opts.Delete && !canSync {
+		return Summary{}, errors.New("redrive: export with Delete needs a writer that syncs (a file)")
+	}
+	if opts.Max < 0 {
+		return Summary{}, errors.New("redrive: Max must not be negative")
+	}
+	start := time.Now()
+	sum = Summary{ByClass: map[string]int{}}
+	p := newPass(r, dlq)
+	total := dlq.Messages + dlq.InFlight
+	if opts.Max > 0 && (total == 0 || opts.Max < total) {
+		total = opts.Max
+	}
+	blocked := map[string]bool{}
+	defer func() {
+		sum.Released, _ = p.finish(ctx)
+		sum.Notes = append(sum.Notes, p.notes...)
+		if dlq.FIFO && !opts.Delete {
+			sum.Notes = append(sum.Notes, "FIFO: without --delete only the messages SQS hands out while the earlier ones of their group are held can be read")
+		}
+		sum.Elapsed = time.Since(start)
+	}()
+	progress := func(ph Phase) {
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: ph, Total: total, Received: sum.Received, Moved: sum.Moved, Skipped: sum.Skipped, Failed: sum.Failed, Elapsed: time.Since(start)})
+		}
+	}
+	bw := bufio.NewWriter(w)
+	next := func() int {
+		if opts.Max > 0 {
+			return min(10, opts.Max-sum.Matched)
+		}
+		return 10
+	}
+	err = p.run(ctx, next, func(ctx context.Context, msgs []*consumer.Message) error {
+		var written []*consumer.Message
+		for _, m := range msgs {
+			e := r.entry(m)
+			sum.Received++
+			if dlq.FIFO && blocked[m.GroupID] {
+				sum.Skipped++
+				sum.Blocked++
+				p.hold(m)
+				continue
+			}
+			if !matchAll(opts.Filters, e) || (opts.Max > 0 && sum.Matched >= opts.Max) {
+				sum.Skipped++
+				p.hold(m)
+				blocked[m.GroupID] = dlq.FIFO
+				continue
+			}
+			sum.Matched++
+			b, err := json.Marshal(RecordOf(e))
+			if err != nil {
+				p.hold(m)
+				return fmt.Errorf("redrive: export: encode %s: %w", m.ID, err)
+			}
+			b = append(b, '\n')
+			if _, err := bw.Write(b); err != nil {
+				p.hold(m)
+				return fmt.Errorf("redrive: export: write: %w", err)
+			}
+			written = append(written, m)
+			sum.ByClass[e.Class()]++
+		}
+		if err := bw.Flush(); err != nil {
+			for _, m := range written {
+				p.hold(m)
+			}
+			return fmt.Errorf("redrive: export: write: %w", err)
+		}
+		if canSync && len(written) > 0 {
+			if err := sy.Sync(); err != nil {
+				for _, m := range written {
+					p.hold(m)
+				}
+				return fmt.Errorf("redrive: export: sync: %w", err)
+			}
+		}
+		sum.Moved += len(written)
+		progress(PhaseSent)
+		if !opts.Delete {
+			for _, m := range written {
+				p.hold(m)
+			}
+			return nil
+		}
+		for _, f := range p.delete(ctx, written) {
+			sum.DeleteFailed++
+			p.undeleted[f.ID] = true
+		}
+		progress(PhaseDeleted)
+		return nil
+	})
+	return sum, err
+}
+
+// ImportOptions shape a [Redriver.Import].
+type ImportOptions struct {
+	// Rate caps the import at this many messages per second; 0: no cap.
+	Rate float64
+	// Progress, when not nil, is called after each batch.
+	Progress func(Progress)
+	// Total is the number of records, for progress reports (see CheckRecords).
+	Total int
+}
+
+// CheckRecords reads an export file to its end and returns how many
+// records it holds, or an error wrapping [ErrBadRecord] naming the first
+// bad line. A FIFO destination needs a group id on every record; a standard
+// one accepts none.
+func CheckRecords(r io.Reader, fifo bool) (int, error) {
+	n := 0
+	err := eachRecord(r, func(line int, rec Record) error {
+		n++
+		switch {
+		case fifo && rec.GroupID == "":
+			return fmt.Errorf("%w: line %d: no group_id, and the destination is a FIFO queue", ErrKindMismatch, line)
+		case !fifo && rec.GroupID != "":
+			return fmt.Errorf("%w: line %d: has a group_id, and the destination is a standard queue (the order within groups would be lost)", ErrKindMismatch, line)
+		}
+		return nil
+	})
+	return n, err
+}
+
+// eachRecord calls fn for every record of a JSON lines stream; blank lines
+// are ignored.
+func eachRecord(r io.Reader, fn func(line int, rec Record) error) error {
+	br := bufio.NewReaderSize(r, 1<<16)
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if len(strings.TrimSpace(string(b))) > 0 {
+			var rec Record
+			dec := json.NewDecoder(strings.NewReader(string(b)))
+			dec.DisallowUnknownFields()
+			if derr := dec.Decode(&rec); derr != nil {
+				return fmt.Errorf("%w: line %d: %v", ErrBadRecord, line, derr)
+			}
+			if rec.Body == "" {
+				return fmt.Errorf("%w: line %d: empty body", ErrBadRecord, line)
+			}
+			for k, a := range rec.Attributes {
+				if k == "" || a.DataType == "" || (a.StringValue == nil && a.BinaryValue == nil) {
+					return fmt.Errorf("%w: line %d: attribute %q needs a data_type and a value", ErrBadRecord, line, k)
+				}
+			}
+			if ferr := fn(line, rec); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("redrive: read records: %w", err)
+		}
+	}
+}
+
+// Import sends the records of an export file to a queue, batched, each
+// with its body and attributes exactly as recorded (sqsonce-failure too: an
+// import restores a DLQ; move the messages on afterwards). On FIFO queues
+// group ids are kept, in file order, with a new MessageDeduplicationId.
+// Run [CheckRecords] first: Import stops at the first bad line, after
+// sending the lines before it.
+func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts ImportOptions) (sum Summary, err error) {
+	start := time.Now()
+	sum = Summary{ByClass: map[string]int{}}
+	runID := newRunID()
+	paced := 0
+	defer func() { sum.Elapsed = time.Since(start) }()
+	var batch []Record
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if opts.Rate > 0 {
+			paced += len(batch)
+			due := start.Add(time.Duration(float64(paced) / opts.Rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return ctx.Err()
+				case <-t.C:
+				}
+			}
+		}
+		entries := make([]types.SendMessageBatchRequestEntry, len(batch))
+		for i, rec := range batch {
+			e := types.SendMessageBatchRequestEntry{Id: aws.String(batchID(i)), MessageBody: aws.String(rec.Body)}
+			if len(rec.Attributes) > 0 {
+				e.MessageAttributes = make(map[string]types.MessageAttributeValue, len(rec.Attributes))
+				for k, a := range rec.Attributes {
+					e.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String(a.DataType), StringValue: a.StringValue, BinaryValue: a.BinaryValue}
+				}
+			}
+			if to.FIFO {
+				e.MessageGroupId = aws.String(rec.GroupID)
+				e.MessageDeduplicationId = aws.String(fmt.Sprintf("%s-%d", runID, sum.Received-len(batch)+i))
+			}
+			entries[i] = e
+		}
+		pending := entries
+		for attempt := 0; attempt < 2 && len(pending) > 0; attempt++ {
+			out, err := r.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(to.URL), Entries: pending})
+			if err != nil {
+				if attempt == 1 || ctx.Err() != nil {
+					sum.Failed += len(pending)
+					return fmt.Errorf("redrive: import: send to %s: %w", to.Name, err)
+				}
+				continue
+			}
+			for _, s := range out.Successful {
+				if i, ok := entryIndex(s.Id, len(batch)); ok {
+					sum.Moved++
+					c := ClassNone
+					if f := batch[i].Failure; f != nil && f.Class != "" {
+						c = f.Class
+					}
+					sum.ByClass[c]++
+				}
+			}
+			var retry []types.SendMessageBatchRequestEntry
+			for _, f := range out.Failed {
+				for _, e := range pending {
+					if aws.ToString(e.Id) == aws.ToString(f.Id) {
+						if f.SenderFault || attempt == 1 || to.FIFO {
+							sum.Failed++
+							sum.Notes = appendOnce(sum.Notes, fmt.Sprintf("send: %s: %s", aws.ToString(f.Code), aws.ToString(f.Message)))
+						} else {
+							retry = append(retry, e)
+						}
+					}
+				}
+			}
+			pending = retry
+		}
+		batch = batch[:0]
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: PhaseSent, Total: opts.Total, Received: sum.Received, Moved: sum.Moved, Failed: sum.Failed, Elapsed: time.Since(start)})
+		}
+		return nil
+	}
+	size := 0
+	err = eachRecord(rd, func(line int, rec Record) error {
+		if to.FIFO != (rec.GroupID != "") {
+			return fmt.Errorf("%w: line %d: record and queue kinds differ", ErrKindMismatch, line)
+		}
+		s := len(rec.Body) + 1024
+		if len(batch) == 10 || (len(batch) > 0 && size+s > maxBatchBytes) {
+			if err := flush(); err != nil {
+				return err
+			}
+			size = 0
+		}
+		sum.Received++
+		batch = append(batch, rec)
+		size += s
+		return ctx.Err()
+	})
+	if err != nil {
+		return sum, err
+	}
+	return sum, flush()
+}
+
+// appendOnce appends s unless present (at most 20 notes).
+func appendOnce(notes []string, s string) []string {
+	for _, n := range notes {
+		if n == s {
+			return notes
+		}
+	}
+	if len(notes) >= 20 {
+		return notes
+	}
+	return append(notes, s)
+}
