@@ -114,7 +114,9 @@ func (s *Store) Check(ctx context.Context) error {
 	return nil
 }
 
-func num(n int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)} }
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
 // claimCondition admits a claim when there is no live record: none, an
