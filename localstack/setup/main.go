@@ -3,7 +3,8 @@
 //
 //   - sqsonce-demo and its DLQ sqsonce-demo-dlq (maxReceiveCount 5)
 //   - sqsonce-demo.fifo and its DLQ sqsonce-demo-dlq.fifo (maxReceiveCount 5)
-//   - the dedupe table sqsonce-dedupe (pk string key, TTL on expires_at)
+//   - the dedupe table sqsonce-dedupe, made by dynamo.CreateTable (pk string
+//     key, on-demand, TTL on expires_at)
 //
 // It is idempotent; localstack/init/ready.d/setup.sh creates the same names
 // inside LocalStack.
@@ -11,16 +12,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/dedupe/dynamo"
 )
 
 func main() {
@@ -49,7 +50,7 @@ func run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := table(ctx, dynamodb.NewFromConfig(cfg), "sqsonce-dedupe"); err != nil {
+	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), dynamo.DefaultTable); err != nil {
 		return err
 	}
 	fmt.Println("setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo and table sqsonce-dedupe are ready")
@@ -78,29 +79,4 @@ func queue(ctx context.Context, client *sqs.Client, name string, fifo bool, dlqA
 		return "", fmt.Errorf("queue %s attributes: %w", name, err)
 	}
 	return a.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
-}
-
-func table(ctx context.Context, client *dynamodb.Client, name string) error {
-	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		BillingMode:          ddbtypes.BillingModePayPerRequest,
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash}},
-	})
-	var inUse *ddbtypes.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("create table %s: %w", name, err)
-	}
-	if err := dynamodb.NewTableExistsWaiter(client).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 60e9); err != nil {
-		return fmt.Errorf("wait for table %s: %w", name, err)
-	}
-	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName:               aws.String(name),
-		TimeToLiveSpecification: &ddbtypes.TimeToLiveSpecification{AttributeName: aws.String("expires_at"), Enabled: aws.Bool(true)},
-	})
-	var ve interface{ ErrorCode() string }
-	if err != nil && !(errors.As(err, &ve) && ve.ErrorCode() == "ValidationException") { // already enabled
-		return fmt.Errorf("enable TTL on %s: %w", name, err)
-	}
-	return nil
 }
