@@ -3,4 +3,40 @@
 // keeps in-flight messages invisible with a heartbeat, and settles each
 // message in exactly one way: ack, retry with backoff, dead-letter, or
 // release.
+//
+// A worker:
+//
+//	func main() {
+//		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//		defer stop()
+//		awsCfg, err := config.LoadDefaultConfig(ctx)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		logger, _ := consumer.NewLogger(zapcore.InfoLevel)
+//		c, err := consumer.New(consumer.Config{
+//			Client:      sqs.NewFromConfig(awsCfg),
+//			QueueName:   "orders",
+//			Concurrency: 32,
+//			Logger:      logger,
+//			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+//				var order Order
+//				if err := json.Unmarshal([]byte(m.Body), &order); err != nil {
+//					return consumer.Permanent(err) // straight to the DLQ
+//				}
+//				return ship(ctx, order) // an error is retried with backoff
+//			}),
+//		})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		if err := c.Run(ctx); err != nil { // returns after SIGTERM and the drain
+//			log.Fatal(err)
+//		}
+//	}
+//
+// The per-message path (key, middleware, panic recovery, classification)
+// is [Pipeline], shared with the Lambda adapter and consumertest. Errors
+// map to outcomes as [DefaultClassifier] says; [ClassifierChain] puts your
+// own rules first.
 package consumer

@@ -1,0 +1,155 @@
+package consumer
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Config configures a [Consumer]. Only Client, QueueURL (or QueueName) and
+// Handler are required.
+type Config struct {
+	// Client is the SQS client. Required.
+	Client SQSAPI
+	// QueueURL is the queue to consume. Either QueueURL or QueueName is
+	// required.
+	QueueURL string
+	// QueueName is resolved to a URL with GetQueueUrl when QueueURL is
+	// empty.
+	QueueName string
+
+	// Handler handles each message. Required.
+	Handler Handler
+	// Middleware wraps Handler, the first outermost. Panic recovery always
+	// wraps the whole chain. Defaults to none.
+	Middleware []Middleware
+	// Classifier maps handler errors to outcomes before the default
+	// classifier (see [DefaultClassifier]); use [ClassifierChain] to combine
+	// several. Defaults to none: the default classifier alone.
+	Classifier Classifier
+	// KeyFunc returns a message's dedupe key. Defaults to [DefaultKey] (the
+	// sqsonce-id attribute, else the MessageId).
+	KeyFunc KeyFunc
+
+	// Concurrency is how many handlers run at once. Independent of the
+	// receive batch size. Defaults to 10.
+	Concurrency int
+	// Prefetch is how many messages may wait, received but not started,
+	// beyond Concurrency (kept invisible by the heartbeat meanwhile).
+	// Defaults to 0: a receiver only asks for messages a free worker can
+	// start at once.
+	Prefetch int
+	// Receivers is how many goroutines long-poll SQS. Defaults to one per
+	// 10 messages of capacity (Concurrency+Prefetch), between 1 and 8.
+	Receivers int
+	// WaitTime is the long-poll wait (WaitTimeSeconds), 1s to 20s. Defaults
+	// to 20s.
+	WaitTime time.Duration
+	// VisibilityTimeout is asked for on each receive and by each heartbeat
+	// extension, whole seconds. Defaults to the queue's visibility timeout.
+	VisibilityTimeout time.Duration
+	// HeartbeatInterval is how often the heartbeat runs; it must be shorter
+	// than the visibility timeout. Defaults to a third of the visibility
+	// timeout.
+	HeartbeatInterval time.Duration
+
+	// Backoff is the retry policy for transient failures. Defaults to
+	// Backoff{} (1s base, 15m cap, full jitter).
+	Backoff Backoff
+	// MaxAttempts dead-letters a message (class "max_attempts") whose
+	// MaxAttempts-th receive fails transiently. Defaults to 0: no limit
+	// (the queue's RedrivePolicy maxReceiveCount still applies).
+	MaxAttempts int
+	// DeadLetterQueueURL receives permanent failures. Defaults to the
+	// queue's RedrivePolicy target. Run fails when neither is set.
+	DeadLetterQueueURL string
+
+	// ShutdownTimeout is how long Run waits, after its context is
+	// cancelled, for running handlers to finish before it cancels their
+	// contexts (cause [ErrShutdown]) and releases their messages. Defaults
+	// to 20s (under ECS's default 30s stopTimeout).
+	ShutdownTimeout time.Duration
+	// FlushInterval is the longest a delete or visibility change waits for
+	// its batch to fill. Defaults to 50ms.
+	FlushInterval time.Duration
+
+	// Logger receives the consumer's logs. Defaults to a no-op logger. At
+	// debug level one "settled" line is written per message (see
+	// [LogSettled]); a sampled logger drops most of them, so use one
+	// without sampling, such as [NewLogger].
+	Logger *zap.Logger
+	// Observer receives metrics events. Defaults to [NopObserver].
+	Observer Observer
+	// NowFunc returns the current time (failed_at of dead letters).
+	// Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultConcurrency     = 10
+	DefaultWaitTime        = 20 * time.Second
+	DefaultShutdownTimeout = 20 * time.Second
+	DefaultFlushInterval   = 50 * time.Millisecond
+	maxVisibility          = 12 * time.Hour
+)
+
+// withDefaults fills zero values and checks what can be checked without
+// calling SQS.
+func (cfg Config) withDefaults() (Config, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("consumer: "+format, args...)) }
+	if cfg.Client == nil {
+		bad("Client is required: pass an *sqs.Client")
+	}
+	if cfg.QueueURL == "" && cfg.QueueName == "" {
+		bad("QueueURL or QueueName is required")
+	}
+	if cfg.Handler == nil {
+		bad("Handler is required")
+	}
+	if cfg.Concurrency < 0 || cfg.Prefetch < 0 || cfg.Receivers < 0 || cfg.MaxAttempts < 0 {
+		bad("Concurrency (%d), Prefetch (%d), Receivers (%d) and MaxAttempts (%d) must not be negative",
+			cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.MaxAttempts)
+	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	capacity := cfg.Concurrency + max(cfg.Prefetch, 0)
+	cfg.Receivers = cmp.Or(cfg.Receivers, min(max((capacity+9)/10, 1), 8))
+	if cfg.Receivers > capacity {
+		bad("Receivers (%d) is more than Concurrency+Prefetch (%d): each receiver needs a free slot", cfg.Receivers, capacity)
+	}
+	cfg.WaitTime = cmp.Or(cfg.WaitTime, DefaultWaitTime)
+	if cfg.WaitTime < time.Second || cfg.WaitTime > 20*time.Second || cfg.WaitTime%time.Second != 0 {
+		bad("WaitTime %s must be whole seconds from 1s to 20s (SQS's long-poll limit)", cfg.WaitTime)
+	}
+	if cfg.VisibilityTimeout != 0 && (cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > maxVisibility || cfg.VisibilityTimeout%time.Second != 0) {
+		bad("VisibilityTimeout %s must be whole seconds from 1s to 12h", cfg.VisibilityTimeout)
+	}
+	if cfg.HeartbeatInterval < 0 {
+		bad("HeartbeatInterval %s must not be negative", cfg.HeartbeatInterval)
+	}
+	if cfg.VisibilityTimeout > 0 && cfg.HeartbeatInterval >= cfg.VisibilityTimeout {
+		bad("VisibilityTimeout (%s) must be longer than HeartbeatInterval (%s): raise the visibility timeout or shorten the interval", cfg.VisibilityTimeout, cfg.HeartbeatInterval)
+	}
+	if cfg.Backoff.Base < 0 || cfg.Backoff.Cap < 0 || (cfg.Backoff.Base > 0 && cfg.Backoff.Cap > 0 && cfg.Backoff.Cap < cfg.Backoff.Base) {
+		bad("Backoff: Base (%s) and Cap (%s) must be positive with Cap ≥ Base", cfg.Backoff.Base, cfg.Backoff.Cap)
+	}
+	if cfg.ShutdownTimeout < 0 || cfg.FlushInterval < 0 {
+		bad("ShutdownTimeout (%s) and FlushInterval (%s) must not be negative", cfg.ShutdownTimeout, cfg.FlushInterval)
+	}
+	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, DefaultFlushInterval)
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	return cfg, errors.Join(errs...)
+}

@@ -1,0 +1,643 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/heartbeat"
+)
+
+// Consumer long-polls one SQS queue and runs a Handler for each message.
+// Create it with [New]; start it with [Consumer.Run].
+type Consumer struct {
+	cfg     Config
+	running atomic.Bool
+}
+
+// New checks cfg, fills its defaults and returns a Consumer. Checks that
+// need SQS (the queue and its dead-letter queue exist, their kinds match,
+// the visibility timeout is longer than the heartbeat interval) run at the
+// start of Run, before any message is received.
+func New(cfg Config) (*Consumer, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{cfg: cfg}, nil
+}
+
+// queueInfo is what Run learns about the queues before receiving.
+type queueInfo struct {
+	url        string
+	fifo       bool
+	visibility time.Duration
+	dlqURL     string
+}
+
+// Validate makes the start-up checks Run makes (the queue exists, the
+// dead-letter queue exists and is of the same kind, the visibility timeout
+// is longer than the heartbeat interval) without receiving anything.
+func (c *Consumer) Validate(ctx context.Context) error {
+	_, err := c.setup(ctx)
+	return err
+}
+
+func (c *Consumer) setup(ctx context.Context) (queueInfo, error) {
+	cfg := c.cfg
+	q := queueInfo{url: cfg.QueueURL}
+	if q.url == "" {
+		out, err := cfg.Client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(cfg.QueueName)})
+		if err != nil {
+			if isQueueMissing(err) {
+				return q, fmt.Errorf("consumer: queue %q does not exist: create it or fix QueueName: %w", cfg.QueueName, err)
+			}
+			return q, fmt.Errorf("consumer: get queue URL of %q: %w", cfg.QueueName, err)
+		}
+		q.url = aws.ToString(out.QueueUrl)
+	}
+	out, err := cfg.Client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(q.url),
+		AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameVisibilityTimeout,
+			types.QueueAttributeNameFifoQueue,
+			types.QueueAttributeNameRedrivePolicy,
+		},
+	})
+	if err != nil {
+		if isQueueMissing(err) {
+			return q, fmt.Errorf("consumer: queue %s does not exist: create it or fix QueueURL: %w", q.url, err)
+		}
+		return q, fmt.Errorf("consumer: read attributes of queue %s: %w", q.url, err)
+	}
+	attrs := out.Attributes
+	q.fifo = attrs[string(types.QueueAttributeNameFifoQueue)] == "true" || strings.HasSuffix(q.url, ".fifo")
+	q.visibility = cfg.VisibilityTimeout
+	if q.visibility == 0 {
+		secs, err := strconv.Atoi(attrs[string(types.QueueAttributeNameVisibilityTimeout)])
+		if err != nil {
+			return q, fmt.Errorf("consumer: queue %s reports no usable VisibilityTimeout (%q): set Config.VisibilityTimeout", q.url, attrs[string(types.QueueAttributeNameVisibilityTimeout)])
+		}
+		q.visibility = time.Duration(secs) * time.Second
+	}
+	interval := c.heartbeatInterval(q.visibility)
+	if q.visibility < time.Second || interval >= q.visibility {
+		return q, fmt.Errorf("consumer: the visibility timeout (%s) must be longer than the heartbeat interval (%s): raise the queue's VisibilityTimeout (or Config.VisibilityTimeout) or shorten HeartbeatInterval", q.visibility, interval)
+	}
+
+	q.dlqURL = cfg.DeadLetterQueueURL
+	if q.dlqURL == "" {
+		url, _, err := resolveRedrivePolicy(ctx, cfg.Client, attrs[string(types.QueueAttributeNameRedrivePolicy)])
+		if err != nil {
+			return q, err
+		}
+		if url == "" {
+			return q, fmt.Errorf("consumer: queue %s has no dead-letter queue: set Config.DeadLetterQueueURL or give the queue a RedrivePolicy", q.url)
+		}
+		q.dlqURL = url
+	}
+	dout, err := cfg.Client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(q.dlqURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue},
+	})
+	if err != nil {
+		if isQueueMissing(err) {
+			return q, fmt.Errorf("consumer: dead-letter queue %s does not exist: create it or fix DeadLetterQueueURL / the RedrivePolicy: %w", q.dlqURL, err)
+		}
+		return q, fmt.Errorf("consumer: read attributes of dead-letter queue %s: %w", q.dlqURL, err)
+	}
+	dlqFIFO := dout.Attributes[string(types.QueueAttributeNameFifoQueue)] == "true" || strings.HasSuffix(q.dlqURL, ".fifo")
+	if dlqFIFO != q.fifo {
+		return q, fmt.Errorf("consumer: queue %s is %s but its dead-letter queue %s is %s: SQS needs both of the same kind", q.url, kind(q.fifo), q.dlqURL, kind(dlqFIFO))
+	}
+	return q, nil
+}
+
+func kind(fifo bool) string {
+	if fifo {
+		return "FIFO"
+	}
+	return "standard"
+}
+
+func (c *Consumer) heartbeatInterval(visibility time.Duration) time.Duration {
+	if c.cfg.HeartbeatInterval > 0 {
+		return c.cfg.HeartbeatInterval
+	}
+	return visibility / 3
+}
+
+// Run validates the queues, then receives and handles messages until ctx
+// is cancelled, then drains, mirroring http.Server.Shutdown: it stops
+// receiving (cancelling long polls), releases received messages that have
+// not started (visibility 0), keeps heartbeating running handlers until they
+// finish or ShutdownTimeout passes, then cancels their contexts with cause
+// [ErrShutdown] and releases their messages, flushes every pending delete
+// and visibility change, and returns.
+//
+// Run returns nil after a drain in which every handler finished in time,
+// an error wrapping context.DeadlineExceeded when handlers had to be
+// cancelled at ShutdownTimeout, and a start-up error (before any message is
+// received) when the configuration is wrong. A Consumer runs at most once
+// at a time.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("consumer: Run called while already running")
+	}
+	defer c.running.Store(false)
+	q, err := c.setup(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := newRunner(c.cfg, q)
+	if err != nil {
+		return err
+	}
+	return r.run(ctx)
+}
+
+// runner is the state of one Run.
+type runner struct {
+	cfg      Config
+	q        queueInfo
+	log      *zap.Logger
+	obs      Observer
+	pipeline *Pipeline
+	hb       *heartbeat.Heartbeat
+	settler  *settler
+
+	capacity *capacity
+	workers  chan struct{} // Concurrency tokens
+	stopping chan struct{} // closed when Run's context is cancelled
+	workBase context.Context
+	stopWork context.CancelCauseFunc
+	workWG   sync.WaitGroup
+
+	mu      sync.Mutex
+	running map[*inflight]struct{}
+	lanes   map[string]*lane
+}
+
+// inflight is one received, not yet settled message.
+type inflight struct {
+	msg       *Message
+	handle    string
+	recvStart time.Time
+
+	mu     sync.Mutex
+	cancel context.CancelCauseFunc // set while the handler runs
+	lost   error                   // set when the lease was lost
+}
+
+type lane struct{ queue []*inflight }
+
+func newRunner(cfg Config, q queueInfo) (*runner, error) {
+	r := &runner{
+		cfg:      cfg,
+		q:        q,
+		log:      cfg.Logger.With(zap.String("queue_url", q.url)),
+		obs:      cfg.Observer,
+		capacity: newCapacity(cfg.Concurrency + cfg.Prefetch),
+		workers:  make(chan struct{}, cfg.Concurrency),
+		stopping: make(chan struct{}),
+		running:  map[*inflight]struct{}{},
+		lanes:    map[string]*lane{},
+	}
+	r.pipeline = &Pipeline{
+		Handler:     cfg.Handler,
+		Middleware:  cfg.Middleware,
+		Classifier:  cfg.Classifier,
+		Backoff:     cfg.Backoff,
+		MaxAttempts: cfg.MaxAttempts,
+		KeyFunc:     cfg.KeyFunc,
+		Logger:      r.log,
+		Observer:    cfg.Observer,
+	}
+	hb, err := heartbeat.New(heartbeat.Config{
+		Client:     cfg.Client,
+		QueueURL:   q.url,
+		Visibility: q.visibility,
+		Interval:   c0(cfg.HeartbeatInterval, q.visibility/3),
+		OnTick:     r.beatHandlers,
+		OnFailure:  cfg.Observer.HeartbeatFailed,
+		Logger:     r.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	r.hb = hb
+	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, 8, r.log)
+	return r, nil
+}
+
+func c0(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func (r *runner) run(ctx context.Context) error {
+	bg := context.WithoutCancel(ctx)
+	r.workBase, r.stopWork = context.WithCancelCause(bg)
+	defer r.stopWork(nil)
+	hbCtx, stopHB := context.WithCancel(bg)
+	defer stopHB()
+
+	var hbWG, settleWG, recvWG sync.WaitGroup
+	settleWG.Go(r.settler.run)
+	hbWG.Go(func() { _ = r.hb.Run(hbCtx) })
+	for i := range r.cfg.Receivers {
+		recvWG.Go(func() { r.receive(ctx, i) })
+	}
+	r.log.Info("consumer started", zap.Bool("fifo", r.q.fifo), zap.Int("concurrency", r.cfg.Concurrency),
+		zap.Int("receivers", r.cfg.Receivers), zap.Duration("visibility", r.q.visibility))
+
+	<-ctx.Done()
+	r.log.Info("consumer draining", zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
+	close(r.stopping)
+	recvWG.Wait()
+
+	workDone := make(chan struct{})
+	go func() { r.workWG.Wait(); close(workDone) }()
+	var runErr error
+	timer := time.NewTimer(r.cfg.ShutdownTimeout)
+	select {
+	case <-workDone:
+		timer.Stop()
+	case <-timer.C:
+		r.mu.Lock()
+		n := len(r.running)
+		r.mu.Unlock()
+		r.log.Warn("consumer: shutdown timeout: cancelling running handlers", zap.Int("handlers", n))
+		r.stopWork(ErrShutdown)
+		<-workDone
+		runErr = fmt.Errorf("consumer: shutdown: handlers still running after ShutdownTimeout (%s) were cancelled and released: %w", r.cfg.ShutdownTimeout, context.DeadlineExceeded)
+	}
+	stopHB()
+	hbWG.Wait()
+	r.settler.close()
+	settleWG.Wait()
+	r.log.Info("consumer stopped")
+	return runErr
+}
+
+// receive is one receiver's loop: reserve free capacity, long-poll for at
+// most that many messages, hand them to the dispatcher.
+func (r *runner) receive(ctx context.Context, id int) {
+	failures := 0
+	for {
+		n, err := r.capacity.reserve(ctx, settleBatch)
+		if err != nil {
+			return
+		}
+		in := &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(r.q.url),
+			MaxNumberOfMessages:         int32(n),
+			WaitTimeSeconds:             int32(r.cfg.WaitTime / time.Second),
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		}
+		if r.cfg.VisibilityTimeout > 0 {
+			in.VisibilityTimeout = int32(r.cfg.VisibilityTimeout / time.Second)
+		}
+		start := time.Now()
+		// A response lost on a reused connection must not hang the
+		// receiver: bound the call by the long-poll wait plus a margin.
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTime+10*time.Second)
+		out, err := r.cfg.Client.ReceiveMessage(cctx, in)
+		cancel()
+		if err != nil {
+			r.capacity.release(n)
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			r.log.Warn("consumer: receive failed", zap.Int("receiver", id), zap.Int("failures", failures), zap.Error(err))
+			d := time.Duration(rand.Int64N(int64(min(time.Duration(failures)*200*time.Millisecond, 5*time.Second)) + 1))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+			continue
+		}
+		failures = 0
+		if extra := n - len(out.Messages); extra > 0 {
+			r.capacity.release(extra)
+		}
+		now := r.cfg.NowFunc()
+		for _, raw := range out.Messages {
+			m := &inflight{
+				msg:       NewMessage(raw, r.q.url, now),
+				handle:    aws.ToString(raw.ReceiptHandle),
+				recvStart: start,
+			}
+			r.hb.Add(m.handle, start, func(err error) { r.leaseLost(m, err) })
+			r.obs.Received(m.msg)
+			r.dispatch(m)
+		}
+	}
+}
+
+// dispatch starts m on a free worker (standard queues) or appends it to
+// its group's lane (FIFO).
+func (r *runner) dispatch(m *inflight) {
+	if !r.q.fifo {
+		r.workWG.Go(func() {
+			if !r.acquire() {
+				r.release(m, nil)
+				return
+			}
+			r.process(m)
+			<-r.workers
+		})
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l, ok := r.lanes[m.msg.GroupID]
+	if !ok {
+		l = &lane{}
+		r.lanes[m.msg.GroupID] = l
+		r.workWG.Go(func() { r.runLane(m.msg.GroupID, l) })
+	}
+	l.queue = append(l.queue, m)
+}
+
+// runLane runs one FIFO group's messages in order, one at a time. After a
+// message fails, the group's other received messages are released so that
+// they are not run out of order.
+func (r *runner) runLane(group string, l *lane) {
+	for {
+		r.mu.Lock()
+		if len(l.queue) == 0 {
+			delete(r.lanes, group)
+			r.mu.Unlock()
+			return
+		}
+		m := l.queue[0]
+		l.queue = l.queue[1:]
+		r.mu.Unlock()
+
+		if !r.acquire() {
+			r.release(m, nil)
+			r.releaseLane(l, nil)
+			continue
+		}
+		res := r.process(m)
+		<-r.workers
+		if res.Outcome != OutcomeAck && res.Outcome != OutcomeDuplicate {
+			r.releaseLane(l, fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", group, res.Outcome))
+		}
+	}
+}
+
+// releaseLane releases every message queued in l.
+func (r *runner) releaseLane(l *lane, why error) {
+	r.mu.Lock()
+	rest := l.queue
+	l.queue = nil
+	r.mu.Unlock()
+	for _, m := range rest {
+		r.release(m, why)
+	}
+}
+
+// acquire takes a worker, or returns false when the consumer is stopping.
+func (r *runner) acquire() bool {
+	select {
+	case <-r.stopping:
+		return false
+	default:
+	}
+	select {
+	case r.workers <- struct{}{}:
+	case <-r.stopping:
+		return false
+	}
+	select {
+	case <-r.stopping:
+		<-r.workers
+		return false
+	default:
+		return true
+	}
+}
+
+// release settles a message that was not run: visibility 0.
+func (r *runner) release(m *inflight, why error) {
+	res := Result{Outcome: OutcomeRelease, Err: why}
+	m.mu.Lock()
+	lost := m.lost
+	m.mu.Unlock()
+	if lost != nil {
+		// The heartbeat dropped it already: the message is visible again
+		// (or with another consumer); the old handle is best left alone.
+		res.Err = lost
+		r.settled(m, res)
+		return
+	}
+	r.hb.Remove(m.handle)
+	r.settler.changeVisibility(m.handle, m.msg.ID, 0)
+	r.settled(m, res)
+}
+
+// process runs m's handler and settles it.
+func (r *runner) process(m *inflight) Result {
+	ctx, cancel := context.WithCancelCause(r.workBase)
+	defer cancel(nil)
+	m.mu.Lock()
+	lost := m.lost
+	if lost == nil {
+		m.cancel = cancel
+	}
+	m.mu.Unlock()
+	if lost != nil {
+		res := Result{Outcome: OutcomeRelease, Err: lost}
+		r.settled(m, res)
+		return res
+	}
+	r.mu.Lock()
+	r.running[m] = struct{}{}
+	r.mu.Unlock()
+
+	res := r.pipeline.Process(ctx, m.msg)
+
+	r.mu.Lock()
+	delete(r.running, m)
+	r.mu.Unlock()
+	m.mu.Lock()
+	m.cancel = nil
+	m.mu.Unlock()
+
+	switch res.Outcome {
+	case OutcomeAck, OutcomeDuplicate:
+		r.hb.Remove(m.handle)
+		r.settler.delete(m.handle, m.msg.ID)
+	case OutcomeDeadLetter:
+		if err := r.deadLetter(m, res); err != nil {
+			// Not dead-lettered, so not deleted: retry it later instead.
+			r.log.Error("consumer: dead-letter send failed; retrying the message later",
+				zap.String("message_id", m.msg.ID), zap.String("dlq_url", r.q.dlqURL), zap.Error(err))
+			res.Outcome = OutcomeRetry
+			res.Delay = r.cfg.Backoff.Delay(max(m.msg.ReceiveCount, 1))
+			res.Err = fmt.Errorf("%w (dead-letter send failed: %v)", res.Err, err)
+			r.hb.Remove(m.handle)
+			r.settler.changeVisibility(m.handle, m.msg.ID, r.visibilitySeconds(m, res.Delay))
+			break
+		}
+		r.hb.Remove(m.handle)
+		r.settler.delete(m.handle, m.msg.ID)
+	case OutcomeRetry:
+		r.hb.Remove(m.handle)
+		r.settler.changeVisibility(m.handle, m.msg.ID, r.visibilitySeconds(m, res.Delay))
+	default: // OutcomeRelease
+		r.hb.Remove(m.handle)
+		r.settler.changeVisibility(m.handle, m.msg.ID, 0)
+	}
+	r.settled(m, res)
+	return res
+}
+
+// deadLetter sends m to the DLQ (the heartbeat keeps it invisible
+// meanwhile).
+func (r *runner) deadLetter(m *inflight, res Result) error {
+	in := DeadLetterInput(m.msg, res, r.q.url, r.q.dlqURL, r.q.fifo, r.cfg.NowFunc())
+	if dropped := DroppedAttributes(m.msg); len(dropped) > 0 {
+		r.log.Warn("consumer: dead letter drops attributes to stay within SQS's limit of 10",
+			zap.String("message_id", m.msg.ID), zap.Strings("dropped", dropped))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.workBase), settleCallTimeout)
+	defer cancel()
+	_, err := r.cfg.Client.SendMessage(ctx, in)
+	r.obs.DeadLettered(m.msg, err)
+	if err == nil {
+		r.log.Warn("consumer: dead-lettered", zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()),
+			zap.String("class", res.Class), zap.Int("receive_count", m.msg.ReceiveCount))
+	}
+	return err
+}
+
+// visibilitySeconds turns a retry delay into whole seconds, rounded up and
+// kept within SQS's 12 hours from the receive.
+func (r *runner) visibilitySeconds(m *inflight, d time.Duration) int32 {
+	secs := (d + time.Second - 1) / time.Second
+	left := (maxVisibility - time.Since(m.recvStart)) / time.Second
+	return int32(max(min(secs, left), 0))
+}
+
+func (r *runner) settled(m *inflight, res Result) {
+	LogSettled(r.log, m.msg, res)
+	r.obs.Settled(m.msg, res)
+	r.capacity.release(1)
+}
+
+// leaseLost is the heartbeat's callback for a handle it could not keep.
+func (r *runner) leaseLost(m *inflight, err error) {
+	r.cancelLost(m, err)
+}
+
+func (r *runner) cancelLost(m *inflight, err error) {
+	lerr := fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	m.mu.Lock()
+	if m.lost != nil {
+		m.mu.Unlock()
+		return
+	}
+	m.lost = lerr
+	cancel := m.cancel
+	m.mu.Unlock()
+	r.log.Warn("consumer: lease lost", zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()), zap.Error(err))
+	r.obs.LeaseLost(m.msg, lerr)
+	if cancel != nil {
+		cancel(lerr)
+	}
+}
+
+// beatHandlers runs, on each heartbeat tick, the functions running handlers
+// registered with Message.OnHeartbeat; an error cancels that handler.
+func (r *runner) beatHandlers(ctx context.Context) {
+	r.mu.Lock()
+	var ms []*inflight
+	for m := range r.running {
+		ms = append(ms, m)
+	}
+	r.mu.Unlock()
+	timeout := c0(r.cfg.HeartbeatInterval, r.q.visibility/3)
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		fns := m.msg.heartbeats()
+		if len(fns) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			bctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			for _, fn := range fns {
+				if err := fn(bctx); err != nil {
+					r.cancelLost(m, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// capacity counts free slots (Concurrency+Prefetch) for receivers.
+type capacity struct {
+	mu   sync.Mutex
+	free int
+	wake chan struct{}
+}
+
+func newCapacity(n int) *capacity { return &capacity{free: n, wake: make(chan struct{}, 1)} }
+
+// reserve waits until a slot is free and takes up to n of them.
+func (c *capacity) reserve(ctx context.Context, n int) (int, error) {
+	for {
+		c.mu.Lock()
+		if c.free > 0 {
+			got := min(n, c.free)
+			c.free -= got
+			more := c.free > 0
+			c.mu.Unlock()
+			if more {
+				c.signal()
+			}
+			return got, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+func (c *capacity) release(n int) {
+	c.mu.Lock()
+	c.free += n
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *capacity) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,191 @@
+// Package consumertest runs handlers through the consumer's real
+// per-message path (key, middleware, panic recovery, classification)
+// without AWS, so tests can assert on the outcome a message would get and
+// on the dead letter the consumer would send.
+//
+//	func TestHandler(t *testing.T) {
+//		res := consumertest.Process(context.Background(), myHandler,
+//			consumertest.NewMessage(`{"id":1}`, consumertest.WithAttribute("sqsonce-id", "job-1")))
+//		if res.Outcome != consumer.OutcomeAck {
+//			t.Fatalf("outcome %s: %v", res.Outcome, res.Err)
+//		}
+//	}
+package consumertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// Default queue URLs used when a Harness leaves them empty.
+const (
+	DefaultQueueURL           = "https://sqs.us-east-1.amazonaws.com/123456789012/test"
+	DefaultDeadLetterQueueURL = "https://sqs.us-east-1.amazonaws.com/123456789012/test-dlq"
+)
+
+var seq atomic.Int64
+
+// MessageOption shapes a message built by NewMessage.
+type MessageOption func(*types.Message)
+
+// WithID sets the SQS MessageId. Defaults to a unique "msg-N".
+func WithID(id string) MessageOption {
+	return func(m *types.Message) { m.MessageId = aws.String(id) }
+}
+
+// WithAttribute adds a String message attribute.
+func WithAttribute(name, value string) MessageOption {
+	return func(m *types.Message) {
+		if m.MessageAttributes == nil {
+			m.MessageAttributes = map[string]types.MessageAttributeValue{}
+		}
+		m.MessageAttributes[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(value)}
+	}
+}
+
+// WithReceiveCount sets ApproximateReceiveCount (1 by default).
+func WithReceiveCount(n int) MessageOption {
+	return WithSystemAttribute(string(types.MessageSystemAttributeNameApproximateReceiveCount), strconv.Itoa(n))
+}
+
+// WithGroup sets the FIFO MessageGroupId.
+func WithGroup(group string) MessageOption {
+	return WithSystemAttribute(string(types.MessageSystemAttributeNameMessageGroupId), group)
+}
+
+// WithSystemAttribute sets an SQS system attribute.
+func WithSystemAttribute(name, value string) MessageOption {
+	return func(m *types.Message) { m.Attributes[name] = value }
+}
+
+// NewMessage builds a message as the consumer would receive it from
+// DefaultQueueURL: a unique MessageId and receipt handle, receive count 1,
+// SentTimestamp now.
+func NewMessage(body string, opts ...MessageOption) *consumer.Message {
+	n := seq.Add(1)
+	raw := types.Message{
+		MessageId:     aws.String(fmt.Sprintf("msg-%d", n)),
+		ReceiptHandle: aws.String(fmt.Sprintf("handle-%d", n)),
+		Body:          aws.String(body),
+		Attributes: map[string]string{
+			string(types.MessageSystemAttributeNameApproximateReceiveCount): "1",
+			string(types.MessageSystemAttributeNameSentTimestamp):           strconv.FormatInt(time.Now().UnixMilli(), 10),
+		},
+	}
+	for _, o := range opts {
+		o(&raw)
+	}
+	return consumer.NewMessage(raw, DefaultQueueURL, time.Now())
+}
+
+// Harness runs messages through a consumer.Pipeline configured like a
+// Consumer. Only Handler is required.
+type Harness struct {
+	// Handler, Middleware, Classifier, Backoff, MaxAttempts and KeyFunc
+	// mean what they mean in consumer.Config.
+	Handler     consumer.Handler
+	Middleware  []consumer.Middleware
+	Classifier  consumer.Classifier
+	Backoff     consumer.Backoff
+	MaxAttempts int
+	KeyFunc     consumer.KeyFunc
+	// QueueURL is the source queue named in dead letters. Defaults to
+	// DefaultQueueURL.
+	QueueURL string
+	// DeadLetterQueueURL is where dead letters would go. Defaults to
+	// DefaultDeadLetterQueueURL.
+	DeadLetterQueueURL string
+	// FIFO builds dead letters for a FIFO dead-letter queue.
+	FIFO bool
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+	// NowFunc defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Result is the consumer's decision for one message.
+type Result struct {
+	consumer.Result
+	// DeadLetter is the SendMessage input the consumer would send to the
+	// dead-letter queue (OutcomeDeadLetter only).
+	DeadLetter *sqs.SendMessageInput
+	// Failure is the sqsonce-failure attribute of DeadLetter, decoded.
+	Failure *consumer.Failure
+}
+
+// Process runs msg through the pipeline with ctx (cancel it with cause
+// consumer.ErrShutdown to see a release).
+func (h *Harness) Process(ctx context.Context, msg *consumer.Message) Result {
+	p := &consumer.Pipeline{
+		Handler:     h.Handler,
+		Middleware:  h.Middleware,
+		Classifier:  h.Classifier,
+		Backoff:     h.Backoff,
+		MaxAttempts: h.MaxAttempts,
+		KeyFunc:     h.KeyFunc,
+		Logger:      h.Logger,
+	}
+	res := Result{Result: p.Process(ctx, msg)}
+	if res.Outcome == consumer.OutcomeDeadLetter {
+		now := time.Now
+		if h.NowFunc != nil {
+			now = h.NowFunc
+		}
+		src := h.QueueURL
+		if src == "" {
+			src = DefaultQueueURL
+		}
+		dlq := h.DeadLetterQueueURL
+		if dlq == "" {
+			dlq = DefaultDeadLetterQueueURL
+		}
+		res.DeadLetter = consumer.DeadLetterInput(msg, res.Result, src, dlq, h.FIFO, now())
+		if v, ok := res.DeadLetter.MessageAttributes[consumer.AttrFailure]; ok {
+			var f consumer.Failure
+			if json.Unmarshal([]byte(aws.ToString(v.StringValue)), &f) == nil {
+				res.Failure = &f
+			}
+		}
+	}
+	return res
+}
+
+// Process runs msg through handler h, wrapped in mw, with the default
+// classifier, and returns the outcome.
+func Process(ctx context.Context, h consumer.Handler, msg *consumer.Message, mw ...consumer.Middleware) Result {
+	return (&Harness{Handler: h, Middleware: mw}).Process(ctx, msg)
+}
+
+// DeadLetter builds the consumer.Message the dead-letter queue would
+// deliver for r (nil unless r.Outcome is OutcomeDeadLetter), so a test can
+// feed it to a redrive or inspection path.
+func DeadLetter(r Result) *consumer.Message {
+	if r.DeadLetter == nil {
+		return nil
+	}
+	n := seq.Add(1)
+	raw := types.Message{
+		MessageId:         aws.String(fmt.Sprintf("dlq-msg-%d", n)),
+		ReceiptHandle:     aws.String(fmt.Sprintf("dlq-handle-%d", n)),
+		Body:              r.DeadLetter.MessageBody,
+		MessageAttributes: r.DeadLetter.MessageAttributes,
+		Attributes: map[string]string{
+			string(types.MessageSystemAttributeNameApproximateReceiveCount): "1",
+		},
+	}
+	if g := aws.ToString(r.DeadLetter.MessageGroupId); g != "" {
+		raw.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)] = g
+	}
+	return consumer.NewMessage(raw, aws.ToString(r.DeadLetter.QueueUrl), time.Now())
+}

@@ -1,0 +1,18 @@
+package consumer_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// The SDK's HTTP client keeps idle connections open between tests; their
+// goroutines belong to net/http, not to the consumer.
+var leakOpts = []goleak.Option{
+	goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+	goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, leakOpts...)
+}

@@ -1,0 +1,244 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+	"go.uber.org/zap"
+)
+
+// settleBatch is SQS's limit on entries per batch call.
+const settleBatch = 10
+
+// settleCallTimeout bounds each settle call. Settle calls outlive Run's
+// context (a settle is never dropped on shutdown) but not this.
+const settleCallTimeout = 20 * time.Second
+
+// settleOp is one delete (visibility < 0) or visibility change.
+type settleOp struct {
+	handle     string
+	messageID  string
+	visibility int32 // seconds; -1 means delete
+}
+
+// settler batches deletes and visibility changes: a batch is sent when it
+// holds 10 entries or when the oldest entry has waited FlushInterval.
+// Entries that fail in a batch are retried one by one.
+type settler struct {
+	client   SQSAPI
+	queueURL string
+	interval time.Duration
+	parallel int
+	log      *zap.Logger
+
+	ops  chan settleOp
+	done chan struct{}
+	wg   sync.WaitGroup // calls in flight
+	sem  chan struct{}
+}
+
+func newSettler(client SQSAPI, queueURL string, interval time.Duration, parallel int, log *zap.Logger) *settler {
+	return &settler{
+		client:   client,
+		queueURL: queueURL,
+		interval: interval,
+		parallel: parallel,
+		log:      log,
+		ops:      make(chan settleOp, 2*settleBatch),
+		done:     make(chan struct{}),
+		sem:      make(chan struct{}, parallel),
+	}
+}
+
+func (s *settler) delete(handle, messageID string) {
+	s.ops <- settleOp{handle: handle, messageID: messageID, visibility: -1}
+}
+
+func (s *settler) changeVisibility(handle, messageID string, secs int32) {
+	s.ops <- settleOp{handle: handle, messageID: messageID, visibility: max(secs, 0)}
+}
+
+// run batches ops until close is called, then flushes everything and waits
+// for every call to return.
+func (s *settler) run() {
+	defer close(s.done)
+	var dels, vis []settleOp
+	var timer *time.Timer
+	var timerC <-chan time.Time
+	arm := func() {
+		if timer == nil {
+			timer = time.NewTimer(s.interval)
+			timerC = timer.C
+		}
+	}
+	disarm := func() {
+		if timer != nil && len(dels) == 0 && len(vis) == 0 {
+			timer.Stop()
+			timer, timerC = nil, nil
+		}
+	}
+	for {
+		select {
+		case op, ok := <-s.ops:
+			if !ok {
+				if timer != nil {
+					timer.Stop()
+				}
+				s.send(dels)
+				s.send(vis)
+				s.wg.Wait()
+				return
+			}
+			if op.visibility < 0 {
+				dels = append(dels, op)
+				if len(dels) == settleBatch {
+					s.send(dels)
+					dels = nil
+				}
+			} else {
+				vis = append(vis, op)
+				if len(vis) == settleBatch {
+					s.send(vis)
+					vis = nil
+				}
+			}
+			arm()
+			disarm()
+		case <-timerC:
+			timer, timerC = nil, nil
+			s.send(dels)
+			s.send(vis)
+			dels, vis = nil, nil
+		}
+	}
+}
+
+// close flushes and stops the settler; no op may be queued after it.
+func (s *settler) close() {
+	close(s.ops)
+	<-s.done
+}
+
+// send makes one batch call for ops (all deletes or all visibility
+// changes) in its own goroutine, at most parallel at once.
+func (s *settler) send(ops []settleOp) {
+	if len(ops) == 0 {
+		return
+	}
+	s.sem <- struct{}{}
+	s.wg.Go(func() {
+		defer func() { <-s.sem }()
+		ctx, cancel := context.WithTimeout(context.Background(), settleCallTimeout)
+		defer cancel()
+		if ops[0].visibility < 0 {
+			s.deleteBatch(ctx, ops)
+		} else {
+			s.visibilityBatch(ctx, ops)
+		}
+	})
+}
+
+func (s *settler) deleteBatch(ctx context.Context, ops []settleOp) {
+	in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.queueURL)}
+	for i, op := range ops {
+		in.Entries = append(in.Entries, types.DeleteMessageBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(op.handle),
+		})
+	}
+	out, err := s.client.DeleteMessageBatch(ctx, in)
+	var failed []types.BatchResultErrorEntry
+	if out != nil {
+		failed = out.Failed
+	}
+	for _, op := range s.failed(ops, failed, err, "delete batch") {
+		s.retry(ctx, op, "delete", func(ctx context.Context) error {
+			_, err := s.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.queueURL), ReceiptHandle: aws.String(op.handle)})
+			return err
+		})
+	}
+}
+
+func (s *settler) visibilityBatch(ctx context.Context, ops []settleOp) {
+	in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.queueURL)}
+	for i, op := range ops {
+		in.Entries = append(in.Entries, types.ChangeMessageVisibilityBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(op.handle), VisibilityTimeout: op.visibility,
+		})
+	}
+	out, err := s.client.ChangeMessageVisibilityBatch(ctx, in)
+	var failed []types.BatchResultErrorEntry
+	if out != nil {
+		failed = out.Failed
+	}
+	for _, op := range s.failed(ops, failed, err, "change visibility batch") {
+		s.retry(ctx, op, "change visibility", func(ctx context.Context) error {
+			_, err := s.client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+				QueueUrl: aws.String(s.queueURL), ReceiptHandle: aws.String(op.handle), VisibilityTimeout: op.visibility,
+			})
+			return err
+		})
+	}
+}
+
+// failed returns the ops to retry one by one: all of them when the call
+// failed, else the failed entries.
+func (s *settler) failed(ops []settleOp, failed []types.BatchResultErrorEntry, err error, what string) []settleOp {
+	if err != nil {
+		s.log.Warn("consumer: "+what+" failed; retrying entries one by one", zap.Int("entries", len(ops)), zap.Error(err))
+		return ops
+	}
+	var retry []settleOp
+	for _, f := range failed {
+		i, convErr := strconv.Atoi(aws.ToString(f.Id))
+		if convErr != nil || i < 0 || i >= len(ops) {
+			continue
+		}
+		retry = append(retry, ops[i])
+	}
+	return retry
+}
+
+// retry makes a single-entry call up to 3 times, stopping early when SQS
+// says the handle can no longer be used.
+func (s *settler) retry(ctx context.Context, op settleOp, what string, call func(context.Context) error) {
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		if err = call(ctx); err == nil || handleGone(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		s.log.Warn("consumer: "+what+" failed", zap.String("message_id", op.messageID), zap.Error(err))
+	}
+}
+
+// handleGone reports whether err says the receipt handle cannot be used
+// any more (the message was deleted, or received again elsewhere).
+func handleGone(err error) bool {
+	var invalid *types.ReceiptHandleIsInvalid
+	var notInflight *types.MessageNotInflight
+	if errors.As(err, &invalid) || errors.As(err, &notInflight) {
+		return true
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "ReceiptHandleIsInvalid", "AWS.SimpleQueueService.MessageNotInflight", "MessageNotInflight", "InvalidParameterValue":
+			return true
+		}
+	}
+	return false
+}
