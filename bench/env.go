@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// env creates the run's queues under one random prefix and deletes them.
+type env struct {
+	client *sqs.Client
+	prefix string
+	urls   []string
+}
+
+func newEnv(ctx context.Context, client *sqs.Client) (*env, error) {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return &env{client: client, prefix: "bench-" + hex.EncodeToString(b)}, nil
+}
+
+func (e *env) queue(ctx context.Context, name string, fifo bool) (string, error) {
+	qn := fmt.Sprintf("%s-%s-%d", e.prefix, name, len(e.urls))
+	attrs := map[string]string{}
+	if fifo {
+		qn += ".fifo"
+		attrs[string(sqstypes.QueueAttributeNameFifoQueue)] = "true"
+	}
+	out, err := e.client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(qn), Attributes: attrs})
+	if err != nil {
+		return "", fmt.Errorf("create queue %s: %w", qn, err)
+	}
+	e.urls = append(e.urls, aws.ToString(out.QueueUrl))
+	return aws.ToString(out.QueueUrl), nil
+}
+
+func (e *env) cleanup() {
+	for _, u := range e.urls {
+		_, _ = e.client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+	}
+}

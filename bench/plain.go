@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"golang.org/x/sync/errgroup"
+)
+
+// preload sends n messages to the queue in batches of ten, eight batches at
+// a time. groups > 0 spreads them over that many FIFO groups.
+func preload(ctx context.Context, client *sqs.Client, queueURL string, n, groups int, body string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for start := 0; start < n; start += 10 {
+		g.Go(func() error {
+			var entries []sqstypes.SendMessageBatchRequestEntry
+			for i := start; i < min(start+10, n); i++ {
+				e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i - start)), MessageBody: aws.String(body)}
+				if groups > 0 {
+					e.MessageGroupId = aws.String(fmt.Sprintf("g%03d", i%groups))
+					e.MessageDeduplicationId = aws.String(strconv.Itoa(i))
+				}
+				entries = append(entries, e)
+			}
+			out, err := client.SendMessageBatch(gctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+			if err != nil {
+				return fmt.Errorf("preload: %w", err)
+			}
+			if len(out.Failed) > 0 {
+				return fmt.Errorf("preload: %d entries failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// plainLoop drains n messages with the simplest correct SDK loop: pollers
+// goroutines each ReceiveMessage(10) then DeleteMessageBatch. It is the
+// limit a framework is measured against. It returns messages/s from the
+// first receive to the last delete.
+func plainLoop(ctx context.Context, client *sqs.Client, queueURL string, n, pollers int) (float64, error) {
+	var deleted atomic.Int64
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	var last atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, pollers)
+	for range pollers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for deleted.Load() < int64(n) && ctx.Err() == nil {
+				rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+				out, err := client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
+					QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+				})
+				rcancel()
+				if err != nil {
+					continue // a lost response: the messages come back after their visibility
+				}
+				if len(out.Messages) == 0 {
+					continue
+				}
+				entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
+				for i, m := range out.Messages {
+					entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+				}
+				dout, err := client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+				if err != nil {
+					errs <- fmt.Errorf("plain loop: delete: %w", err)
+					return
+				}
+				deleted.Add(int64(len(dout.Successful)))
+				last.Store(time.Since(start).Nanoseconds())
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	if deleted.Load() < int64(n) {
+		return 0, fmt.Errorf("plain loop: deleted %d of %d: %w", deleted.Load(), n, ctx.Err())
+	}
+	return float64(n) / time.Duration(last.Load()).Seconds(), nil
+}

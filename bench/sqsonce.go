@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// runOpts shapes one consumer run.
+type runOpts struct {
+	concurrency  int
+	handlerDelay time.Duration
+	handler      consumer.Handler // overrides the sleep/no-op handler
+	middleware   []consumer.Middleware
+	observer     consumer.Observer
+	visibility   time.Duration
+	heartbeat    time.Duration
+	waitTime     time.Duration
+	dlq          string
+	timeout      time.Duration
+}
+
+// runResult is what one consumer run measured.
+type runResult struct {
+	rate    float64          // messages/s, first receive to last delete
+	calls   map[string]int64 // SQS calls by operation
+	elapsed time.Duration
+}
+
+// runConsumer drains n messages from queueURL through a sqsonce consumer
+// and stops once n are deleted.
+func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int, o runOpts) (runResult, error) {
+	counting := newCounting(client, n)
+	h := o.handler
+	if h == nil {
+		delay := o.handlerDelay
+		h = consumer.HandlerFunc(func(ctx context.Context, _ *consumer.Message) error {
+			if delay > 0 {
+				t := time.NewTimer(delay)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			}
+			return nil
+		})
+	}
+	dlq := o.dlq
+	if dlq == "" {
+		dlq = queueURL // permanent failures do not happen in these runs
+	}
+	c, err := consumer.New(consumer.Config{
+		Client:             counting,
+		QueueURL:           queueURL,
+		Handler:            h,
+		Middleware:         o.middleware,
+		Observer:           o.observer,
+		Concurrency:        o.concurrency,
+		VisibilityTimeout:  o.visibility,
+		HeartbeatInterval:  o.heartbeat,
+		WaitTime:           cmpOr(o.waitTime, 2*time.Second),
+		DeadLetterQueueURL: dlq,
+		ShutdownTimeout:    10 * time.Second,
+	})
+	if err != nil {
+		return runResult{}, err
+	}
+	timeout := cmpOr(o.timeout, 10*time.Minute)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() { errc <- c.Run(runCtx) }()
+	select {
+	case <-counting.done:
+	case err := <-errc:
+		return runResult{}, fmt.Errorf("consumer stopped early: %w", err)
+	case <-time.After(timeout):
+		stop()
+		<-errc
+		return runResult{}, fmt.Errorf("consumer deleted %d of %d within %s", counting.deleted.Load(), n, timeout)
+	}
+	elapsed := time.Since(start)
+	stop()
+	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+		return runResult{}, err
+	}
+	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed}, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
