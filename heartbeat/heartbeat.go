@@ -210,7 +210,7 @@ func (h *Heartbeat) Tick(ctx context.Context) {
 
 	h.mu.Lock()
 	for _, e := range h.entries {
-		if e.inflight != nil || e.deadline.After(horizon) {
+		if e.inflight != nil || !e.deadline.Before(horizon) {
 			continue
 		}
 		if !now.Before(e.deadline) {

@@ -1,0 +1,181 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// startFake runs a consumer on f inside the current synctest bubble and
+// returns a stop function.
+func startFake(t *testing.T, f *fakeSQS, cfg consumer.Config) (stop func() error) {
+	t.Helper()
+	cfg.Client = f
+	cfg.QueueURL = f.queueURL
+	c, err := consumer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	return func() error {
+		cancel()
+		return <-errc
+	}
+}
+
+// TestFIFOLanesSeveralPerGroup: real SQS returns several messages of one
+// group in one receive. Handlers of a group never overlap and run in
+// order; after a failure the group's later received messages are released,
+// not run.
+func TestFIFOLanesSeveralPerGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeSQS(true, 30*time.Second)
+		const groups, per = 4, 12
+		for i := range per {
+			for g := range groups {
+				f.send(fmt.Sprintf("g%d-%02d", g, i), fmt.Sprintf("g%d", g))
+			}
+		}
+		var mu sync.Mutex
+		running := map[string]int{}
+		ran := map[string][]string{}
+		maxGroupsAtOnce := 0
+		failed := false
+		released := 0
+		obs := &recordingObserver{onSettled: func(m *consumer.Message, r consumer.Result) {
+			if r.Outcome == consumer.OutcomeRelease {
+				mu.Lock()
+				released++
+				mu.Unlock()
+			}
+		}}
+		stop := startFake(t, f, consumer.Config{
+			Concurrency: 4,
+			Prefetch:    20, // receives of 10: several messages of a group per receive
+			Receivers:   1,  // the first receive holds g1-00, g1-01 and g1-02
+			Observer:    obs,
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				mu.Lock()
+				running[m.GroupID]++
+				if running[m.GroupID] > 1 {
+					t.Errorf("group %s: %d handlers at once", m.GroupID, running[m.GroupID])
+				}
+				busy := 0
+				for _, n := range running {
+					if n > 0 {
+						busy++
+					}
+				}
+				maxGroupsAtOnce = max(maxGroupsAtOnce, busy)
+				ran[m.GroupID] = append(ran[m.GroupID], m.Body)
+				fail := m.Body == "g1-00" && !failed
+				if fail {
+					failed = true
+				}
+				mu.Unlock()
+				time.Sleep(10 * time.Millisecond)
+				mu.Lock()
+				running[m.GroupID]--
+				mu.Unlock()
+				if fail {
+					return consumer.RetryAfter(errors.New("transient"), 2*time.Second)
+				}
+				return nil
+			}),
+		})
+		for len(f.live()) > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for g := range groups {
+			var want []string
+			for i := range per {
+				want = append(want, fmt.Sprintf("g%d-%02d", g, i))
+				if g == 1 && i == 0 {
+					want = append(want, "g1-00") // failed once, then ran again
+				}
+			}
+			if got := ran[fmt.Sprintf("g%d", g)]; strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("group g%d ran %v, want %v", g, got, want)
+			}
+		}
+		if maxGroupsAtOnce < 2 {
+			t.Errorf("at most %d groups ran at once, want several", maxGroupsAtOnce)
+		}
+		if released == 0 {
+			t.Errorf("no message was released after g1-00 failed; its group's later messages in the batch should have been")
+		}
+		if f.count("ReceiveMessage") >= groups*per {
+			t.Errorf("%d receives for %d messages: receives did not return several messages", f.count("ReceiveMessage"), groups*per)
+		}
+		for _, p := range f.problems {
+			t.Error(p)
+		}
+	})
+}
+
+// recordingObserver records settles.
+type recordingObserver struct {
+	consumer.NopObserver
+	onSettled func(*consumer.Message, consumer.Result)
+	mu        sync.Mutex
+	outcomes  map[consumer.Outcome]int
+	received  int
+	lost      []error
+	hbFailed  int
+}
+
+func (o *recordingObserver) Received(*consumer.Message) {
+	o.mu.Lock()
+	o.received++
+	o.mu.Unlock()
+}
+
+func (o *recordingObserver) Settled(m *consumer.Message, r consumer.Result) {
+	o.mu.Lock()
+	if o.outcomes == nil {
+		o.outcomes = map[consumer.Outcome]int{}
+	}
+	o.outcomes[r.Outcome]++
+	o.mu.Unlock()
+	if o.onSettled != nil {
+		o.onSettled(m, r)
+	}
+}
+
+func (o *recordingObserver) LeaseLost(_ *consumer.Message, err error) {
+	o.mu.Lock()
+	o.lost = append(o.lost, err)
+	o.mu.Unlock()
+}
+
+func (o *recordingObserver) HeartbeatFailed(n int, _ error) {
+	o.mu.Lock()
+	o.hbFailed += n
+	o.mu.Unlock()
+}
+
+func (o *recordingObserver) count(out consumer.Outcome) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.outcomes[out]
+}
+
+func (o *recordingObserver) receivedCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.received
+}
