@@ -1,0 +1,376 @@
+package sqslambda_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"go.uber.org/goleak"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/sqslambda"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// scripted is a handler whose behaviour each message's body names:
+// "ack", "dup" (already completed), "retry" (RetryAfter 30s), "fail" (a
+// plain error: backoff), "perm" (Permanent), "panic". It records the
+// MessageIds it ran, in order.
+type scripted struct {
+	mu  sync.Mutex
+	ran []string
+}
+
+func (s *scripted) Handle(_ context.Context, msg *consumer.Message) error {
+	s.mu.Lock()
+	s.ran = append(s.ran, msg.ID)
+	s.mu.Unlock()
+	switch cmd, _, _ := strings.Cut(msg.Body, " "); cmd {
+	case "ack":
+		return nil
+	case "dup":
+		return fmt.Errorf("test: %w", consumer.ErrDuplicate)
+	case "retry":
+		return consumer.RetryAfter(errors.New("busy"), 30*time.Second)
+	case "fail":
+		return errors.New("flaky downstream")
+	case "perm":
+		return consumer.Permanent(errors.New("malformed order"))
+	case "panic":
+		panic("boom")
+	}
+	return fmt.Errorf("test: unknown command %q", msg.Body)
+}
+
+func (s *scripted) runs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ran...)
+}
+
+func newHandler(t *testing.T, client sqslambda.SQSAPI, h consumer.Handler, mod func(*sqslambda.Config)) *sqslambda.Handler {
+	t.Helper()
+	cfg := sqslambda.Config{
+		Client:  client,
+		Handler: h,
+		// The delay of a plain failure is always the ceiling: 10s on the
+		// first receive.
+		Backoff: consumer.Backoff{Base: 10 * time.Second, RandFunc: func(n int64) int64 { return n - 1 }},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	a, err := sqslambda.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestHandleOutcomes(t *testing.T) {
+	t.Parallel()
+	std := func(id, body string) events.SQSMessage { return rec(stdARN, id, body, "") }
+	fifo := func(id, body, group string) events.SQSMessage { return rec(fifoARN, id, body, group) }
+	tests := []struct {
+		name        string
+		concurrency int
+		records     []events.SQSMessage
+		// wantFailures are the batchItemFailures, in record order.
+		wantFailures string
+		// wantNotRun are the records the handler must not run.
+		wantNotRun []string
+		// wantVisibility is the visibility set per failed record.
+		wantVisibility map[string][]int32
+		// wantDeadLetters are the MessageIds sent to the DLQ.
+		wantDeadLetters []string
+		wantDLQ         string
+	}{
+		{
+			name:           "standard: every record acked",
+			records:        []events.SQSMessage{std("m1", "ack"), std("m2", "ack"), std("m3", "dup")},
+			wantFailures:   "",
+			wantVisibility: map[string][]int32{},
+		},
+		{
+			name: "standard: mixed outcomes",
+			records: []events.SQSMessage{
+				std("m1", "ack"), std("m2", "retry"), std("m3", "perm"),
+				std("m4", "dup"), std("m5", "panic"), std("m6", "fail"), std("m7", "ack"),
+			},
+			wantFailures:    "m2,m5,m6",
+			wantVisibility:  map[string][]int32{"rh-m2": {30}, "rh-m5": {10}, "rh-m6": {10}},
+			wantDeadLetters: []string{"m3"},
+			wantDLQ:         dlqURL,
+		},
+		{
+			name:        "standard: mixed outcomes, 4 at once",
+			concurrency: 4,
+			records: []events.SQSMessage{
+				std("m1", "ack"), std("m2", "retry"), std("m3", "perm"),
+				std("m4", "dup"), std("m5", "panic"), std("m6", "fail"), std("m7", "ack"),
+			},
+			wantFailures:    "m2,m5,m6",
+			wantVisibility:  map[string][]int32{"rh-m2": {30}, "rh-m5": {10}, "rh-m6": {10}},
+			wantDeadLetters: []string{"m3"},
+			wantDLQ:         dlqURL,
+		},
+		{
+			name: "fifo: a failure stops the rest of its group only",
+			records: []events.SQSMessage{
+				fifo("a1", "ack", "A"), fifo("b1", "ack", "B"), fifo("a2", "fail", "A"),
+				fifo("c1", "perm", "C"), fifo("a3", "ack", "A"), fifo("b2", "dup", "B"),
+				fifo("c2", "ack", "C"), fifo("a4", "ack", "A"),
+			},
+			wantFailures:    "a2,a3,a4",
+			wantNotRun:      []string{"a3", "a4"},
+			wantVisibility:  map[string][]int32{"rh-a2": {10}, "rh-a3": {0}, "rh-a4": {0}},
+			wantDeadLetters: []string{"c1"},
+			wantDLQ:         fdlqURL,
+		},
+		{
+			name:        "fifo: groups in parallel, each in order",
+			concurrency: 3,
+			records: []events.SQSMessage{
+				fifo("a1", "ack", "A"), fifo("b1", "retry", "B"), fifo("a2", "panic", "A"),
+				fifo("b2", "ack", "B"), fifo("c1", "ack", "C"), fifo("a3", "ack", "A"),
+				fifo("c2", "perm", "C"), fifo("c3", "ack", "C"),
+			},
+			wantFailures:    "b1,a2,b2,a3",
+			wantNotRun:      []string{"b2", "a3"},
+			wantVisibility:  map[string][]int32{"rh-b1": {30}, "rh-a2": {10}, "rh-b2": {0}, "rh-a3": {0}},
+			wantDeadLetters: []string{"c2"},
+			wantDLQ:         fdlqURL,
+		},
+		{
+			name: "fifo: the first record fails",
+			records: []events.SQSMessage{
+				fifo("a1", "retry", "A"), fifo("a2", "ack", "A"), fifo("a3", "perm", "A"),
+			},
+			wantFailures:   "a1,a2,a3",
+			wantNotRun:     []string{"a2", "a3"},
+			wantVisibility: map[string][]int32{"rh-a1": {30}, "rh-a2": {0}, "rh-a3": {0}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fake := newFake()
+			h := &scripted{}
+			a := newHandler(t, fake, h, func(c *sqslambda.Config) { c.Concurrency = tt.concurrency })
+			resp, err := a.Handle(context.Background(), events.SQSEvent{Records: tt.records})
+			if err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+			if got := failures(resp); got != tt.wantFailures {
+				t.Errorf("batchItemFailures = %q, want %q", got, tt.wantFailures)
+			}
+			ran := h.runs()
+			for _, r := range tt.records {
+				if want := !slices.Contains(tt.wantNotRun, r.MessageId); slices.Contains(ran, r.MessageId) != want {
+					t.Errorf("record %s ran=%v, want %v", r.MessageId, !want, want)
+				}
+			}
+			if len(ran) != len(tt.records)-len(tt.wantNotRun) {
+				t.Errorf("handler ran %d times (%v), want %d", len(ran), ran, len(tt.records)-len(tt.wantNotRun))
+			}
+			// FIFO order within each group.
+			pos := map[string]int{}
+			for i, id := range ran {
+				pos[id] = i
+			}
+			for i, r := range tt.records {
+				for _, later := range tt.records[i+1:] {
+					g := r.Attributes["MessageGroupId"]
+					if g == "" || later.Attributes["MessageGroupId"] != g {
+						continue
+					}
+					pi, ok1 := pos[r.MessageId]
+					pl, ok2 := pos[later.MessageId]
+					if ok1 && ok2 && pi > pl {
+						t.Errorf("group %s: %s ran after %s", g, r.MessageId, later.MessageId)
+					}
+				}
+			}
+			if tt.wantVisibility != nil {
+				if got := fake.visibilities(); !maps.EqualFunc(got, tt.wantVisibility, slices.Equal) {
+					t.Errorf("visibility changes = %v, want %v", got, tt.wantVisibility)
+				}
+			}
+			var dl []string
+			for _, in := range fake.sent() {
+				if got := aws.ToString(in.QueueUrl); got != tt.wantDLQ {
+					t.Errorf("dead letter sent to %s, want %s", got, tt.wantDLQ)
+				}
+				var f consumer.Failure
+				if err := json.Unmarshal([]byte(aws.ToString(in.MessageAttributes[consumer.AttrFailure].StringValue)), &f); err != nil {
+					t.Errorf("dead letter without a valid %s: %v", consumer.AttrFailure, err)
+				}
+				if f.Class != consumer.ClassPermanent || f.Error == "" || f.Attempts != 1 {
+					t.Errorf("failure = %+v, want class permanent, an error, 1 attempt", f)
+				}
+				if strings.HasSuffix(tt.wantDLQ, ".fifo") {
+					if aws.ToString(in.MessageGroupId) == "" || aws.ToString(in.MessageDeduplicationId) != f.OriginalMessageID {
+						t.Errorf("FIFO dead letter: group %q, dedup id %q, want the group and %q",
+							aws.ToString(in.MessageGroupId), aws.ToString(in.MessageDeduplicationId), f.OriginalMessageID)
+					}
+				}
+				dl = append(dl, f.OriginalMessageID)
+			}
+			if !slices.Equal(dl, tt.wantDeadLetters) {
+				t.Errorf("dead letters = %v, want %v", dl, tt.wantDeadLetters)
+			}
+		})
+	}
+}
+
+func TestDeadLetterFailureIsReported(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(*fakeSQS)
+	}{
+		{"send fails", func(f *fakeSQS) { f.sendErr = errors.New("throttled") }},
+		{"no redrive policy", func(f *fakeSQS) { delete(f.attrs[stdURL], "RedrivePolicy") }},
+		{"dead-letter queue missing", func(f *fakeSQS) { delete(f.urls, dlqName) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fake := newFake()
+			tt.setup(fake)
+			a := newHandler(t, fake, &scripted{}, nil)
+			resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+				rec(stdARN, "m1", "perm", ""), rec(stdARN, "m2", "ack", ""),
+			}})
+			if got := failures(resp); got != "m1" {
+				t.Errorf("batchItemFailures = %q, want m1 (a dead letter that was not sent must come back)", got)
+			}
+		})
+	}
+}
+
+func TestConfiguredDeadLetterQueue(t *testing.T) {
+	t.Parallel()
+	fake := newFake()
+	delete(fake.attrs[stdURL], "RedrivePolicy")
+	a := newHandler(t, fake, &scripted{}, func(c *sqslambda.Config) { c.DeadLetterQueueURL = "https://example.com/1/elsewhere" })
+	resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec(stdARN, "m1", "perm", "")}})
+	if got := failures(resp); got != "" {
+		t.Errorf("batchItemFailures = %q, want none", got)
+	}
+	if s := fake.sent(); len(s) != 1 || aws.ToString(s[0].QueueUrl) != "https://example.com/1/elsewhere" {
+		t.Errorf("dead letters = %v, want one to the configured queue", s)
+	}
+}
+
+func TestUnresolvableQueue(t *testing.T) {
+	t.Parallel()
+	fake := newFake()
+	fake.urlErr = errors.New("access denied")
+	h := &scripted{}
+	a := newHandler(t, fake, h, nil)
+	resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		rec(stdARN, "m1", "ack", ""), rec(stdARN, "m2", "perm", ""),
+	}})
+	if got := failures(resp); got != "m1,m2" {
+		t.Errorf("batchItemFailures = %q, want m1,m2", got)
+	}
+	if r := h.runs(); len(r) != 0 {
+		t.Errorf("handler ran %v without a queue to settle on", r)
+	}
+	// The next invocation asks again.
+	fake.mu.Lock()
+	fake.urlErr = nil
+	fake.mu.Unlock()
+	resp, _ = a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec(stdARN, "m1", "ack", "")}})
+	if got := failures(resp); got != "" {
+		t.Errorf("after recovery: batchItemFailures = %q, want none", got)
+	}
+}
+
+func TestQueueLookupsAreCached(t *testing.T) {
+	t.Parallel()
+	fake := newFake()
+	a := newHandler(t, fake, &scripted{}, nil)
+	for i := range 3 {
+		_, _ = a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+			rec(stdARN, fmt.Sprint("p", i), "perm", ""), rec(stdARN, fmt.Sprint("a", i), "ack", ""),
+		}})
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	// One GetQueueUrl for the queue, one for its DLQ; one GetQueueAttributes.
+	if fake.urlCalls != 2 || fake.attrCalls != 1 {
+		t.Errorf("GetQueueUrl ×%d, GetQueueAttributes ×%d; want 2 and 1", fake.urlCalls, fake.attrCalls)
+	}
+	if len(fake.sends) != 3 {
+		t.Errorf("%d dead letters, want 3", len(fake.sends))
+	}
+}
+
+func TestMaxAttempts(t *testing.T) {
+	t.Parallel()
+	fake := newFake()
+	a := newHandler(t, fake, &scripted{}, func(c *sqslambda.Config) { c.MaxAttempts = 3 })
+	r1 := rec(stdARN, "m1", "fail", "")
+	r3 := rec(stdARN, "m3", "fail", "")
+	r3.Attributes["ApproximateReceiveCount"] = "3"
+	resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{r1, r3}})
+	if got := failures(resp); got != "m1" {
+		t.Errorf("batchItemFailures = %q, want m1", got)
+	}
+	s := fake.sent()
+	if len(s) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(s))
+	}
+	var f consumer.Failure
+	_ = json.Unmarshal([]byte(aws.ToString(s[0].MessageAttributes[consumer.AttrFailure].StringValue)), &f)
+	if f.Class != consumer.ClassMaxAttempts || f.Attempts != 3 || f.OriginalMessageID != "m3" {
+		t.Errorf("failure = %+v, want max_attempts after 3 attempts of m3", f)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return nil })
+	for _, tt := range []struct {
+		name string
+		cfg  sqslambda.Config
+		want string
+	}{
+		{"no client", sqslambda.Config{Handler: h}, "Client is required"},
+		{"no handler", sqslambda.Config{Client: newFake()}, "Handler is required"},
+		{"negative concurrency", sqslambda.Config{Client: newFake(), Handler: h, Concurrency: -1}, "Concurrency"},
+		{"visibility too long", sqslambda.Config{Client: newFake(), Handler: h, Visibility: 13 * time.Hour}, "Visibility"},
+	} {
+		if _, err := sqslambda.New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: New error = %v, want one mentioning %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestParseARN(t *testing.T) {
+	t.Parallel()
+	a, err := sqslambda.ParseARN("arn:aws-cn:sqs:cn-north-1:123456789012:jobs.fifo")
+	if err != nil || a.Partition != "aws-cn" || a.Region != "cn-north-1" || a.Account != "123456789012" || a.Name != "jobs.fifo" || !a.FIFO() {
+		t.Errorf("ParseARN = %+v, %v", a, err)
+	}
+	if a.String() != "arn:aws-cn:sqs:cn-north-1:123456789012:jobs.fifo" {
+		t.Errorf("String = %s", a)
+	}
+	for _, bad := range []string{"", "arn:aws:sns:us-east-1:1:topic", "arn:aws:sqs:us-east-1:1:", "https://sqs/1/q"} {
+		if _, err := sqslambda.ParseARN(bad); err == nil {
+			t.Errorf("ParseARN(%q) succeeded", bad)
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package sqslambda
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+)
+
+// ARN is a parsed SQS queue ARN: arn:PARTITION:sqs:REGION:ACCOUNT:NAME.
+type ARN struct {
+	Partition string
+	Region    string
+	Account   string
+	Name      string
+}
+
+// ParseARN parses an SQS queue ARN, such as a record's eventSourceARN.
+func ParseARN(s string) (ARN, error) {
+	parts := strings.SplitN(s, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[5] == "" {
+		return ARN{}, fmt.Errorf("sqslambda: %q is not an SQS queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME)", s)
+	}
+	return ARN{Partition: parts[1], Region: parts[3], Account: parts[4], Name: parts[5]}, nil
+}
+
+// FIFO reports whether the queue is a FIFO queue (its name ends in .fifo).
+func (a ARN) FIFO() bool { return strings.HasSuffix(a.Name, ".fifo") }
+
+// String returns the ARN.
+func (a ARN) String() string {
+	return "arn:" + a.Partition + ":sqs:" + a.Region + ":" + a.Account + ":" + a.Name
+}
+
+// queue is what the adapter knows about one source queue. It is cached
+// across invocations: the URL, the visibility timeout and the dead-letter
+// queue are read once (failed reads are retried on the next use).
+type queue struct {
+	arn  string
+	fifo bool
+
+	mu         sync.Mutex
+	url        string
+	attrsRead  bool
+	visibility time.Duration // the queue's VisibilityTimeout; 0 when unknown
+	redrive    string        // the RedrivePolicy attribute
+	dlqURL     string
+	dlqFIFO    bool
+	checked    bool // the timeout check ran for this queue
+}
+
+// queueFor returns the cached queue for an eventSourceARN. With
+// Config.QueueURL set, every record belongs to that one queue.
+func (h *Handler) queueFor(arn string) *queue {
+	key := arn
+	if h.cfg.QueueURL != "" {
+		key = ""
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q, ok := h.queues[key]
+	if !ok {
+		q = &queue{arn: arn, url: h.cfg.QueueURL}
+		if a, err := ParseARN(arn); err == nil {
+			q.fifo = a.FIFO()
+		}
+		if strings.HasSuffix(h.cfg.QueueURL, ".fifo") {
+			q.fifo = true
+		}
+		h.queues[key] = q
+	}
+	return q
+}
+
+// resolveURL returns the queue's URL: Config.QueueURL, else GetQueueUrl
+// with the name and account of the ARN.
+func (h *Handler) resolveURL(ctx context.Context, q *queue) (string, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.url != "" {
+		return q.url, nil
+	}
+	a, err := ParseARN(q.arn)
+	if err != nil {
+		return "", err
+	}
+	in := &sqs.GetQueueUrlInput{QueueName: aws.String(a.Name)}
+	if a.Account != "" {
+		in.QueueOwnerAWSAccountId = aws.String(a.Account)
+	}
+	out, err := h.client.GetQueueUrl(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("sqslambda: get URL of queue %s: %w", q.arn, err)
+	}
+	q.url = aws.ToString(out.QueueUrl)
+	return q.url, nil
+}
+
+// readAttributes reads the queue's VisibilityTimeout and RedrivePolicy once.
+func (h *Handler) readAttributes(ctx context.Context, q *queue) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.attrsRead {
+		return nil
+	}
+	out, err := h.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(q.url),
+		AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameVisibilityTimeout,
+			types.QueueAttributeNameRedrivePolicy,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("sqslambda: read attributes of queue %s: %w", q.url, err)
+	}
+	if s, ok := out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]; ok {
+		if secs, err := strconv.Atoi(s); err == nil && secs >= 0 {
+			q.visibility = time.Duration(secs) * time.Second
+		}
+	}
+	q.redrive = out.Attributes[string(types.QueueAttributeNameRedrivePolicy)]
+	q.attrsRead = true
+	return nil
+}
+
+// ErrNoDeadLetterQueue is returned when a message must be dead-lettered
+// but neither Config.DeadLetterQueueURL nor the queue's RedrivePolicy names
+// a dead-letter queue.
+var ErrNoDeadLetterQueue = errors.New("sqslambda: no dead-letter queue: set Config.DeadLetterQueueURL or give the queue a RedrivePolicy")
+
+// deadLetterQueue returns the DLQ URL and whether it is FIFO.
+func (h *Handler) deadLetterQueue(ctx context.Context, q *queue) (string, bool, error) {
+	if h.cfg.DeadLetterQueueURL != "" {
+		return h.cfg.DeadLetterQueueURL, strings.HasSuffix(h.cfg.DeadLetterQueueURL, ".fifo"), nil
+	}
+	if err := h.readAttributes(ctx, q); err != nil {
+		return "", false, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.dlqURL != "" {
+		return q.dlqURL, q.dlqFIFO, nil
+	}
+	if q.redrive == "" {
+		return "", false, ErrNoDeadLetterQueue
+	}
+	var rp struct {
+		DeadLetterTargetArn string `json:"deadLetterTargetArn"`
+	}
+	if err := json.Unmarshal([]byte(q.redrive), &rp); err != nil {
+		return "", false, fmt.Errorf("sqslambda: parse redrive policy of %s: %w", q.url, err)
+	}
+	if rp.DeadLetterTargetArn == "" {
+		return "", false, ErrNoDeadLetterQueue
+	}
+	a, err := ParseARN(rp.DeadLetterTargetArn)
+	if err != nil {
+		return "", false, fmt.Errorf("sqslambda: redrive policy of %s: %w", q.url, err)
+	}
+	in := &sqs.GetQueueUrlInput{QueueName: aws.String(a.Name)}
+	if a.Account != "" {
+		in.QueueOwnerAWSAccountId = aws.String(a.Account)
+	}
+	out, err := h.client.GetQueueUrl(ctx, in)
+	if err != nil {
+		if queueMissing(err) {
+			return "", false, fmt.Errorf("sqslambda: the dead-letter queue %s named in the redrive policy of %s does not exist: create it or fix the policy: %w", a, q.url, err)
+		}
+		return "", false, fmt.Errorf("sqslambda: get URL of dead-letter queue %s: %w", a, err)
+	}
+	q.dlqURL, q.dlqFIFO = aws.ToString(out.QueueUrl), a.FIFO()
+	return q.dlqURL, q.dlqFIFO, nil
+}
+
+// queueMissing reports whether err says the queue does not exist.
+func queueMissing(err error) bool {
+	var qne *types.QueueDoesNotExist
+	if errors.As(err, &qne) {
+		return true
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue":
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,492 @@
+package sqslambda
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/heartbeat"
+)
+
+// SQSAPI is the part of the SQS client the adapter uses. *sqs.Client
+// satisfies it; tests pass fakes.
+type SQSAPI interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+var _ SQSAPI = (*sqs.Client)(nil)
+
+// Defaults.
+const (
+	// DefaultDeadlineMargin is how long before the invocation deadline the
+	// handlers' contexts end, leaving time to settle the batch.
+	DefaultDeadlineMargin = 2 * time.Second
+	// maxVisibility is SQS's largest visibility timeout, in seconds.
+	maxVisibility = 12 * 60 * 60
+)
+
+// Config configures a [Handler]. Only Client and Handler are required.
+type Config struct {
+	// Client makes the SQS calls: dead-letter sends, visibility changes for
+	// retries, the heartbeat, and the queue look-ups. Required.
+	Client SQSAPI
+	// Handler handles one message. Required.
+	Handler consumer.Handler
+	// Middleware wraps Handler, the first outermost (put the dedupe
+	// middleware here). Panic recovery always wraps the whole chain.
+	// Defaults to none.
+	Middleware []consumer.Middleware
+	// Classifier is asked before the default classifier. Defaults to nil:
+	// the default classifier alone (see consumer.DefaultClassifier).
+	Classifier consumer.Classifier
+	// Backoff is the retry policy for transient failures. Defaults to
+	// consumer.Backoff{} (1s base, 15m cap, full jitter).
+	Backoff consumer.Backoff
+	// MaxAttempts dead-letters a message (class "max_attempts") when a
+	// transient failure happens on its MaxAttempts-th receive. Defaults to
+	// 0: no limit (the queue's RedrivePolicy maxReceiveCount still
+	// applies).
+	MaxAttempts int
+	// KeyFunc sets each message's dedupe key. Defaults to nil:
+	// consumer.DefaultKey (the sqsonce-id attribute, else the MessageId).
+	KeyFunc consumer.KeyFunc
+	// QueueURL is the URL of the queue the function consumes. Defaults to
+	// "": each record's eventSourceARN (arn:aws:sqs:REGION:ACCOUNT:NAME) is
+	// turned into a URL with GetQueueUrl, once per queue. Set it to let
+	// [Handler.Check] run at start-up, before the first invocation.
+	QueueURL string
+	// DeadLetterQueueURL is where permanent failures are sent. Defaults to
+	// the dead-letter queue named by the source queue's RedrivePolicy (read
+	// once per queue). A URL ending in .fifo is a FIFO queue.
+	DeadLetterQueueURL string
+	// Concurrency is how many records of a batch run at once. On a FIFO
+	// queue the records of one message group still run one at a time, in
+	// order; different groups run in parallel. Defaults to 1.
+	Concurrency int
+	// DeadlineMargin is how long before the invocation's deadline the
+	// handlers' contexts end (and with them the dedupe leases), leaving
+	// time to settle the batch; records not started by then are reported
+	// as failures without running. Defaults to DefaultDeadlineMargin (2s),
+	// but never more than a quarter of the time the invocation has left.
+	DeadlineMargin time.Duration
+	// Visibility is the queue's visibility timeout, used by the heartbeat
+	// that keeps the batch's messages invisible while records run.
+	// Defaults to the queue's VisibilityTimeout attribute (read once).
+	Visibility time.Duration
+	// DisableHeartbeat turns the heartbeat off. Defaults to false: a batch
+	// that runs longer than about a third of the visibility timeout has
+	// its messages' visibility extended.
+	DisableHeartbeat bool
+	// FunctionTimeout is the function's configured timeout, compared with
+	// the queue's visibility timeout by [Handler.Check]. Defaults to
+	// AWS_LAMBDA_FUNCTION_TIMEOUT (seconds) when set, else the time left
+	// at the first invocation.
+	FunctionTimeout time.Duration
+	// Logger logs panics, failed settles and the timeout check, and one
+	// debug line per settled record (consumer.LogSettled; build it with
+	// consumer.NewLogger to keep every line). Defaults to a no-op logger.
+	Logger *zap.Logger
+	// Observer receives metrics events. Defaults to consumer.NopObserver.
+	Observer consumer.Observer
+	// NowFunc is the clock. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Handler adapts a sqsonce Handler (with its middleware, classifier and
+// dedupe store) to an SQS event source mapping with partial batch
+// responses. Pass its Handle method to lambda.Start. It is safe for
+// concurrent use.
+type Handler struct {
+	cfg      Config
+	client   SQSAPI
+	log      *zap.Logger
+	obs      consumer.Observer
+	now      func() time.Time
+	pipeline *consumer.Pipeline
+
+	mu      sync.Mutex
+	queues  map[string]*queue // by eventSourceARN
+	timeout time.Duration     // the function timeout, when known
+}
+
+// New checks cfg and returns a Handler. It makes no call.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("sqslambda: Config.Client is required")
+	}
+	if cfg.Handler == nil {
+		return nil, errors.New("sqslambda: Config.Handler is required")
+	}
+	if cfg.Concurrency < 0 {
+		return nil, fmt.Errorf("sqslambda: Config.Concurrency %d is negative", cfg.Concurrency)
+	}
+	if cfg.DeadlineMargin < 0 {
+		return nil, fmt.Errorf("sqslambda: Config.DeadlineMargin %s is negative", cfg.DeadlineMargin)
+	}
+	if cfg.Visibility < 0 || cfg.Visibility > maxVisibility*time.Second {
+		return nil, fmt.Errorf("sqslambda: Config.Visibility %s must be between 0 and 12h", cfg.Visibility)
+	}
+	if cfg.FunctionTimeout < 0 {
+		return nil, fmt.Errorf("sqslambda: Config.FunctionTimeout %s is negative", cfg.FunctionTimeout)
+	}
+	if cfg.MaxAttempts < 0 {
+		return nil, fmt.Errorf("sqslambda: Config.MaxAttempts %d is negative", cfg.MaxAttempts)
+	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 1)
+	cfg.DeadlineMargin = cmp.Or(cfg.DeadlineMargin, DefaultDeadlineMargin)
+	if cfg.FunctionTimeout == 0 {
+		cfg.FunctionTimeout = timeoutFromEnv()
+	}
+	h := &Handler{
+		cfg:     cfg,
+		client:  cfg.Client,
+		log:     cfg.Logger,
+		obs:     cfg.Observer,
+		now:     cfg.NowFunc,
+		queues:  map[string]*queue{},
+		timeout: cfg.FunctionTimeout,
+	}
+	if h.log == nil {
+		h.log = zap.NewNop()
+	}
+	if h.obs == nil {
+		h.obs = consumer.NopObserver{}
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	h.pipeline = &consumer.Pipeline{
+		Handler:     cfg.Handler,
+		Middleware:  cfg.Middleware,
+		Classifier:  cfg.Classifier,
+		Backoff:     cfg.Backoff,
+		MaxAttempts: cfg.MaxAttempts,
+		KeyFunc:     cfg.KeyFunc,
+		Logger:      h.log,
+		Observer:    h.obs,
+	}
+	return h, nil
+}
+
+// record is one event record during an invocation.
+type record struct {
+	ev     *events.SQSMessage
+	q      *queue
+	url    string // "" when the queue URL could not be resolved
+	msg    *consumer.Message
+	hb     *heartbeat.Heartbeat
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	failed bool // reported in batchItemFailures
+}
+
+// Errors recorded as the Result.Err of records that were not run.
+var (
+	// ErrGroupStopped: an earlier record of the same FIFO message group
+	// failed in this batch, so this one was not run (to keep the order).
+	ErrGroupStopped = errors.New("sqslambda: not run: an earlier message of its FIFO group failed in this batch")
+	// ErrNoTimeLeft: the invocation's deadline (less DeadlineMargin) came
+	// before the record could start.
+	ErrNoTimeLeft = errors.New("sqslambda: not run: the invocation deadline is near")
+)
+
+// Handle processes an SQS event and returns the records to retry as
+// batchItemFailures. Every record runs through the same pipeline as in
+// the long-poll consumer; then:
+//
+//   - ack and duplicate: success (Lambda deletes the message);
+//   - retry: failure, with the message's visibility set to the delay;
+//   - dead letter: sent to the DLQ with its failure, then success; a
+//     failed send is a failure (the message comes back);
+//   - release, and records not run (a FIFO group stopped by an earlier
+//     failure, or no time left): failure, visibility set to 0.
+//
+// Handle never returns an error: a failure to reach SQS is reported
+// record by record, and no record is lost.
+func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	start := h.now()
+	hctx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		left := dl.Sub(start)
+		h.learnTimeout(left)
+		margin := min(h.cfg.DeadlineMargin, left/4)
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithDeadline(ctx, dl.Add(-margin))
+		defer cancel()
+	}
+
+	recs := make([]*record, len(ev.Records))
+	byQueue := map[*queue][]*record{}
+	var order []*queue
+	for i := range ev.Records {
+		r := &record{ev: &ev.Records[i]}
+		r.q = h.queueFor(r.ev.EventSourceARN)
+		if _, ok := byQueue[r.q]; !ok {
+			order = append(order, r.q)
+		}
+		byQueue[r.q] = append(byQueue[r.q], r)
+		recs[i] = r
+	}
+
+	hbCtx, stopHeartbeats := context.WithCancel(ctx)
+	var hbWG sync.WaitGroup
+	defer func() {
+		stopHeartbeats()
+		hbWG.Wait()
+	}()
+	for _, q := range order {
+		url, err := h.resolveURL(ctx, q)
+		if err != nil {
+			h.log.Error("sqslambda: cannot resolve the source queue; its records are reported as failures",
+				zap.String("event_source_arn", q.arn), zap.Error(err))
+		}
+		var hb *heartbeat.Heartbeat
+		if url != "" {
+			hb = h.prepare(ctx, q)
+			if hb != nil {
+				hbWG.Go(func() { _ = hb.Run(hbCtx) })
+			}
+		}
+		for _, r := range byQueue[q] {
+			r.url, r.hb = url, hb
+			r.msg = ToMessage(*r.ev, url, start)
+			r.ctx, r.cancel = context.WithCancelCause(hctx)
+			h.obs.Received(r.msg)
+			if hb != nil {
+				hb.Add(r.ev.ReceiptHandle, receivedAt(r.msg, start), h.lostFunc(r))
+			}
+		}
+	}
+	defer func() {
+		for _, r := range recs {
+			r.cancel(nil)
+		}
+	}()
+
+	lanes := h.lanes(recs)
+	work := make(chan []*record, len(lanes))
+	for _, l := range lanes {
+		work <- l
+	}
+	close(work)
+	var wg sync.WaitGroup
+	for range min(h.cfg.Concurrency, len(lanes)) {
+		wg.Go(func() {
+			for lane := range work {
+				h.runLane(ctx, hctx, lane)
+			}
+		})
+	}
+	wg.Wait()
+
+	var resp events.SQSEventResponse
+	for _, r := range recs {
+		if r.failed {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.ev.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// lanes splits the records into units that run one record at a time:
+// every record of a standard queue alone, every FIFO message group
+// together in order.
+func (h *Handler) lanes(recs []*record) [][]*record {
+	type groupKey struct {
+		q     *queue
+		group string
+	}
+	var lanes [][]*record
+	idx := map[groupKey]int{}
+	for _, r := range recs {
+		if !r.q.fifo || r.msg.GroupID == "" {
+			lanes = append(lanes, []*record{r})
+			continue
+		}
+		k := groupKey{r.q, r.msg.GroupID}
+		i, ok := idx[k]
+		if !ok {
+			i = len(lanes)
+			idx[k] = i
+			lanes = append(lanes, nil)
+		}
+		lanes[i] = append(lanes[i], r)
+	}
+	return lanes
+}
+
+// runLane runs a lane's records in order. After a record is reported as a
+// failure the lane's later records are not run (FIFO order).
+func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
+	stopped := false
+	for _, r := range lane {
+		switch {
+		case stopped:
+			h.skip(ctx, r, ErrGroupStopped)
+		case r.url == "":
+			h.skip(ctx, r, fmt.Errorf("sqslambda: not run: the URL of queue %s is unknown", r.q.arn))
+		case hctx.Err() != nil:
+			h.skip(ctx, r, fmt.Errorf("%w: %w", ErrNoTimeLeft, context.Cause(hctx)))
+		default:
+			h.run(ctx, r)
+		}
+		if r.failed {
+			stopped = true
+		}
+	}
+}
+
+// run processes one record and settles it.
+func (h *Handler) run(ctx context.Context, r *record) {
+	res := h.pipeline.Process(r.ctx, r.msg)
+	if r.hb != nil {
+		r.hb.Remove(r.ev.ReceiptHandle)
+	}
+	h.settle(ctx, r, &res)
+	consumer.LogSettled(h.log, r.msg, res)
+	h.obs.Settled(r.msg, res)
+}
+
+// skip reports a record that was not run as a failure and makes it
+// visible again at once.
+func (h *Handler) skip(ctx context.Context, r *record, cause error) {
+	res := consumer.Result{Outcome: consumer.OutcomeRelease, Err: cause}
+	if r.hb != nil {
+		r.hb.Remove(r.ev.ReceiptHandle)
+	}
+	h.settle(ctx, r, &res)
+	consumer.LogSettled(h.log, r.msg, res)
+	h.obs.Settled(r.msg, res)
+}
+
+// settle applies res to r and records whether r is reported as a failure.
+// ctx is the invocation's context (not cut short by DeadlineMargin).
+func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
+	switch res.Outcome {
+	case consumer.OutcomeAck, consumer.OutcomeDuplicate:
+		return
+	case consumer.OutcomeRetry:
+		r.failed = true
+		h.changeVisibility(ctx, r, visibilitySeconds(res.Delay))
+	case consumer.OutcomeDeadLetter:
+		if err := h.deadLetter(ctx, r, *res); err != nil {
+			r.failed = true
+			h.obs.DeadLettered(r.msg, err)
+			h.log.Error("sqslambda: dead-letter send failed; the message is reported as a failure and will be received again",
+				zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()), zap.Error(err))
+			return
+		}
+		h.obs.DeadLettered(r.msg, nil)
+	default: // release, and anything unknown: never delete
+		r.failed = true
+		h.changeVisibility(ctx, r, 0)
+	}
+}
+
+func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result) error {
+	dlq, fifo, err := h.deadLetterQueue(ctx, r.q)
+	if err != nil {
+		return err
+	}
+	in := consumer.DeadLetterInput(r.msg, res, r.url, dlq, fifo, h.now())
+	if _, err := h.client.SendMessage(ctx, in); err != nil {
+		return fmt.Errorf("sqslambda: send to dead-letter queue %s: %w", dlq, err)
+	}
+	return nil
+}
+
+// changeVisibility sets the visibility of a record reported as a failure.
+// When it fails the message keeps its current visibility: it comes back
+// later than asked, never lost.
+func (h *Handler) changeVisibility(ctx context.Context, r *record, secs int32) {
+	if r.url == "" || r.ev.ReceiptHandle == "" {
+		return
+	}
+	_, err := h.client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl:          aws.String(r.url),
+		ReceiptHandle:     aws.String(r.ev.ReceiptHandle),
+		VisibilityTimeout: secs,
+	})
+	if err != nil {
+		h.log.Warn("sqslambda: change visibility failed; the message comes back when its visibility timeout ends",
+			zap.String("message_id", r.msg.ID), zap.Int32("visibility_seconds", secs), zap.Error(err))
+	}
+}
+
+// visibilitySeconds rounds d up to whole seconds within SQS's limits.
+func visibilitySeconds(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	secs := (d + time.Second - 1) / time.Second
+	return int32(min(secs, maxVisibility))
+}
+
+// lostFunc is called by the heartbeat when r's visibility could not be
+// kept: r's handler context is cancelled.
+func (h *Handler) lostFunc(r *record) func(error) {
+	return func(err error) {
+		cause := fmt.Errorf("%w: %w", consumer.ErrLeaseLost, err)
+		h.obs.LeaseLost(r.msg, cause)
+		h.log.Warn("sqslambda: visibility lost while the handler runs; cancelling it",
+			zap.String("message_id", r.msg.ID), zap.Error(err))
+		r.cancel(cause)
+	}
+}
+
+// prepare reads the queue's attributes once, runs the timeout check on
+// the first invocation that can, and returns a heartbeat for this
+// invocation (nil when off or when the visibility timeout is unknown).
+func (h *Handler) prepare(ctx context.Context, q *queue) *heartbeat.Heartbeat {
+	if err := h.readAttributes(ctx, q); err != nil {
+		h.log.Warn("sqslambda: cannot read the queue's attributes (no heartbeat, no timeout check this time)",
+			zap.String("queue_url", q.url), zap.Error(err))
+	}
+	h.checkQueue(q)
+	if h.cfg.DisableHeartbeat {
+		return nil
+	}
+	q.mu.Lock()
+	vis := cmp.Or(h.cfg.Visibility, q.visibility)
+	q.mu.Unlock()
+	if vis < time.Second {
+		return nil
+	}
+	hb, err := heartbeat.New(heartbeat.Config{
+		Client:     h.client,
+		QueueURL:   q.url,
+		Visibility: vis.Truncate(time.Second),
+		Logger:     h.log,
+		OnFailure:  h.obs.HeartbeatFailed,
+		NowFunc:    h.now,
+	})
+	if err != nil {
+		h.log.Warn("sqslambda: heartbeat off", zap.Error(err))
+		return nil
+	}
+	return hb
+}
+
+// receivedAt estimates when the event source mapping received msg: its
+// first-receive time when this is its first receive, else now.
+func receivedAt(msg *consumer.Message, now time.Time) time.Time {
+	if msg.ReceiveCount == 1 {
+		if t, ok := systemTime(msg, "ApproximateFirstReceiveTimestamp"); ok && !t.After(now) {
+			return t
+		}
+	}
+	return now
+}
