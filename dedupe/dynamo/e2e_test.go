@@ -232,10 +232,13 @@ func TestEndToEnd(t *testing.T) {
 	if s := sum(); s != wantSum {
 		t.Errorf("sum of balances %d, want %d (the sum over distinct ids)", s, wantSum)
 	}
-	if c := commits.Load(); c != ids {
-		t.Errorf("%d transactions committed, want exactly %d", c, ids)
+	// A delivery whose visibility lease was lost (the forced redeliveries)
+	// may see its commit cancelled client-side after DynamoDB applied it:
+	// the records and balances are the truth, the handler's count a bound.
+	if c := commits.Load(); c > ids || c < ids-others.Load() {
+		t.Errorf("%d transactions committed with %d other outcomes, want %d", c, others.Load(), ids)
 	}
-	if d := dups.Load(); d < int64(len(msgs)-ids) {
+	if d := dups.Load(); d+others.Load() < int64(len(msgs)-ids) {
 		t.Errorf("%d duplicates acked, want at least %d (one per extra send)", d, len(msgs)-ids)
 	}
 	if o := overlaps.Load(); o < 50 {
