@@ -197,15 +197,21 @@ func LogSettled(logger *zap.Logger, msg *Message, res Result) {
 	ce.Write(fields...)
 }
 
-// NewLogger builds a JSON logger like zap.NewProduction but without
-// sampling, so every "settled" line is kept, at the given level (use
-// zapcore.DebugLevel to see one line per settled message). It writes to
-// stderr.
-func NewLogger(level zapcore.Level) (*zap.Logger, error) {
+// LoggerConfig is zap.NewProductionConfig (JSON to stderr) at the given
+// level and without sampling, so every "settled" line is kept. Change its
+// outputs or encoder as you like; keep Sampling nil.
+func LoggerConfig(level zapcore.Level) zap.Config {
 	cfg := zap.NewProductionConfig()
 	cfg.Sampling = nil
 	cfg.Level = zap.NewAtomicLevelAt(level)
-	l, err := cfg.Build()
+	return cfg
+}
+
+// NewLogger builds [LoggerConfig] (a JSON logger like zap.NewProduction
+// but without sampling) at the given level; use zapcore.DebugLevel to see
+// one line per settled message.
+func NewLogger(level zapcore.Level) (*zap.Logger, error) {
+	l, err := LoggerConfig(level).Build()
 	if err != nil {
 		return nil, fmt.Errorf("consumer: build logger: %w", err)
 	}
