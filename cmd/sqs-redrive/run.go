@@ -1,0 +1,704 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsonce/sqsonce/redrive"
+)
+
+const usage = `sqs-redrive: look at and safely move the messages of SQS dead-letter queues.
+
+usage: sqs-redrive COMMAND [arguments] [flags]
+
+commands:
+  list                          every DLQ: source queues, approximate count, oldest message age
+  peek DLQ [-n N] [--body]      show messages with their failure; they are visible again at once
+  move DLQ [--to QUEUE]         send messages back (default: the source recorded in each message,
+                                else the DLQ's single source queue); --dry-run, --max N, --rate N, --yes
+  export DLQ FILE [--delete]    write messages as JSON lines ("-" for stdout); --delete removes
+                                from the DLQ only what was written and synced
+  import FILE QUEUE             send the messages of an export file to a queue
+  native start DLQ [--to QUEUE] [--max-per-second N] [--wait]
+  native status DLQ             SQS's own move tasks (no filter, no dry run)
+  native cancel DLQ [--handle H]
+
+filters (peek, move, export; combinable, all must match):
+  --class C[,C]        failure class (permanent, max_attempts, panic, key_reuse; none = no failure record)
+  --error RE           regular expression on the failure's error text
+  --attr NAME=VALUE    message attribute equal to VALUE (NAME~RE: matches RE; NAME alone: present)
+  --body-match RE      regular expression on the body
+  --json-field P=V     field P (dot path) of a JSON body equal to V (P~RE: matches RE)
+  --older-than D       failed (or arrived in the DLQ) more than D ago (90m, 2h, 7d)
+  --newer-than D       ... less than D ago
+  --filter EXPR        any of the above as an expression: class=permanent, error~timeout,
+                       attr:tenant=acme, body~RE, json:order.status=failed, age>1h
+
+global flags (before or after the arguments):
+  --region R --profile P --endpoint-url URL   as in the AWS CLI (the endpoint also comes from
+                                              AWS_ENDPOINT_URL_SQS; never from a queue URL)
+  --json                                      machine-readable output (JSON lines)
+  --visibility-timeout D                      how long looked-at messages stay hidden (30s)
+
+Queues are given by name or URL. Commands that change queues ask for confirmation on a terminal
+and need --yes otherwise. Exit codes: 0 ok, 1 failure, 2 usage.
+`
+
+// globals are the flags every command takes.
+type globals struct {
+	region, profile, endpoint string
+	json                      bool
+	visibility                time.Duration
+}
+
+// app is one invocation.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	g              globals
+}
+
+// run is the whole command: it returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	var err error
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "list":
+		err = a.list(ctx, args[1:])
+	case "peek":
+		err = a.peek(ctx, args[1:])
+	case "move":
+		err = a.move(ctx, args[1:])
+	case "export":
+		err = a.export(ctx, args[1:])
+	case "import":
+		err = a.imp(ctx, args[1:])
+	case "native":
+		err = a.native(ctx, args[1:])
+	default:
+		err = usageError("unknown command %q", args[0])
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return 0
+	case errors.Is(err, errUsage), errors.Is(err, redrive.ErrBadFilter):
+		fmt.Fprintf(stderr, "sqs-redrive: %v\nRun 'sqs-redrive help' for usage.\n", err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "sqs-redrive: %v\n", err)
+	return 1
+}
+
+// flags returns a flag set with the global flags.
+func (a *app) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&a.g.region, "region", "", "AWS region")
+	fs.StringVar(&a.g.profile, "profile", "", "shared config profile")
+	fs.StringVar(&a.g.endpoint, "endpoint-url", "", "SQS endpoint")
+	fs.BoolVar(&a.g.json, "json", false, "JSON lines output")
+	fs.DurationVar(&a.g.visibility, "visibility-timeout", 30*time.Second, "visibility of looked-at messages")
+	return fs
+}
+
+// filterFlags adds the filter flags, all collected as expressions.
+func filterFlags(fs *flag.FlagSet, exprs *list) {
+	fs.Var(prefixed{exprs, "class="}, "class", "failure class")
+	fs.Var(prefixed{exprs, "error~"}, "error", "regexp on the error text")
+	fs.Var(prefixed{exprs, "attr:"}, "attr", "NAME=VALUE, NAME~RE or NAME")
+	fs.Var(prefixed{exprs, "body~"}, "body-match", "regexp on the body")
+	fs.Var(prefixed{exprs, "json:"}, "json-field", "PATH=VALUE or PATH~RE")
+	fs.Var(prefixed{exprs, "age>"}, "older-than", "duration")
+	fs.Var(prefixed{exprs, "age<"}, "newer-than", "duration")
+	fs.Var(exprs, "filter", "filter expression")
+}
+
+// args checks the number of positional arguments.
+func args(pos []string, want int, shape string) error {
+	if len(pos) != want {
+		return usageError("want %s, got %d argument(s)", shape, len(pos))
+	}
+	return nil
+}
+
+// redriver connects to SQS as the flags and the environment say.
+func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
+	var opts []func(*config.LoadOptions) error
+	if a.g.region != "" {
+		opts = append(opts, config.WithRegion(a.g.region))
+	}
+	if a.g.profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(a.g.profile))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if a.g.endpoint != "" {
+			o.BaseEndpoint = aws.String(a.g.endpoint)
+		}
+	})
+	if a.g.visibility < time.Second || a.g.visibility > 12*time.Hour {
+		return nil, usageError("--visibility-timeout %s is outside 1s..12h", a.g.visibility)
+	}
+	return redrive.New(redrive.Config{Client: client, VisibilityTimeout: a.g.visibility.Round(time.Second)})
+}
+
+// emit writes one JSON line.
+func (a *app) emit(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "sqs-redrive: encode output: %v\n", err)
+		return
+	}
+	a.stdout.Write(append(b, '\n'))
+}
+
+func (a *app) list(ctx context.Context, argv []string) error {
+	fs := a.flags("list")
+	pos, err := parse(fs, argv)
+	if err != nil {
+		return err
+	}
+	if err := args(pos, 0, "no arguments"); err != nil {
+		return err
+	}
+	r, err := a.redriver(ctx)
+	if err != nil {
+		return err
+	}
+	dlqs, err := r.List(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if a.g.json {
+		for _, d := range dlqs {
+			srcs := make([]string, len(d.Sources))
+			for i, s := range d.Sources {
+				srcs[i] = s.Name
+			}
+			a.emit(map[string]any{"dlq": d.Name, "url": d.URL, "fifo": d.FIFO, "messages": d.Messages,
+				"in_flight": d.InFlight, "oldest_age_seconds": d.OldestAge.Seconds(), "sources": srcs})
+		}
+		return nil
+	}
+	if len(dlqs) == 0 {
+		fmt.Fprintln(a.stdout, "no dead-letter queues")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "DLQ\tMESSAGES\tIN FLIGHT\tOLDEST\tSOURCES")
+	for _, d := range dlqs {
+		srcs := make([]string, len(d.Sources))
+		for i, s := range d.Sources {
+			srcs[i] = s.Name
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", d.Name, d.Messages, d.InFlight, age(d.OldestAge), strings.Join(srcs, ","))
+	}
+	return tw.Flush()
+}
+
+// age formats an age for people.
+func age(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < 48*time.Hour:
+		return d.Round(time.Minute).String()
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func (a *app) peek(ctx context.Context, argv []string) error {
+	fs := a.flags("peek")
+	n := fs.Int("n", 10, "how many messages")
+	body := fs.Bool("body", false, "show bodies")
+	var exprs list
+	filterFlags(fs, &exprs)
+	pos, err := parse(fs, argv)
+	if err != nil {
+		return err
+	}
+	if err := args(pos, 1, "peek DLQ"); err != nil {
+		return err
+	}
+	if *n < 1 {
+		return usageError("-n must be at least 1")
+	}
+	filters, err := redrive.ParseFilters(exprs...)
+	if err != nil {
+		return err
+	}
+	r, err := a.redriver(ctx)
+	if err != nil {
+		return err
+	}
+	dlq, err := r.Queue(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	entries, err := r.Peek(ctx, dlq, redrive.PeekOptions{Max: *n, Filters: filters})
+	for i, e := range entries {
+		m := e.Message
+		if a.g.json {
+			o := map[string]any{"message_id": m.ID, "age_seconds": e.Age.Seconds(), "class": e.Class(),
+				"receive_count": m.ReceiveCount, "attributes": attrText(e)}
+			if f := e.Failure; f != nil {
+				o["error"], o["attempts"], o["source_queue"] = f.Error, f.Attempts, f.SourceQueue
+				o["original_message_id"], o["failed_at"] = f.OriginalMessageID, f.FailedAt
+			}
+			if m.GroupID != "" {
+				o["group_id"] = m.GroupID
+			}
+			if *body {
+				o["body"] = m.Body
+			}
+			a.emit(o)
+			continue
+		}
+		fmt.Fprintf(a.stdout, "--- %d/%d  %s  age %s\n", i+1, len(entries), m.ID, age(e.Age))
+		fmt.Fprintf(a.stdout, "class:     %s\n", e.Class())
+		if f := e.Failure; f != nil {
+			fmt.Fprintf(a.stdout, "error:     %s\nattempts:  %d\nsource:    %s\n", f.Error, f.Attempts, f.SourceQueue)
+		}
+		if m.GroupID != "" {
+			fmt.Fprintf(a.stdout, "group:     %s\n", m.GroupID)
+		}
+		names := make([]string, 0, len(m.Attributes))
+		for k := range m.Attributes {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(a.stdout, "attributes: %s\n", strings.Join(names, ", "))
+		if *body {
+			fmt.Fprintf(a.stdout, "body:\n%s\n", m.Body)
+		}
+	}
+	if err == nil && !a.g.json {
+		fmt.Fprintf(a.stderr, "%d message(s) shown; all are visible again\n", len(entries))
+	}
+	return err
+}
+
+// attrText returns an entry's attributes as text (binary ones as a size).
+func attrText(e redrive.Entry) map[string]string {
+	out := map[string]string{}
+	for k, v := range e.Message.Attributes {
+		if v.StringValue != nil {
+			out[k] = *v.StringValue
+		} else {
+			out[k] = fmt.Sprintf("(%d bytes)", len(v.BinaryValue))
+		}
+	}
+	return out
+}
+
+func (a *app) move(ctx context.Context, argv []string) error {
+	fs := a.flags("move")
+	to := fs.String("to", "", "destination queue")
+	dry := fs.Bool("dry-run", false, "show what would move, change nothing")
+	maxN := fs.Int("max", 0, "move at most N messages")
+	rate := fs.Float64("rate", 0, "messages per second")
+	yes := fs.Bool("yes", false, "do not ask")
+	var exprs list
+	filterFlags(fs, &exprs)
+	pos, err := parse(fs, argv)
+	if err != nil {
+		return err
+	}
+	if err := args(pos, 1, "move DLQ"); err != nil {
+		return err
+	}
+	if *maxN < 0 || *rate < 0 {
+		return usageError("--max and --rate must not be negative")
+	}
+	filters, err := redrive.ParseFilters(exprs...)
+	if err != nil {
+		return err
+	}
+	r, err := a.redriver(ctx)
+	if err != nil {
+		return err
+	}
+	dlq, err := r.Queue(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *to != "" {
+		dest, err := r.Queue(ctx, *to)
+		if err != nil {
+			return err
+		}
+		*to = dest.URL
+	}
+	if !*dry {
+		n := dlq.Messages
+		if *maxN > 0 {
+			n = min(n, *maxN)
+		}
+		dest := "their source queues"
+		if *to != "" {
+			dest = *to
+		}
+		q := fmt.Sprintf("Move up to %d message(s) from %s to %s?", n, dlq.Name, dest)
+		if len(filters) > 0 {
+			q = fmt.Sprintf("Move up to %d message(s) matching %d filter(s) from %s to %s?", n, len(filters), dlq.Name, dest)
+		}
+		if err := a.confirm(q, *yes); err != nil {
+			return err
+		}
+	}
+	bar := a.newBar("moving")
+	sum, err := r.Move(ctx, dlq, redrive.MoveOptions{To: *to, Filters: filters, Max: *maxN, Rate: *rate, DryRun: *dry, Progress: bar.update})
+	bar.done()
+	a.summary("move", dlq.Name, sum)
+	if err != nil {
+		return err
+	}
+	return failures(sum)
+}
+
+// failures turns failed messages into an error (exit code 1).
+func failures(sum redrive.Summary) error {
+	switch {
+	case sum.Failed > 0:
+		return fmt.Errorf("%d message(s) could not be sent and stayed in the DLQ", sum.Failed)
+	case sum.DeleteFailed > 0:
+		return fmt.Errorf("%d message(s) were sent but not deleted from the DLQ: a later run moves them again (the consumer's dedupe drops the duplicate)", sum.DeleteFailed)
+	}
+	return nil
+}
+
+// confirm asks once on a terminal; elsewhere it needs --yes.
+func (a *app) confirm(question string, yes bool) error {
+	if yes {
+		return nil
+	}
+	if !isTerminal(a.stdin) {
+		return usageError("stdin is not a terminal: pass --yes to go ahead (or --dry-run to look first)")
+	}
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	return errors.New("aborted: nothing was changed")
+}
+
+// summary prints the end-of-command summary.
+func (a *app) summary(command, queue string, sum redrive.Summary) {
+	rate := 0.0
+	if s := sum.Elapsed.Seconds(); s > 0 {
+		rate = float64(sum.Moved) / s
+	}
+	if a.g.json {
+		b, _ := json.Marshal(sum)
+		var o map[string]any
+		_ = json.Unmarshal(b, &o)
+		o["command"], o["queue"], o["rate_per_second"] = command, queue, rate
+		a.emit(o)
+		return
+	}
+	verb := map[string]string{"move": "moved", "export": "exported", "import": "imported"}[command]
+	if sum.DryRun {
+		fmt.Fprintf(a.stdout, "dry run: would move %d, skip %d; nothing was changed (%s)\n", sum.Matched, sum.Skipped, sum.Elapsed.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(a.stdout, "%s %d, skipped %d, failed %d in %s (%.1f msg/s)\n", verb, sum.Moved, sum.Skipped, sum.Failed, sum.Elapsed.Round(time.Millisecond), rate)
+	}
+	if len(sum.ByClass) > 0 {
+		fmt.Fprintf(a.stdout, "  by class: %s\n", counts(sum.ByClass))
+	}
+	if len(sum.ByDestination) > 0 {
+		fmt.Fprintf(a.stdout, "  by destination: %s\n", counts(sum.ByDestination))
+	}
+	if sum.DeleteFailed > 0 {
+		fmt.Fprintf(a.stdout, "  sent but not deleted: %d\n", sum.DeleteFailed)
+	}
+	for _, n := range sum.Notes {
+		fmt.Fprintf(a.stdout, "  note: %s\n", n)
+	}
+}
+
+// counts formats a count map, sorted by key.
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func (a *app) export(ctx context.Context, argv []string) error {
+	fs := a.flags("export")
+	del := fs.Bool("delete", false, "delete what was written and synced")
+	force := fs.Bool("force", false, "overwrite FILE")
+	maxN := fs.Int("max", 0, "export at most N messages")
+	yes := fs.Bool("yes", false, "do not ask (with --delete)")
+	var exprs list
+	filterFlags(fs, &exprs)
+	pos, err := parse(fs, argv)
+	if err != nil {
+		return err
+	}
+	if err := args(pos, 2, "export DLQ FILE"); err != nil {
+		return err
+	}
+	if *maxN < 0 {
+		return usageError("--max must not be negative")
+	}
+	if pos[1] == "-" && *del {
+		return usageError("--delete needs a FILE (stdout cannot be synced)")
+	}
+	filters, err := redrive.ParseFilters(exprs...)
+	if err != nil {
+		return err
+	}
+	r, err := a.redriver(ctx)
+	if err != nil {
+		return err
+	}
+	dlq, err := r.Queue(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *del {
+		if err := a.confirm(fmt.Sprintf("Export up to %d message(s) of %s to %s and delete them from the DLQ?", dlq.Messages, dlq.Name, pos[1]), *yes); err != nil {
+			return err
+		}
+	}
+	var w io.Writer = a.stdout
+	if pos[1] != "-" {
+		mode := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+		if *force {
+			mode = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		}
+		f, err := os.OpenFile(pos[1], mode, 0o600)
+		if err != nil {
+			if errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("export file %s exists (pass --force to overwrite)", pos[1])
+			}
+			return fmt.Errorf("export file: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	bar := a.newBar("exporting")
+	sum, err := r.Export(ctx, dlq, w, redrive.ExportOptions{Filters: filters, Max: *maxN, Delete: *del, Progress: bar.update})
+	bar.done()
+	if pos[1] == "-" {
+		a.stdout = a.stderr // stdout holds the records
+	}
+	a.summary("export", dlq.Name, sum)
+	if err != nil {
+		return err
+	}
+	if sum.DeleteFailed > 0 {
+		return failures(sum)
+	}
+	return nil
+}
+
+func (a *app) imp(ctx context.Context, argv []string) error {
+	fs := a.flags("import")
+	rate := fs.Float64("rate", 0, "messages per second")
+	yes := fs.Bool("yes", false, "do not ask")
+	pos, err := parse(fs, argv)
+	if err != nil {
+		return err
+	}
+	if err := args(pos, 2, "import FILE QUEUE"); err != nil {
+		return err
+	}
+	if *rate < 0 {
+		return usageError("--rate must not be negative")
+	}
+	f, err := os.Open(pos[0])
+	if err != nil {
+		return fmt.Errorf("cannot read export file: %w", err)
+	}
+	defer f.Close()
+	r, err := a.redriver(ctx)
+	if err != nil {
+		return err
+	}
+	q, err := r.Queue(ctx, pos[1])
+	if err != nil {
+		return err
+	}
+	n, err := redrive.CheckRecords(f, q.FIFO)
+	if err != nil {
+		return fmt.Errorf("export file %s: %w (nothing was sent)", pos[0], err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("export file: %w", err)
+	}
+	if err := a.confirm(fmt.Sprintf("Send %d message(s) from %s to %s?", n, pos[0], q.Name), *yes); err != nil {
+		return err
+	}
+	bar := a.newBar("importing")
+	sum, err := r.Import(ctx, f, q, redrive.ImportOptions{Rate: *rate, Total: n, Progress: bar.update})
+	bar.done()
+	a.summary("import", q.Name, sum)
+	if err != nil {
+		return err
+	}
+	return failures(sum)
+}
+
+func (a *app) native(ctx context.Context, argv []string) error {
+	if len(argv) == 0 {
+		return usageError("native needs start, status or cancel")
+	}
+	sub := argv[0]
+	fs := a.flags("native " + sub)
+	var to, handle *string
+	var perSecond *int
+	var wait *bool
+	switch sub {
+	case "start":
+		to = fs.String("to", "", "destination (default: each message's source)")
+		perSecond = fs.Int("max-per-second", 0, "rate cap (1..500; default: SQS's)")
+		wait = fs.Bool("wait", false, "wait until the task ends, showing progress")
+	case "status":
+	case "cancel":
+		handle = fs.String("handle", "", "task handle (default: the DLQ's running task)")
+	default:
+		return usageError("unknown native command %q (want start, status or cancel)", sub)
+	}
+	pos, err := parse(fs, argv[1:])
+	if err != nil {
+		return err
+	}
+	if err := args(pos, 1, "native "+sub+" DLQ"); err != nil {
+		return err
+	}
+	r, err := a.redriver(ctx)
+	if err != nil {
+		return err
+	}
+	dlq, err := r.Queue(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "start":
+		var dest *redrive.Queue
+		if *to != "" {
+			q, err := r.Queue(ctx, *to)
+			if err != nil {
+				return err
+			}
+			dest = &q
+		}
+		h, err := r.StartMoveTask(ctx, dlq, dest, *perSecond)
+		if err != nil {
+			return err
+		}
+		if a.g.json {
+			a.emit(map[string]any{"task_handle": h, "dlq": dlq.Name})
+		} else {
+			fmt.Fprintf(a.stdout, "started move task %s\n", h)
+		}
+		if !*wait {
+			return nil
+		}
+		t, err := r.WaitMoveTask(ctx, dlq, time.Second, func(t redrive.MoveTask) {
+			fmt.Fprintf(a.stderr, "%s: moved %d of %d\n", t.Status, t.Moved, t.ToMove)
+		})
+		if err != nil {
+			return err
+		}
+		a.task(t)
+		if t.Status == "FAILED" {
+			return fmt.Errorf("move task failed: %s", t.Failure)
+		}
+		return nil
+	case "status":
+		tasks, err := r.MoveTasks(ctx, dlq)
+		if err != nil {
+			return err
+		}
+		if len(tasks) == 0 && !a.g.json {
+			fmt.Fprintf(a.stdout, "%s has no move tasks\n", dlq.Name)
+		}
+		for _, t := range tasks {
+			a.task(t)
+		}
+		return nil
+	}
+	h := *handle
+	if h == "" {
+		tasks, err := r.MoveTasks(ctx, dlq)
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			if t.Status == "RUNNING" {
+				h = t.Handle
+				break
+			}
+		}
+		if h == "" {
+			return fmt.Errorf("%s has no running move task", dlq.Name)
+		}
+	}
+	moved, err := r.CancelMoveTask(ctx, h)
+	if err != nil {
+		return err
+	}
+	if a.g.json {
+		a.emit(map[string]any{"task_handle": h, "cancelled": true, "moved": moved})
+	} else {
+		fmt.Fprintf(a.stdout, "cancelled move task %s after about %d message(s)\n", h, moved)
+	}
+	return nil
+}
+
+// task prints a move task.
+func (a *app) task(t redrive.MoveTask) {
+	if a.g.json {
+		a.emit(t)
+		return
+	}
+	dest := t.DestinationARN
+	if dest == "" {
+		dest = "(original sources)"
+	}
+	fmt.Fprintf(a.stdout, "%s  %s  moved %d of %d  to %s  started %s", t.Status, t.Handle, t.Moved, t.ToMove, dest, t.Started.Format(time.RFC3339))
+	if t.Failure != "" {
+		fmt.Fprintf(a.stdout, "  failure: %s", t.Failure)
+	}
+	fmt.Fprintln(a.stdout)
+}

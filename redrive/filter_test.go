@@ -1,0 +1,119 @@
+package redrive
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+func testEntry(body string, class, errText string, age time.Duration, attrs map[string]string) Entry {
+	m := consumer.NewMessage(types.Message{MessageId: aws.String("m1"), Body: aws.String(body)}, "q", time.Now())
+	for k, v := range attrs {
+		m.Attributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	e := Entry{Message: m, Age: age}
+	if class != "" {
+		e.Failure = &consumer.Failure{Class: class, Error: errText}
+	}
+	return e
+}
+
+func TestFilterMatch(t *testing.T) {
+	t.Parallel()
+	e := testEntry(`{"order":{"id":42,"status":"failed","tags":["a","b"],"ok":false}}`, "permanent", "db timeout after 3s", 2*time.Hour,
+		map[string]string{"tenant": "acme"})
+	none := testEntry("plain text", "", "", time.Minute, nil)
+	cases := []struct {
+		expr string
+		e    Entry
+		want bool
+	}{
+		{"class=permanent", e, true},
+		{"class=max_attempts,permanent", e, true},
+		{"class=panic", e, false},
+		{"class=none", none, true},
+		{"class=permanent", none, false},
+		{"error~timeout", e, true},
+		{"error~^timeout", e, false},
+		{"error=db timeout after 3s", e, true},
+		{"error~.", none, false},
+		{"attr:tenant=acme", e, true},
+		{"attr:tenant=acm", e, false},
+		{"attr:tenant~^ac", e, true},
+		{"attr:tenant", e, true},
+		{"attr:tenant", none, false},
+		{"body~status\":\"failed", e, true},
+		{"body=plain text", none, true},
+		{"body~^x", none, false},
+		{"json:order.status=failed", e, true},
+		{"json:order.id=42", e, true},
+		{"json:order.tags.1=b", e, true},
+		{"json:order.tags.2=b", e, false},
+		{"json:order.ok=false", e, true},
+		{"json:order.tags=[\"a\",\"b\"]", e, true},
+		{"json:order.status~^fail", e, true},
+		{"json:order.missing=x", e, false},
+		{"json:order.status=failed", none, false},
+		{"age>1h", e, true},
+		{"age>3h", e, false},
+		{"age<1h", none, true},
+		{"age<1d", e, true},
+		{"age>1d", e, false},
+	}
+	for _, c := range cases {
+		f, err := ParseFilter(c.expr)
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if got := f.Match(c.e); got != c.want {
+			t.Errorf("%s on %q: got %v, want %v", c.expr, c.e.Message.Body, got, c.want)
+		}
+		if f.String() != c.expr {
+			t.Errorf("%s: String() = %q", c.expr, f.String())
+		}
+	}
+}
+
+func TestParseFilterErrors(t *testing.T) {
+	t.Parallel()
+	for _, expr := range []string{"", "class", "klass=x", "class~x", "class=", "class=a,,b", "error>x", "error~(", "attr=x", "attr:=x",
+		"json:a", "json:a..b=x", "json:=x", "body~[", "age=1h", "age>soon", "age>-1h", "age<xd", ":x", "age:x"} {
+		if _, err := ParseFilter(expr); !errors.Is(err, ErrBadFilter) {
+			t.Errorf("%q: got %v, want ErrBadFilter", expr, err)
+		}
+	}
+}
+
+// FuzzParseFilter checks that the parser never panics, that what it
+// accepts prints back to an expression it parses the same way, and that
+// matching never panics.
+func FuzzParseFilter(f *testing.F) {
+	for _, s := range []string{"class=permanent", "error~time(out)?", "attr:tenant=acme", "attr:x", "body~^{", "json:a.0.b=1", "age>7d", "age<90m", "json:a~", "attr:a~b=c"} {
+		f.Add(s, `{"a":[{"b":1}]}`)
+	}
+	f.Fuzz(func(t *testing.T, expr, body string) {
+		flt, err := ParseFilter(expr)
+		if err != nil {
+			if !errors.Is(err, ErrBadFilter) {
+				t.Fatalf("%q: error %v does not wrap ErrBadFilter", expr, err)
+			}
+			return
+		}
+		again, err := ParseFilter(flt.String())
+		if err != nil {
+			t.Fatalf("%q printed as %q, which does not parse: %v", expr, flt.String(), err)
+		}
+		if again.String() != flt.String() || again.Kind != flt.Kind || again.Name != flt.Name || again.Op != flt.Op || again.Value != flt.Value {
+			t.Fatalf("%q: round trip %+v != %+v", expr, again, flt)
+		}
+		e := testEntry(body, "permanent", body, time.Hour, map[string]string{"a": body})
+		if flt.Match(e) != again.Match(e) {
+			t.Fatalf("%q: round trip matches differently", expr)
+		}
+	})
+}
