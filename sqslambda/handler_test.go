@@ -20,7 +20,13 @@ import (
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The SDK's HTTP client keeps idle connections open between tests; their
+// goroutines belong to net/http, not to the adapter.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
+}
 
 // scripted is a handler whose behaviour each message's body names:
 // "ack", "dup" (already completed), "retry" (RetryAfter 30s), "fail" (a
