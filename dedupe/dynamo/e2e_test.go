@@ -30,7 +30,7 @@ import (
 // send is one SQS message to send: body "account:amount", stamped with id.
 type send struct{ id, body string }
 
-func sendAll(t *testing.T, client *sqs.Client, queueURL string, msgs []send) {
+func sendAll(t testing.TB, client *sqs.Client, queueURL string, msgs []send) {
 	t.Helper()
 	var g errgroup.Group
 	g.SetLimit(8)
