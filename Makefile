@@ -32,10 +32,9 @@ stack-up: ## install (once) and start the no-Docker local stack; writes .stack/e
 stack-down: ## stop the local stack
 	bash $(STACK) down
 
-demo: ## start the local stack and create the demo queues and table (the stack stays up)
+demo: ## the exactly-once ledger demo on the local stack (the stack stays up; `make stack-down` stops it)
 	bash $(STACK) up
-	. "$$(bash $(STACK) env)" && $(GO) run ./localstack/setup
-	@echo "demo: the stack is up; source .stack/env to use it, \`make stack-down\` to stop it"
+	. "$$(bash $(STACK) env)" && $(GO) run ./localstack/setup && bash examples/ledger/demo.sh
 
 bench: ## print the benchmark table (placeholder until the benchmark suite lands)
 	@echo "bench: no benchmarks yet"
