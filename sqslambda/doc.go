@@ -11,9 +11,9 @@
 //   - permanent failure: sent by sqsonce to the dead-letter queue (from
 //     Config or the queue's RedrivePolicy) with its sqsonce-failure
 //     attribute, then success; a failed send is a failure, never a loss;
-//   - FIFO: a message group's records run one at a time in order; after a
-//     failure the group's later records are reported as failures without
-//     running, other groups go on.
+//   - FIFO: a message group's records run one at a time in order; once one
+//     is retried or dead-lettered, the group's later records are reported
+//     as failures without running, other groups go on.
 //
 // The handlers' context ends DeadlineMargin before the invocation's
 // deadline, so a dedupe lease (capped at the context's deadline) never

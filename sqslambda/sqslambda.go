@@ -214,6 +214,11 @@ var (
 //   - release, and records not run (a FIFO group stopped by an earlier
 //     failure, or no time left): failure, visibility set to 0.
 //
+// On a FIFO queue a message group's records run one at a time, in order;
+// once one of them is retried, released or dead-lettered, the group's
+// later records in the batch are reported as failures without running
+// (other groups go on), as the consumer does.
+//
 // Handle never returns an error: a failure to reach SQS is reported
 // record by record, and no record is lost.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
@@ -328,29 +333,32 @@ func (h *Handler) lanes(recs []*record) [][]*record {
 	return lanes
 }
 
-// runLane runs a lane's records in order. After a record is reported as a
-// failure the lane's later records are not run (FIFO order).
+// runLane runs a lane's records in order. As in the consumer, once a
+// record ends other than acked or duplicate (retried, released, or
+// dead-lettered), the lane's later records are not run: they are reported
+// as failures and come back in order.
 func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 	stopped := false
 	for _, r := range lane {
+		var o consumer.Outcome
 		switch {
 		case stopped:
-			h.skip(ctx, r, ErrGroupStopped)
+			o = h.skip(ctx, r, ErrGroupStopped)
 		case r.url == "":
-			h.skip(ctx, r, fmt.Errorf("sqslambda: not run: the URL of queue %s is unknown", r.q.arn))
+			o = h.skip(ctx, r, fmt.Errorf("sqslambda: not run: the URL of queue %s is unknown", r.q.arn))
 		case hctx.Err() != nil:
-			h.skip(ctx, r, fmt.Errorf("%w: %w", ErrNoTimeLeft, context.Cause(hctx)))
+			o = h.skip(ctx, r, fmt.Errorf("%w: %w", ErrNoTimeLeft, context.Cause(hctx)))
 		default:
-			h.run(ctx, r)
+			o = h.run(ctx, r)
 		}
-		if r.failed {
+		if o != consumer.OutcomeAck && o != consumer.OutcomeDuplicate {
 			stopped = true
 		}
 	}
 }
 
 // run processes one record and settles it.
-func (h *Handler) run(ctx context.Context, r *record) {
+func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
 	res := h.pipeline.Process(r.ctx, r.msg)
 	if r.hb != nil {
 		r.hb.Remove(r.ev.ReceiptHandle)
@@ -358,11 +366,12 @@ func (h *Handler) run(ctx context.Context, r *record) {
 	h.settle(ctx, r, &res)
 	consumer.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
+	return res.Outcome
 }
 
 // skip reports a record that was not run as a failure and makes it
 // visible again at once.
-func (h *Handler) skip(ctx context.Context, r *record, cause error) {
+func (h *Handler) skip(ctx context.Context, r *record, cause error) consumer.Outcome {
 	res := consumer.Result{Outcome: consumer.OutcomeRelease, Err: cause}
 	if r.hb != nil {
 		r.hb.Remove(r.ev.ReceiptHandle)
@@ -370,6 +379,7 @@ func (h *Handler) skip(ctx context.Context, r *record, cause error) {
 	h.settle(ctx, r, &res)
 	consumer.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
+	return res.Outcome
 }
 
 // settle applies res to r and records whether r is reported as a failure.
