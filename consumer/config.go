@@ -116,7 +116,7 @@ func (cfg Config) withDefaults() (Config, error) {
 			cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.MaxAttempts)
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
-	capacity := cfg.Concurrency + max(cfg.Prefetch, 0)
+	capacity := max(cfg.Concurrency, 1) + max(cfg.Prefetch, 0)
 	cfg.Receivers = cmp.Or(cfg.Receivers, min(max((capacity+9)/10, 1), 8))
 	if cfg.Receivers > capacity {
 		bad("Receivers (%d) is more than Concurrency+Prefetch (%d): each receiver needs a free slot", cfg.Receivers, capacity)
