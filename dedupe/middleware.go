@@ -76,7 +76,7 @@ type middleware struct {
 func (m *middleware) lease(ctx context.Context) time.Duration {
 	l := m.opts.Lease
 	if dl, ok := ctx.Deadline(); ok {
-		l = min(l, dl.Sub(m.opts.NowFunc()))
+		l = min(l, time.Until(dl)) // deadlines are wall-clock times
 	}
 	return l
 }

@@ -201,3 +201,61 @@ func TestMiddlewareCompleteFailureIsReturned(t *testing.T) {
 		t.Fatalf("complete failure: %v", err)
 	}
 }
+
+// TestMiddlewareOutcomes runs the middleware inside the consumer's
+// pipeline: each store answer becomes the outcome DESIGN.md promises.
+func TestMiddlewareOutcomes(t *testing.T) {
+	t.Parallel()
+	clock := dedupetest.NewClock(time.Unix(1_800_000_000, 0))
+	store := dedupe.NewMemory(dedupe.MemoryConfig{NowFunc: clock.Now})
+	fail := errors.New("downstream down")
+	var herr error
+	p := &consumer.Pipeline{
+		Handler:    consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return herr }),
+		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{NowFunc: clock.Now})},
+	}
+	ctx := context.Background()
+	process := func(key, body string) consumer.Result { return p.Process(ctx, message("id", key, body)) }
+
+	herr = fail
+	if res := process("a", "x"); res.Outcome != consumer.OutcomeRetry {
+		t.Fatalf("transient failure: %v", res.Outcome)
+	}
+	herr = consumer.Permanent(fail)
+	if res := process("a", "x"); res.Outcome != consumer.OutcomeDeadLetter || res.Class != consumer.ClassPermanent {
+		t.Fatalf("permanent failure: %v %s", res.Outcome, res.Class)
+	}
+	herr = nil // the redrive of the dead letter runs it again
+	if res := process("a", "x"); res.Outcome != consumer.OutcomeAck {
+		t.Fatalf("redrive after a permanent failure: %v %v", res.Outcome, res.Err)
+	}
+	if res := process("a", "x"); res.Outcome != consumer.OutcomeDuplicate {
+		t.Fatalf("redelivery: %v", res.Outcome)
+	}
+	if res := process("a", "y"); res.Outcome != consumer.OutcomeDeadLetter || res.Class != consumer.ClassKeyReuse {
+		t.Fatalf("key reuse: %v %s", res.Outcome, res.Class)
+	}
+	if _, err := store.Claim(ctx, "b", dedupe.Fingerprint("x"), 40*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if res := process("b", "x"); res.Outcome != consumer.OutcomeRetry || res.Delay != 40*time.Second {
+		t.Fatalf("in progress: %v after %s, want retry after 40s", res.Outcome, res.Delay)
+	}
+}
+
+func FuzzPK(f *testing.F) {
+	f.Add("orders", "abc", "abd")
+	f.Add("", "", "x")
+	f.Fuzz(func(t *testing.T, ns, a, b string) {
+		pa, pb := dedupe.PK(ns, a), dedupe.PK(ns, b)
+		if len(pa) > dedupe.MaxKeyBytes || len(pb) > dedupe.MaxKeyBytes {
+			t.Fatalf("PK longer than %d bytes", dedupe.MaxKeyBytes)
+		}
+		if pa != dedupe.PK(ns, a) {
+			t.Fatal("PK not deterministic")
+		}
+		if a != b && pa == pb {
+			t.Fatalf("distinct keys %q and %q share PK %q", a, b, pa)
+		}
+	})
+}
