@@ -1,0 +1,196 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+)
+
+// settings is the worker's configuration.
+type settings struct {
+	queueURL        string
+	queueName       string
+	concurrency     int
+	visibility      time.Duration
+	dedupeTable     string
+	logLevel        zapcore.Level
+	shutdownTimeout time.Duration
+	maxAttempts     int
+}
+
+// parseSettings reads flags, each defaulting to its environment variable.
+func parseSettings(args []string, getenv func(string) string, stderr io.Writer) (settings, error) {
+	var s settings
+	var errs []error
+	envInt := func(name string, def int) int {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: not an integer", name, v))
+		}
+		return n
+	}
+	envDuration := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: not a duration (use 30s, 2m)", name, v))
+		}
+		return d
+	}
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&s.queueURL, "queue-url", getenv("QUEUE_URL"), "queue `URL` [QUEUE_URL]")
+	fs.StringVar(&s.queueName, "queue", getenv("QUEUE_NAME"), "queue `NAME`, when no URL is given [QUEUE_NAME]")
+	fs.IntVar(&s.concurrency, "concurrency", envInt("CONCURRENCY", consumer.DefaultConcurrency), "handlers at once [CONCURRENCY]")
+	fs.DurationVar(&s.visibility, "visibility", envDuration("VISIBILITY", 0), "visibility timeout, whole seconds; 0: the queue's [VISIBILITY]")
+	fs.StringVar(&s.dedupeTable, "dedupe-table", getenv("DEDUPE_TABLE"), "DynamoDB dedupe `table`; empty: no dedupe [DEDUPE_TABLE]")
+	level := fs.String("log-level", cmp.Or(getenv("LOG_LEVEL"), "info"), "debug, info, warn or error; debug logs one line per settled message [LOG_LEVEL]")
+	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", envDuration("SHUTDOWN_TIMEOUT", consumer.DefaultShutdownTimeout), "how long the drain waits for running handlers [SHUTDOWN_TIMEOUT]")
+	fs.IntVar(&s.maxAttempts, "max-attempts", envInt("MAX_ATTEMPTS", 0), "dead-letter after this many transient failures; 0: no limit [MAX_ATTEMPTS]")
+	if err := errors.Join(errs...); err != nil {
+		return s, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if fs.NArg() > 0 {
+		return s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := s.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return s, fmt.Errorf("-log-level %q: use debug, info, warn or error", *level)
+	}
+	if s.queueURL == "" && s.queueName == "" {
+		return s, errors.New("set -queue-url (QUEUE_URL) or -queue (QUEUE_NAME)")
+	}
+	if s.concurrency < 1 || s.maxAttempts < 0 || s.visibility < 0 || s.shutdownTimeout <= 0 {
+		return s, errors.New("-concurrency must be ≥ 1, -max-attempts and -visibility not negative, -shutdown-timeout positive")
+	}
+	return s, nil
+}
+
+// newLogger returns a JSON logger on w without sampling, so every
+// "settled" line is kept at debug level.
+func newLogger(w io.Writer, level zapcore.Level) *zap.Logger {
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level))
+}
+
+// run is the whole program; exit codes: 0 ok (including a drained
+// shutdown), 1 failure, 2 bad configuration.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	s, err := parseSettings(args, getenv, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "worker: %v\n", err)
+		}
+		return 2
+	}
+	logger := newLogger(stderr, s.logLevel)
+	defer func() { _ = logger.Sync() }()
+	if err := work(ctx, s, logger); err != nil {
+		logger.Error("worker stopped", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+func work(ctx context.Context, s settings, logger *zap.Logger) error {
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("load AWS config: %w", err)
+	}
+	var mw []consumer.Middleware
+	if s.dedupeTable != "" {
+		store, err := dynamo.New(dynamo.Config{
+			Client:    dynamodb.NewFromConfig(awsCfg),
+			Table:     s.dedupeTable,
+			Namespace: cmp.Or(s.queueName, s.queueURL),
+			Logger:    logger,
+		})
+		if err != nil {
+			return err
+		}
+		if err := store.Check(ctx); err != nil {
+			return err
+		}
+		mw = append(mw, dedupe.Middleware(store, dedupe.Options{Logger: logger}))
+	}
+	c, err := consumer.New(consumer.Config{
+		Client:            sqs.NewFromConfig(awsCfg),
+		QueueURL:          s.queueURL,
+		QueueName:         s.queueName,
+		Handler:           consumer.HandlerFunc(handleOrder(logger)),
+		Middleware:        mw,
+		Concurrency:       s.concurrency,
+		VisibilityTimeout: s.visibility,
+		ShutdownTimeout:   s.shutdownTimeout,
+		MaxAttempts:       s.maxAttempts,
+		Logger:            logger,
+	})
+	if err != nil {
+		return err
+	}
+	logger.Info("worker starting",
+		zap.String("queue", cmp.Or(s.queueURL, s.queueName)),
+		zap.Int("concurrency", s.concurrency),
+		zap.Bool("dedupe", s.dedupeTable != ""))
+	err = c.Run(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Handlers still running at the shutdown timeout were cancelled and
+		// their messages released: nothing is lost.
+		logger.Warn("worker: drain cut short at the shutdown timeout", zap.Error(err))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	logger.Info("worker drained")
+	return nil
+}
+
+// order is the example's message.
+type order struct {
+	OrderID string `json:"order_id"`
+	Amount  int64  `json:"amount"`
+}
+
+// handleOrder is the example handler: a body that is not an order is a
+// permanent failure (dead-lettered with its reason); the work itself is
+// left to the reader.
+func handleOrder(logger *zap.Logger) func(context.Context, *consumer.Message) error {
+	return func(_ context.Context, m *consumer.Message) error {
+		var o order
+		if err := json.Unmarshal([]byte(m.Body), &o); err != nil {
+			return consumer.Permanent(fmt.Errorf("not an order: %w", err))
+		}
+		if o.OrderID == "" {
+			return consumer.Permanent(errors.New("not an order: order_id is missing"))
+		}
+		// Ship the order here; return an error to retry with backoff.
+		logger.Debug("order handled", zap.String("message_id", m.ID), zap.String("order_id", o.OrderID))
+		return nil
+	}
+}
