@@ -1,0 +1,115 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+)
+
+// fakeTx answers TransactWriteItems with the queued errors, then success.
+type fakeTx struct {
+	dynamo.API
+	errs   []error
+	inputs []*dynamodb.TransactWriteItemsInput
+}
+
+func (f *fakeTx) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	f.inputs = append(f.inputs, in)
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		return nil, err
+	}
+	return &dynamodb.TransactWriteItemsOutput{}, nil
+}
+
+func canceled(codes ...string) error {
+	var rs []types.CancellationReason
+	for _, c := range codes {
+		rs = append(rs, types.CancellationReason{Code: aws.String(c)})
+	}
+	return &types.TransactionCanceledException{CancellationReasons: rs}
+}
+
+func oneWrite(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
+	return []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String("t"), Item: map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: "1"}}}}}, nil
+}
+
+func TestTransactionalErrorsUnit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		errs      []error
+		calls     int
+		ok        bool
+		permanent bool
+	}{
+		{"conflicts are resubmitted", []error{canceled("None", "TransactionConflict"), canceled("TransactionConflict", "None")}, 3, true, false},
+		{"endless conflicts become a transient error", []error{canceled("TransactionConflict", "None"), canceled("TransactionConflict", "None"), canceled("TransactionConflict", "None"), canceled("TransactionConflict", "None")}, 4, false, false},
+		{"throttling is transient", []error{canceled("ThrottlingError", "None")}, 1, false, false},
+		{"validation is permanent", []error{canceled("ValidationError", "None")}, 1, false, true},
+		{"ValidationException is permanent", []error{&smithy.GenericAPIError{Code: "ValidationException", Message: "item too large"}}, 1, false, true},
+		{"other errors are transient", []error{&types.InternalServerError{}}, 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeTx{errs: tc.errs}
+			s, err := dynamo.New(dynamo.Config{Client: f, Namespace: "unit"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = dynamo.Transactional(s, oneWrite).Handle(context.Background(), msg("m", "k", "b"))
+			if (err == nil) != tc.ok {
+				t.Fatalf("err = %v, want ok=%v", err, tc.ok)
+			}
+			var pe *consumer.PermanentError
+			if errors.As(err, &pe) != tc.permanent {
+				t.Fatalf("err = %v, want permanent=%v", err, tc.permanent)
+			}
+			if len(f.inputs) != tc.calls {
+				t.Fatalf("%d calls, want %d", len(f.inputs), tc.calls)
+			}
+			for i, in := range f.inputs {
+				if in.ClientRequestToken != nil {
+					t.Fatalf("call %d carries a client request token", i)
+				}
+				for j := range i {
+					if f.inputs[j] == in {
+						t.Fatalf("calls %d and %d share one input: the second would replay the first", j, i)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestIsTransient(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("x"), false},
+		{&types.ProvisionedThroughputExceededException{}, true},
+		{&types.RequestLimitExceeded{}, true},
+		{&types.InternalServerError{}, true},
+		{&smithy.GenericAPIError{Code: "ThrottlingException"}, true},
+		{&types.ConditionalCheckFailedException{}, false},
+		{canceled("ConditionalCheckFailed"), false},
+		{canceled("None", "TransactionConflict"), true},
+	} {
+		if got := dynamo.IsTransient(tc.err); got != tc.want {
+			t.Errorf("IsTransient(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
