@@ -261,6 +261,9 @@ func TestDeadLetterFailureIsReported(t *testing.T) {
 			if got := failures(resp); got != "m1" {
 				t.Errorf("batchItemFailures = %q, want m1 (a dead letter that was not sent must come back)", got)
 			}
+			if v := fake.visibilities()["rh-m1"]; !slices.Equal(v, []int32{10}) {
+				t.Errorf("m1 visibility changes %v, want [10]: retried after the backoff delay", v)
+			}
 		})
 	}
 }

@@ -209,8 +209,9 @@ var (
 //
 //   - ack and duplicate: success (Lambda deletes the message);
 //   - retry: failure, with the message's visibility set to the delay;
-//   - dead letter: sent to the DLQ with its failure, then success; a
-//     failed send is a failure (the message comes back);
+//   - dead letter: sent to the DLQ with its failure, then success; when
+//     the send fails it is retried instead (failure, visibility set to the
+//     backoff delay): never lost;
 //   - release, and records not run (a FIFO group stopped by an earlier
 //     failure, or no time left): failure, visibility set to 0.
 //
@@ -392,14 +393,22 @@ func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
 		r.failed = true
 		h.changeVisibility(ctx, r, visibilitySeconds(res.Delay))
 	case consumer.OutcomeDeadLetter:
-		if err := h.deadLetter(ctx, r, *res); err != nil {
-			r.failed = true
-			h.obs.DeadLettered(r.msg, err)
-			h.log.Error("sqslambda: dead-letter send failed; the message is reported as a failure and will be received again",
+		err := h.deadLetter(ctx, r, *res)
+		h.obs.DeadLettered(r.msg, err)
+		if err != nil {
+			// Not dead-lettered, so not deleted: retry it later instead, as
+			// the consumer does.
+			h.log.Error("sqslambda: dead-letter send failed; the message is reported as a failure and retried later",
 				zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()), zap.Error(err))
+			res.Outcome = consumer.OutcomeRetry
+			res.Delay = h.cfg.Backoff.Delay(max(r.msg.ReceiveCount, 1))
+			res.Err = fmt.Errorf("%w (dead-letter send failed: %v)", res.Err, err)
+			r.failed = true
+			h.changeVisibility(ctx, r, visibilitySeconds(res.Delay))
 			return
 		}
-		h.obs.DeadLettered(r.msg, nil)
+		h.log.Warn("sqslambda: dead-lettered", zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()),
+			zap.String("class", res.Class), zap.Int("receive_count", r.msg.ReceiveCount))
 	default: // release, and anything unknown: never delete
 		r.failed = true
 		h.changeVisibility(ctx, r, 0)
@@ -410,6 +419,10 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result
 	dlq, fifo, err := h.deadLetterQueue(ctx, r.q)
 	if err != nil {
 		return err
+	}
+	if dropped := consumer.DroppedAttributes(r.msg); len(dropped) > 0 {
+		h.log.Warn("sqslambda: dead letter drops attributes to stay within SQS's limit of 10",
+			zap.String("message_id", r.msg.ID), zap.Strings("dropped", dropped))
 	}
 	in := consumer.DeadLetterInput(r.msg, res, r.url, dlq, fifo, h.now())
 	if _, err := h.client.SendMessage(ctx, in); err != nil {
