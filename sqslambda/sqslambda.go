@@ -349,6 +349,8 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 			o = h.skip(ctx, r, fmt.Errorf("sqslambda: not run: the URL of queue %s is unknown", r.q.arn))
 		case hctx.Err() != nil:
 			o = h.skip(ctx, r, fmt.Errorf("%w: %w", ErrNoTimeLeft, context.Cause(hctx)))
+		case r.ctx.Err() != nil: // its visibility was lost while it waited
+			o = h.skip(ctx, r, context.Cause(r.ctx))
 		default:
 			o = h.run(ctx, r)
 		}

@@ -133,7 +133,9 @@ func TestLostVisibilityCancelsTheHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := newFake()
 		var cause error
+		var ran []string
 		h := consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+			ran = append(ran, msg.ID)
 			select {
 			case <-time.After(time.Minute):
 				return nil
@@ -143,12 +145,17 @@ func TestLostVisibilityCancelsTheHandler(t *testing.T) {
 			}
 		})
 		a := newHandler(t, refusingSQS{fake}, h, func(c *sqslambda.Config) { c.Visibility = 3 * time.Second })
-		resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec(stdARN, "m1", "x", "")}})
-		if got := failures(resp); got != "m1" {
-			t.Errorf("batchItemFailures = %q, want m1", got)
+		resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+			rec(stdARN, "m1", "x", ""), rec(stdARN, "m2", "y", ""),
+		}})
+		if got := failures(resp); got != "m1,m2" {
+			t.Errorf("batchItemFailures = %q, want m1,m2", got)
 		}
 		if !errors.Is(cause, consumer.ErrLeaseLost) {
 			t.Errorf("handler context cause = %v, want ErrLeaseLost", cause)
+		}
+		if !slices.Equal(ran, []string{"m1"}) {
+			t.Errorf("ran %v, want only m1: m2 lost its visibility before it started", ran)
 		}
 	})
 }
