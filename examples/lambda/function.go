@@ -104,7 +104,7 @@ func handleOrder(logger *zap.Logger) func(context.Context, *consumer.Message) er
 			return consumer.Permanent(errors.New("not an order: order_id is missing"))
 		}
 		// Ship the order here; return an error to retry with backoff.
-		logger.Info("order handled", zap.String("message_id", m.ID), zap.String("order_id", o.OrderID))
+		logger.Debug("order handled", zap.String("message_id", m.ID), zap.String("order_id", o.OrderID))
 		return nil
 	}
 }

@@ -105,7 +105,7 @@ func TestFunction(t *testing.T) {
 		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 
-	env := map[string]string{"QUEUE_URL": url, "DEDUPE_TABLE": table, "AWS_LAMBDA_FUNCTION_TIMEOUT": "30"}
+	env := map[string]string{"QUEUE_URL": url, "DEDUPE_TABLE": table, "AWS_LAMBDA_FUNCTION_TIMEOUT": "30", "LOG_LEVEL": "debug"}
 	var logs bytes.Buffer
 	h, logger, err := newFunction(context.Background(), func(k string) string { return env[k] }, &logs)
 	if err != nil {
