@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -32,8 +33,9 @@ type dead struct {
 	attempt int
 }
 
-// putDead sends dead letters to a DLQ the way the consumer does.
-func putDead(t testing.TB, client *sqs.Client, dlqURL string, fifo bool, msgs ...dead) {
+// putDead sends dead letters to a DLQ the way the consumer does, and
+// returns the entries it sent.
+func putDead(t testing.TB, client *sqs.Client, dlqURL string, fifo bool, msgs ...dead) (sent []types.SendMessageBatchRequestEntry) {
 	t.Helper()
 	for i := 0; i < len(msgs); i += 10 {
 		var entries []types.SendMessageBatchRequestEntry
@@ -66,24 +68,43 @@ func putDead(t testing.TB, client *sqs.Client, dlqURL string, fifo bool, msgs ..
 			}
 			entries = append(entries, e)
 		}
-		out, err := client.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(dlqURL), Entries: entries})
+		sendEntries(t, client, dlqURL, entries)
+		sent = append(sent, entries...)
+	}
+	return sent
+}
+
+// sendEntries sends entries (≤ 10 at a time), each FIFO one with a new
+// deduplication id.
+func sendEntries(t testing.TB, client *sqs.Client, url string, entries []types.SendMessageBatchRequestEntry) {
+	t.Helper()
+	for i := 0; i < len(entries); i += 10 {
+		batch := slices.Clone(entries[i:min(i+10, len(entries))])
+		for j := range batch {
+			if batch[j].MessageDeduplicationId != nil {
+				batch[j].MessageDeduplicationId = aws.String(testenv.Name("d"))
+			}
+		}
+		out, err := client.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: batch})
 		if err != nil {
-			t.Fatalf("put dead letters: %v", err)
+			t.Fatalf("send: %v", err)
 		}
 		if len(out.Failed) > 0 {
-			t.Fatalf("put dead letters: %d failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
+			t.Fatalf("send: %d failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
 		}
 	}
 }
 
-// drain receives and deletes every message of a queue, in receive order.
+// drain receives and deletes every message of a queue, in receive order,
+// until the queue is empty (a receive whose response was lost hides its
+// messages for a few seconds; drain waits for them).
 func drain(t testing.TB, client *sqs.Client, queueURL string) []types.Message {
 	t.Helper()
 	var out []types.Message
-	empty := 0
-	for empty < 2 {
+	deadline := time.Now().Add(30 * time.Second)
+	for empty := 0; ; {
 		res, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 30,
+			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 5,
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
@@ -91,7 +112,9 @@ func drain(t testing.TB, client *sqs.Client, queueURL string) []types.Message {
 			t.Fatalf("drain receive: %v", err)
 		}
 		if len(res.Messages) == 0 {
-			empty++
+			if empty++; empty >= 2 && (total(t, client, queueURL) == 0 || time.Now().After(deadline)) {
+				return out
+			}
 			continue
 		}
 		empty = 0
@@ -102,7 +125,6 @@ func drain(t testing.TB, client *sqs.Client, queueURL string) []types.Message {
 			}
 		}
 	}
-	return out
 }
 
 // bodies returns the sorted bodies of messages.

@@ -454,12 +454,9 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 				entries[i] = m.entry(it, i)
 			}
 			out, e := m.r.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest.URL), Entries: entries})
-			if e != nil {
+			if e != nil { // the SDK has retried what it could
 				err = fmt.Errorf("redrive: send to %s: %w", dest.Name, e)
-				if ctx.Err() != nil {
-					break
-				}
-				continue
+				break
 			}
 			var retry []item
 			for _, s := range out.Successful {
