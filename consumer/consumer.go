@@ -178,8 +178,8 @@ type runner struct {
 	settler  *settler
 
 	capacity *capacity
-	workers  chan struct{} // Concurrency tokens
-	stopping chan struct{} // closed when Run's context is cancelled
+	workers  chan struct{}   // Concurrency tokens
+	stopping <-chan struct{} // Run's ctx.Done(): closed when the drain starts
 	workBase context.Context
 	stopWork context.CancelCauseFunc
 	workWG   sync.WaitGroup
@@ -210,7 +210,6 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		obs:      cfg.Observer,
 		capacity: newCapacity(cfg.Concurrency + cfg.Prefetch),
 		workers:  make(chan struct{}, cfg.Concurrency),
-		stopping: make(chan struct{}),
 		running:  map[*inflight]struct{}{},
 		lanes:    map[string]*lane{},
 	}
@@ -249,6 +248,7 @@ func c0(d, def time.Duration) time.Duration {
 }
 
 func (r *runner) run(ctx context.Context) error {
+	r.stopping = ctx.Done()
 	bg := context.WithoutCancel(ctx)
 	r.workBase, r.stopWork = context.WithCancelCause(bg)
 	defer r.stopWork(nil)
@@ -266,7 +266,6 @@ func (r *runner) run(ctx context.Context) error {
 
 	<-ctx.Done()
 	r.log.Info("consumer draining", zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
-	close(r.stopping)
 	recvWG.Wait()
 
 	workDone := make(chan struct{})
