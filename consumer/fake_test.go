@@ -326,3 +326,9 @@ func (f *fakeSQS) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput, _ ...
 	}
 	return nil, &types.QueueDoesNotExist{Message: aws.String("no such queue")}
 }
+
+type (
+	sqsDeleteBatchInput  = sqs.DeleteMessageBatchInput
+	sqsDeleteBatchOutput = sqs.DeleteMessageBatchOutput
+	sqsOpt               = func(*sqs.Options)
+)

@@ -1,0 +1,286 @@
+package consumer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/consumer/consumertest"
+)
+
+// TestSettledLogLines: one debug line per settled message with the fields
+// the issue names, whatever the outcome.
+func TestSettledLogLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeSQS(false, 30*time.Second)
+		bodies := map[string]string{}
+		for _, b := range []string{"ok", "dup", "retry", "dead"} {
+			bodies[f.send(b, "")] = b
+		}
+		core, logs := observer.New(zapcore.DebugLevel)
+		stop := startFake(t, f, consumer.Config{
+			Logger:  zap.New(core),
+			KeyFunc: func(m *consumer.Message) string { return "key-" + m.Body },
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				switch m.Body {
+				case "dup":
+					return fmt.Errorf("claim: %w", consumer.ErrDuplicate)
+				case "retry":
+					return consumer.RetryAfter(errors.New("later"), time.Hour)
+				case "dead":
+					return consumer.Permanent(errors.New("no"))
+				}
+				return nil
+			}),
+		})
+		for len(logs.FilterMessage(consumer.SettledMessage).All()) < 4 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"ok": "ack", "dup": "duplicate", "retry": "retry", "dead": "dead_letter"}
+		lines := logs.FilterMessage(consumer.SettledMessage).All()
+		if len(lines) != 4 {
+			t.Fatalf("%d settled lines, want 4", len(lines))
+		}
+		for _, l := range lines {
+			if l.Level != zapcore.DebugLevel {
+				t.Errorf("settled line at %s", l.Level)
+			}
+			fields := l.ContextMap()
+			body := bodies[fmt.Sprint(fields["message_id"])]
+			if fields["key"] != "key-"+body || fields["outcome"] != want[body] {
+				t.Errorf("line %v: want key key-%s and outcome %s", fields, body, want[body])
+			}
+			if rc, ok := fields["receive_count"].(int64); !ok || rc != 1 {
+				t.Errorf("receive_count %#v, want int64 1", fields["receive_count"])
+			}
+			if _, ok := fields["duration"].(time.Duration); !ok {
+				t.Errorf("duration %#v, want a time.Duration", fields["duration"])
+			}
+		}
+		for _, l := range logs.All() {
+			if l.Level >= zapcore.InfoLevel {
+				for _, v := range l.ContextMap() {
+					if s, ok := v.(string); ok && (s == "ok" || s == "dead") {
+						t.Errorf("a message body appears in an info-level line: %v", l.ContextMap())
+					}
+				}
+			}
+		}
+		if len(f.dlq) != 1 {
+			t.Errorf("%d dead letters, want 1", len(f.dlq))
+		}
+	})
+}
+
+// TestLoggerConfigDoesNotSample: 1,000 settled lines through the logger
+// examples use all reach the output (zap.NewProduction would keep ~200).
+func TestLoggerConfigDoesNotSample(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "log.json")
+	cfg := consumer.LoggerConfig(zapcore.DebugLevel)
+	cfg.OutputPaths = []string{path}
+	logger, err := cfg.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		m := consumertest.NewMessage("secret body", consumertest.WithID(fmt.Sprint(i)))
+		consumer.LogSettled(logger, m, consumer.Result{Outcome: consumer.OutcomeAck, Duration: time.Millisecond})
+	}
+	_ = logger.Sync()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 1000 {
+		t.Fatalf("%d lines written, want 1000", len(lines))
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(lines[999]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["msg"] != "settled" || rec["message_id"] != "999" || rec["outcome"] != "ack" || rec["receive_count"] != float64(1) {
+		t.Errorf("line %v", rec)
+	}
+	if strings.Contains(string(data), "secret body") {
+		t.Error("the body was logged")
+	}
+}
+
+// TestLeaseLostCancelsHandler: a refused visibility extension cancels the
+// handler's context with a cause wrapping ErrLeaseLost.
+func TestLeaseLostCancelsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeSQS(false, 3*time.Second)
+		f.send("slow", "")
+		obs := &recordingObserver{}
+		var cause atomic.Value
+		stop := startFake(t, f, consumer.Config{
+			Observer: obs,
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				f.mu.Lock()
+				f.failVisibility[aws.ToString(m.Raw.ReceiptHandle)] = true
+				f.mu.Unlock()
+				<-ctx.Done()
+				cause.Store(context.Cause(ctx))
+				return ctx.Err()
+			}),
+		})
+		for cause.Load() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		err, _ := cause.Load().(error)
+		if !errors.Is(err, consumer.ErrLeaseLost) || !strings.Contains(err.Error(), "ReceiptHandleIsInvalid") {
+			t.Errorf("cause %v, want ErrLeaseLost with the refusal", err)
+		}
+		if len(obs.lost) != 1 || obs.hbFailed != 1 {
+			t.Errorf("observed %d lost leases, %d heartbeat failures; want 1 and 1", len(obs.lost), obs.hbFailed)
+		}
+	})
+}
+
+// TestOnHeartbeatErrorCancelsHandler: the functions a middleware registers
+// with Message.OnHeartbeat run on each tick while the handler runs; an
+// error cancels the handler with ErrLeaseLost.
+func TestOnHeartbeatErrorCancelsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeSQS(false, 30*time.Second)
+		f.send("x", "")
+		var beats atomic.Int64
+		errLease := errors.New("dedupe lease taken over")
+		var cause atomic.Value
+		var ran atomic.Int64
+		stop := startFake(t, f, consumer.Config{
+			Middleware: []consumer.Middleware{func(next consumer.Handler) consumer.Handler {
+				return consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+					m.OnHeartbeat(func(ctx context.Context) error {
+						if beats.Add(1) == 3 {
+							return errLease
+						}
+						return nil
+					})
+					return next.Handle(ctx, m)
+				})
+			}},
+			Backoff: consumer.Backoff{Base: time.Hour, RandFunc: ceiling},
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				ran.Add(1)
+				<-ctx.Done()
+				cause.Store(context.Cause(ctx))
+				return ctx.Err()
+			}),
+		})
+		for cause.Load() == nil {
+			time.Sleep(time.Second)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		err, _ := cause.Load().(error)
+		if !errors.Is(err, consumer.ErrLeaseLost) || !errors.Is(err, errLease) {
+			t.Errorf("cause %v, want ErrLeaseLost wrapping the heartbeat error", err)
+		}
+		if beats.Load() != 3 || ran.Load() != 1 {
+			t.Errorf("%d beats, %d runs; want 3 and 1", beats.Load(), ran.Load())
+		}
+	})
+}
+
+// TestSettlerRetriesFailedEntries: entries a batch call reports as failed
+// are retried one by one.
+func TestSettlerRetriesFailedEntries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeSQS(false, 30*time.Second)
+		for i := range 5 {
+			f.send(fmt.Sprint(i), "")
+		}
+		flaky := &flakyDeletes{fakeSQS: f, fail: map[string]bool{}}
+		var n atomic.Int64
+		c, err := consumer.New(consumer.Config{
+			Client: flaky, QueueURL: f.queueURL,
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				if m.Body == "1" || m.Body == "3" {
+					flaky.mu.Lock()
+					flaky.fail[aws.ToString(m.Raw.ReceiptHandle)] = true
+					flaky.mu.Unlock()
+				}
+				n.Add(1)
+				return nil
+			}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- c.Run(ctx) }()
+		for len(f.live()) > 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n.Load() != 5 {
+			t.Errorf("%d handled, want 5", n.Load())
+		}
+		if got := f.count("DeleteMessage"); got != 2 {
+			t.Errorf("%d single DeleteMessage retries, want 2", got)
+		}
+	})
+}
+
+// flakyDeletes reports chosen handles as failed in DeleteMessageBatch
+// (without deleting them).
+type flakyDeletes struct {
+	*fakeSQS
+	fail map[string]bool
+}
+
+func (f *flakyDeletes) DeleteMessageBatch(ctx context.Context, in *sqsDeleteBatchInput, o ...sqsOpt) (*sqsDeleteBatchOutput, error) {
+	f.mu.Lock()
+	var keep []types.DeleteMessageBatchRequestEntry
+	var failed []types.BatchResultErrorEntry
+	for _, e := range in.Entries {
+		if f.fail[aws.ToString(e.ReceiptHandle)] {
+			failed = append(failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), SenderFault: false})
+			continue
+		}
+		keep = append(keep, e)
+	}
+	f.mu.Unlock()
+	out := &sqsDeleteBatchOutput{}
+	if len(keep) > 0 {
+		in2 := *in
+		in2.Entries = keep
+		o2, err := f.fakeSQS.DeleteMessageBatch(ctx, &in2, o...)
+		if err != nil {
+			return nil, err
+		}
+		out.Successful = o2.Successful
+	}
+	out.Failed = failed
+	return out, nil
+}
