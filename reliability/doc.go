@@ -1,0 +1,14 @@
+// Package reliability holds sqsonce's reliability suite: scenarios that
+// attack the ledger example (crashes, injected faults, slow handlers,
+// shutdown under load, bad input, redrive under crash) on the local stack
+// and then check the promise of DESIGN.md: the total applied equals the
+// sum over distinct valid credits, no credit was applied twice, the source
+// queue is empty, and the DLQ holds every malformed message and nothing
+// else.
+//
+// `make test` runs a short version; `make test-reliability` runs the full
+// one (SQSONCE_RELIABILITY=full) and prints, per scenario, messages
+// processed, faults injected, crashes, and the invariant check:
+//
+//	make test-reliability
+package reliability
