@@ -31,8 +31,9 @@ const maxReasonLen = 2048
 //
 // SQS allows 10 attributes per message. When the original attributes
 // leave no room for the ones sqsonce adds, the original attributes whose
-// names sort last are dropped (sqsonce-* attributes are always kept): the
-// dead letter is never refused for want of room. [DroppedAttributes] tells
+// names sort last are dropped (sqsonce-id and sqsonce-failure are always
+// kept; other sqsonce-* names go last): the dead letter is never refused
+// for want of room. [DroppedAttributes] tells
 // which ones a given message would lose.
 func DeadLetterInput(msg *Message, res Result, sourceQueueURL, dlqURL string, fifo bool, now time.Time) *sqs.SendMessageInput {
 	reason := res.Reason
@@ -106,20 +107,29 @@ func DroppedAttributes(msg *Message) []string {
 }
 
 // droppable lists the attributes to remove so that at most
-// MaxMessageAttributes remain: non-sqsonce names, last in sort order first.
+// MaxMessageAttributes remain: never sqsonce-id or sqsonce-failure; other
+// names last in sort order first, other sqsonce-* names only when that is
+// not enough.
 func droppable(attrs map[string]types.MessageAttributeValue) []string {
 	extra := len(attrs) - MaxMessageAttributes
 	if extra <= 0 {
 		return nil
 	}
-	var names []string
+	var plain, ours []string
 	for name := range attrs {
-		if !strings.HasPrefix(name, "sqsonce-") {
-			names = append(names, name)
+		switch {
+		case name == AttrID || name == AttrFailure:
+		case strings.HasPrefix(name, "sqsonce-"):
+			ours = append(ours, name)
+		default:
+			plain = append(plain, name)
 		}
 	}
-	slices.Sort(names)
-	slices.Reverse(names)
+	slices.Sort(plain)
+	slices.Reverse(plain)
+	slices.Sort(ours)
+	slices.Reverse(ours)
+	names := append(plain, ours...)
 	return names[:min(extra, len(names))]
 }
 
