@@ -1,5 +1,6 @@
 # sqsonce — `make help` lists the targets.
 SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TAGS := integration
@@ -7,7 +8,9 @@ STACK := localstack/stack.sh
 WITH_STACK := bash localstack/with-stack.sh
 TEST_TIMEOUT ?= 15m
 
-.PHONY: help build test test-unit lint stack-up stack-down demo bench
+FUZZTIME ?= 10s
+
+.PHONY: help build test test-unit test-reliability fuzz lint stack-up stack-down demo bench
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -20,6 +23,15 @@ test: ## unit + integration tests against the local stack (starts it if needed, 
 
 test-unit: ## unit tests only, no stack (integration tests skip)
 	env -u AWS_ENDPOINT_URL_SQS -u AWS_ENDPOINT_URL_DYNAMODB -u SQSONCE_INTEGRATION $(GO) test -race -count=1 ./...
+
+test-reliability: ## the full reliability suite (six scenarios at full size) with a summary per scenario
+	$(WITH_STACK) env SQSONCE_RELIABILITY=full $(GO) test -count=1 -timeout 60m -v -run . ./reliability/ 2>&1 | tee .stack/reliability.log | grep -E '^(RELIABILITY|--- |PASS|FAIL|ok)'
+
+fuzz: ## run every fuzz target for FUZZTIME (10s) each
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
+		done; done
 
 lint: ## go vet (every build tag) and staticcheck
 	$(GO) vet ./...
@@ -36,5 +48,6 @@ demo: ## the exactly-once ledger demo on the local stack (the stack stays up; `m
 	bash $(STACK) up
 	. "$$(bash $(STACK) env)" && $(GO) run ./localstack/setup && bash examples/ledger/demo.sh
 
-bench: ## print the benchmark table (placeholder until the benchmark suite lands)
-	@echo "bench: no benchmarks yet"
+bench: ## the benchmark table: sqsonce next to the plain SDK loops on the same servers (starts the stack if needed)
+	$(WITH_STACK) $(GO) run ./bench
+	$(WITH_STACK) $(GO) test -run '^$$' -bench . -benchmem ./consumer/ ./dedupe/
