@@ -227,7 +227,7 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		Client:     cfg.Client,
 		QueueURL:   q.url,
 		Visibility: q.visibility,
-		Interval:   c0(cfg.HeartbeatInterval, q.visibility/3),
+		Interval:   orDefault(cfg.HeartbeatInterval, q.visibility/3),
 		OnTick:     r.beatHandlers,
 		OnFailure:  cfg.Observer.HeartbeatFailed,
 		Logger:     r.log,
@@ -240,7 +240,8 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	return r, nil
 }
 
-func c0(d, def time.Duration) time.Duration {
+// orDefault returns d when positive, else def.
+func orDefault(d, def time.Duration) time.Duration {
 	if d > 0 {
 		return d
 	}
@@ -543,12 +544,10 @@ func (r *runner) settled(m *inflight, res Result) {
 	r.capacity.release(1)
 }
 
-// leaseLost is the heartbeat's callback for a handle it could not keep.
+// leaseLost records that m's visibility or dedupe lease is lost and
+// cancels its handler (if running) with a cause wrapping ErrLeaseLost; a
+// message that has not started will not run.
 func (r *runner) leaseLost(m *inflight, err error) {
-	r.cancelLost(m, err)
-}
-
-func (r *runner) cancelLost(m *inflight, err error) {
 	lerr := fmt.Errorf("%w: %w", ErrLeaseLost, err)
 	m.mu.Lock()
 	if m.lost != nil {
@@ -574,7 +573,7 @@ func (r *runner) beatHandlers(ctx context.Context) {
 		ms = append(ms, m)
 	}
 	r.mu.Unlock()
-	timeout := c0(r.cfg.HeartbeatInterval, r.q.visibility/3)
+	timeout := orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
 	var wg sync.WaitGroup
 	for _, m := range ms {
 		fns := m.msg.heartbeats()
@@ -586,7 +585,7 @@ func (r *runner) beatHandlers(ctx context.Context) {
 			defer cancel()
 			for _, fn := range fns {
 				if err := fn(bctx); err != nil {
-					r.cancelLost(m, err)
+					r.leaseLost(m, err)
 					return
 				}
 			}
