@@ -159,6 +159,11 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 			return dedupe.Claim{}, fmt.Errorf("dynamo: claim: %w", err)
 		}
 		old := parseRecord(ccf.Item)
+		if old.token == token && old.status == dedupe.StatusInProgress {
+			// Our own write: the SDK retried a PutItem that had been
+			// applied but whose answer was lost (a reset, a timeout).
+			return dedupe.Claim{Status: dedupe.Claimed, Token: token, LeaseUntil: until}, nil
+		}
 		c, live := old.conflict(fingerprint, now)
 		if live || attempt >= 2 {
 			return c, nil
@@ -274,7 +279,16 @@ func (s *Store) Complete(ctx context.Context, key, token string) error {
 		ConditionExpression:       aws.String(ownedCondition),
 		ExpressionAttributeNames:  map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#lu": AttrLeaseUntil, "#exp": AttrExpiresAt},
 		ExpressionAttributeValues: vals,
+		// The old item tells a retried Complete that had been applied
+		// (same token, COMPLETED) from a lost claim.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if old := parseRecord(ccf.Item); old.token == token && old.status == dedupe.StatusCompleted {
+			return nil
+		}
+	}
 	if err != nil {
 		return fenced("complete", err)
 	}
