@@ -268,6 +268,18 @@ func (r *runner) run(ctx context.Context) error {
 	<-ctx.Done()
 	r.log.Info("consumer draining", zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
 	recvWG.Wait()
+	// FIFO messages waiting behind a running handler of their group are
+	// released now, not when that handler finishes. (Standard-queue
+	// messages waiting for a worker see ctx.Done in acquire.)
+	r.mu.Lock()
+	lanes := make([]*lane, 0, len(r.lanes))
+	for _, l := range r.lanes {
+		lanes = append(lanes, l)
+	}
+	r.mu.Unlock()
+	for _, l := range lanes {
+		r.releaseLane(l, nil)
+	}
 
 	workDone := make(chan struct{})
 	go func() { r.workWG.Wait(); close(workDone) }()

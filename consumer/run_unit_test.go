@@ -179,3 +179,69 @@ func (o *recordingObserver) receivedCount() int {
 	defer o.mu.Unlock()
 	return o.received
 }
+
+// TestFIFOShutdownReleasesLanes: on shutdown the messages waiting in FIFO
+// lanes are released at once; running handlers are cancelled with
+// ErrShutdown at ShutdownTimeout and their messages released too.
+func TestFIFOShutdownReleasesLanes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeSQS(true, 30*time.Second)
+		for i := range 5 {
+			for g := range 3 {
+				f.send(fmt.Sprintf("g%d-%d", g, i), fmt.Sprintf("g%d", g))
+			}
+		}
+		obs := &recordingObserver{}
+		var mu sync.Mutex
+		var causes []error
+		stop := startFake(t, f, consumer.Config{
+			Concurrency: 3, Prefetch: 12, Receivers: 1,
+			ShutdownTimeout: 10 * time.Second,
+			Observer:        obs,
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				<-ctx.Done()
+				mu.Lock()
+				causes = append(causes, context.Cause(ctx))
+				mu.Unlock()
+				return ctx.Err()
+			}),
+		})
+		for obs.receivedCount() < 10 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		start := time.Now()
+		errc := make(chan error, 1)
+		go func() { errc <- stop() }()
+		time.Sleep(time.Second)
+		if got := obs.count(consumer.OutcomeRelease); got != 7 {
+			t.Errorf("%d released one second into the drain, want the 7 waiting in lanes", got)
+		}
+		err := <-errc
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Run = %v, want context.DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d != 10*time.Second {
+			t.Errorf("drain took %s, want the 10s ShutdownTimeout", d)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(causes) != 3 {
+			t.Fatalf("%d handlers cancelled, want 3", len(causes))
+		}
+		for _, c := range causes {
+			if !errors.Is(c, consumer.ErrShutdown) {
+				t.Errorf("cause %v, want ErrShutdown", c)
+			}
+		}
+		now := time.Now()
+		for _, m := range f.live() {
+			if m.visibleAt.After(now) {
+				t.Errorf("%s still invisible after the drain", m.body)
+			}
+		}
+		if n := len(f.live()); n != 15 {
+			t.Errorf("%d messages left, want all 15", n)
+		}
+	})
+}
