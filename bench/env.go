@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
@@ -16,12 +17,14 @@ type env struct {
 	client *sqs.Client
 	prefix string
 	urls   []string
+	ddb    *dynamodb.Client
+	tables []string
 }
 
-func newEnv(ctx context.Context, client *sqs.Client) (*env, error) {
+func newEnv(ctx context.Context, client *sqs.Client, ddb *dynamodb.Client) (*env, error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return &env{client: client, prefix: "bench-" + hex.EncodeToString(b)}, nil
+	return &env{client: client, ddb: ddb, prefix: "bench-" + hex.EncodeToString(b)}, nil
 }
 
 func (e *env) queue(ctx context.Context, name string, fifo bool) (string, error) {
@@ -42,5 +45,8 @@ func (e *env) queue(ctx context.Context, name string, fifo bool) (string, error)
 func (e *env) cleanup() {
 	for _, u := range e.urls {
 		_, _ = e.client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+	}
+	for _, t := range e.tables {
+		_, _ = e.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(t)})
 	}
 }

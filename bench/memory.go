@@ -101,9 +101,9 @@ func (b *bench) memory() ([]row, error) {
 	bodies := float64(m.finish()) / (1 << 20)
 	return []row{
 		{name: fmt.Sprintf("peak heap, %d msgs", small), value: heaps[0], unit: "MiB"},
-		{name: fmt.Sprintf("peak heap, %d msgs", large), value: heaps[1], limit: heaps[0], unit: "MiB", target: "≤ 1.1", note: "limit: the smaller run's peak"},
+		row{name: fmt.Sprintf("peak heap, %d msgs", large), value: heaps[1], limit: heaps[0], unit: "MiB", note: "limit: the smaller run's peak"}.with(ratioAtMost(1.1)),
 		{name: fmt.Sprintf("RSS after %d msgs", small), value: rss[0], unit: "MiB"},
-		{name: fmt.Sprintf("RSS after %d msgs", large), value: rss[1], limit: rss[0], unit: "MiB", target: "≤ 1.1", note: "limit: RSS after the smaller run"},
+		row{name: fmt.Sprintf("RSS after %d msgs", large), value: rss[1], limit: rss[0], unit: "MiB", note: "limit: RSS after the smaller run"}.with(ratioAtMost(1.1)),
 		{name: "peak heap, 1 MB of bodies in flight", value: bodies, unit: "MiB", note: "100 × 10 KiB bodies held 2 s"},
 	}, nil
 }

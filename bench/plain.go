@@ -17,13 +17,22 @@ import (
 // preload sends n messages to the queue in batches of ten, eight batches at
 // a time. groups > 0 spreads them over that many FIFO groups.
 func preload(ctx context.Context, client *sqs.Client, queueURL string, n, groups int, body string) error {
+	return preloadGroups(ctx, client, queueURL, n, groups, func(int) string { return body })
+}
+
+// preloadWith sends n messages whose bodies bodyFunc makes.
+func preloadWith(ctx context.Context, client *sqs.Client, queueURL string, n int, bodyFunc func(i int) string) error {
+	return preloadGroups(ctx, client, queueURL, n, 0, bodyFunc)
+}
+
+func preloadGroups(ctx context.Context, client *sqs.Client, queueURL string, n, groups int, bodyFunc func(i int) string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for start := 0; start < n; start += 10 {
 		g.Go(func() error {
 			var entries []sqstypes.SendMessageBatchRequestEntry
 			for i := start; i < min(start+10, n); i++ {
-				e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i - start)), MessageBody: aws.String(body)}
+				e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i - start)), MessageBody: aws.String(bodyFunc(i))}
 				if groups > 0 {
 					e.MessageGroupId = aws.String(fmt.Sprintf("g%03d", i%groups))
 					e.MessageDeduplicationId = aws.String(strconv.Itoa(i))

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+)
+
+// dedupeConcurrency is the consumer's Concurrency and the plain loops'
+// worker count in the dedupe rows.
+const dedupeConcurrency = 32
+
+// countingDDB counts DynamoDB write requests.
+type countingDDB struct {
+	*dynamodb.Client
+	writes atomic.Int64
+}
+
+func (c *countingDDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.writes.Add(1)
+	return c.Client.PutItem(ctx, in, o...)
+}
+
+func (c *countingDDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.writes.Add(1)
+	return c.Client.UpdateItem(ctx, in, o...)
+}
+
+func (c *countingDDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	c.writes.Add(1)
+	return c.Client.DeleteItem(ctx, in, o...)
+}
+
+func (c *countingDDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.writes.Add(1)
+	return c.Client.TransactWriteItems(ctx, in, o...)
+}
+
+var _ dynamo.API = (*countingDDB)(nil)
+
+// table creates a dedupe-shaped table (pk S) for the run and deletes it
+// at the end.
+func (b *bench) table(ctx context.Context, name string) (string, error) {
+	t := fmt.Sprintf("%s-%s", b.env.prefix, name)
+	if err := dynamo.CreateTable(ctx, b.ddb, t); err != nil {
+		return "", err
+	}
+	b.env.tables = append(b.env.tables, t)
+	return t, nil
+}
+
+// plainDDB runs fn n times on dedupeConcurrency workers and returns ops/s.
+func plainDDB(n int, fn func(i int) error) (float64, error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for range dedupeConcurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1))
+				if i > n {
+					return
+				}
+				if err := fn(i); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func sAttr(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+func nAttr(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// dedupeRows: sqsonce with the DynamoDB dedupe store, in lease mode and in
+// transactional mode, against the plain loop of the same writes (a
+// conditional PutItem; a TransactWriteItems of a conditional put and an
+// update) at the same concurrency.
+func (b *bench) dedupeRows() ([]row, error) {
+	ctx := b.ctx
+	n := max(b.n/4, 500)
+	table, err := b.table(ctx, "dedupe")
+	if err != nil {
+		return nil, err
+	}
+	effects, err := b.table(ctx, "effects")
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	putLimit, err := plainDDB(n, func(i int) error {
+		_, err := b.ddb.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(table),
+			Item: map[string]types.AttributeValue{
+				"pk": sAttr("plain#" + strconv.Itoa(i)), "status": sAttr("IN_PROGRESS"), "token": sAttr("t"),
+				"lease_until": nAttr(now.Add(time.Minute).UnixMilli()), "expires_at": nAttr(now.Add(time.Hour).Unix()),
+			},
+			ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :now"),
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":now": nAttr(now.Unix())},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("plain PutItem loop: %w", err)
+	}
+	txLimit, err := plainDDB(n, func(i int) error {
+		_, err := b.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{
+				TableName: aws.String(table),
+				Item: map[string]types.AttributeValue{
+					"pk": sAttr("plaintx#" + strconv.Itoa(i)), "status": sAttr("COMPLETED"), "expires_at": nAttr(now.Add(time.Hour).Unix()),
+				},
+				ConditionExpression:       aws.String("attribute_not_exists(pk) OR expires_at < :now"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":now": nAttr(now.Unix())},
+			}},
+			{Update: &types.Update{
+				TableName: aws.String(effects), Key: map[string]types.AttributeValue{"pk": sAttr("plain-counter-" + strconv.Itoa(i%50))},
+				UpdateExpression: aws.String("ADD n :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": nAttr(1)},
+			}},
+		}})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("plain TransactWriteItems loop: %w", err)
+	}
+
+	// Lease mode: claim, no-op handler, complete.
+	leaseDDB := &countingDDB{Client: b.ddb}
+	leaseStore, err := dynamo.New(dynamo.Config{Client: leaseDDB, Table: table, Namespace: "lease"})
+	if err != nil {
+		return nil, err
+	}
+	q, err := b.env.queue(ctx, "lease", false)
+	if err != nil {
+		return nil, err
+	}
+	if err := preloadUnique(ctx, b, q, n); err != nil {
+		return nil, err
+	}
+	lease, err := runConsumer(ctx, b.client, q, n, runOpts{concurrency: dedupeConcurrency,
+		middleware: []consumer.Middleware{dedupe.Middleware(leaseStore, dedupe.Options{})}})
+	if err != nil {
+		return nil, err
+	}
+
+	// Transactional mode: the effect and the dedupe record in one
+	// TransactWriteItems.
+	txDDB := &countingDDB{Client: b.ddb}
+	txStore, err := dynamo.New(dynamo.Config{Client: txDDB, Table: table, Namespace: "tx"})
+	if err != nil {
+		return nil, err
+	}
+	q2, err := b.env.queue(ctx, "tx", false)
+	if err != nil {
+		return nil, err
+	}
+	if err := preloadUnique(ctx, b, q2, n); err != nil {
+		return nil, err
+	}
+	var counter atomic.Int64
+	tx, err := runConsumer(ctx, b.client, q2, n, runOpts{concurrency: dedupeConcurrency,
+		handler: dynamo.Transactional(txStore, func(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
+			i := counter.Add(1)
+			return []types.TransactWriteItem{{Update: &types.Update{
+				TableName: aws.String(effects), Key: map[string]types.AttributeValue{"pk": sAttr("counter-" + strconv.FormatInt(i%50, 10))},
+				UpdateExpression: aws.String("ADD n :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": nAttr(1)},
+			}}}, nil
+		})})
+	if err != nil {
+		return nil, err
+	}
+	return []row{
+		row{name: "dedupe, lease mode (conc 32)", value: lease.rate, limit: putLimit, unit: "msgs/s", note: "limit: plain conditional PutItem loop, 32 workers"}.with(ratioAtLeast(0.8)),
+		row{name: "dedupe, transactional mode (conc 32)", value: tx.rate, limit: txLimit, unit: "msgs/s", note: "limit: plain TransactWriteItems loop (put + update), 32 workers"}.with(ratioAtLeast(0.8)),
+		{name: "DynamoDB writes per message, lease mode", value: float64(leaseDDB.writes.Load()) / float64(n), unit: "req/msg", note: "claim PutItem + complete UpdateItem"},
+		{name: "DynamoDB writes per message, transactional", value: float64(txDDB.writes.Load()) / float64(n), unit: "req/msg", note: "one TransactWriteItems"},
+	}, nil
+}
+
+// preloadUnique sends n messages with distinct bodies (so the dedupe
+// fingerprints differ) and distinct sqsonce-ids.
+func preloadUnique(ctx context.Context, b *bench, queueURL string, n int) error {
+	return preloadWith(ctx, b.client, queueURL, n, func(i int) string { return fmt.Sprintf(`{"i":%d}`, i) })
+}
