@@ -131,27 +131,33 @@ var queueAttrs = []types.QueueAttributeName{
 	types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
 }
 
-// Queue resolves a queue by name or URL. A queue that does not exist gives
-// an error wrapping [ErrUnknownQueue].
+// Queue resolves a queue by name or URL. A URL is read for its account and
+// name only: the queue's URL is asked of the configured endpoint (its host
+// is never contacted). A queue that does not exist gives an error wrapping
+// [ErrUnknownQueue].
 func (r *Redriver) Queue(ctx context.Context, nameOrURL string) (Queue, error) {
-	if nameOrURL == "" {
-		return Queue{}, fmt.Errorf("%w: empty queue name", ErrUnknownQueue)
-	}
-	u := nameOrURL
-	if !strings.Contains(nameOrURL, "://") {
-		if strings.ContainsAny(nameOrURL, "/:") {
-			return Queue{}, fmt.Errorf("%w: %q is neither a queue name nor a URL", ErrUnknownQueue, nameOrURL)
+	in := &sqs.GetQueueUrlInput{QueueName: aws.String(nameOrURL)}
+	if strings.Contains(nameOrURL, "://") {
+		u, err := url.Parse(nameOrURL)
+		parts := []string{}
+		if err == nil {
+			parts = strings.Split(strings.Trim(u.Path, "/"), "/")
 		}
-		out, err := r.client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(nameOrURL)})
-		if err != nil {
-			if isNoQueue(err) {
-				return Queue{}, fmt.Errorf("%w: %s", ErrUnknownQueue, nameOrURL)
-			}
-			return Queue{}, fmt.Errorf("redrive: get queue url %s: %w", nameOrURL, err)
+		if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+			return Queue{}, fmt.Errorf("%w: %q is not a queue URL (want https://HOST/ACCOUNT/NAME)", ErrUnknownQueue, nameOrURL)
 		}
-		u = aws.ToString(out.QueueUrl)
+		in = &sqs.GetQueueUrlInput{QueueName: aws.String(parts[1]), QueueOwnerAWSAccountId: aws.String(parts[0])}
+	} else if nameOrURL == "" || strings.ContainsAny(nameOrURL, "/:") {
+		return Queue{}, fmt.Errorf("%w: %q is neither a queue name nor a URL", ErrUnknownQueue, nameOrURL)
 	}
-	q, err := r.describe(ctx, u)
+	out, err := r.client.GetQueueUrl(ctx, in)
+	if err != nil {
+		if isNoQueue(err) {
+			return Queue{}, fmt.Errorf("%w: %s", ErrUnknownQueue, nameOrURL)
+		}
+		return Queue{}, fmt.Errorf("redrive: get queue url %s: %w", nameOrURL, err)
+	}
+	q, err := r.describe(ctx, aws.ToString(out.QueueUrl))
 	if err != nil && isNoQueue(err) {
 		return Queue{}, fmt.Errorf("%w: %s", ErrUnknownQueue, nameOrURL)
 	}

@@ -10,14 +10,10 @@ import (
 	"github.com/sqsonce/sqsonce/redrive"
 )
 
-// isTerminal reports whether v is a character device (a terminal).
+// isTerminal reports whether v is a file open on a terminal.
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && terminal(f)
 }
 
 // bar shows progress on stderr: a redrawn bar on a terminal, a plain line
