@@ -245,3 +245,9 @@ func TestFIFOShutdownReleasesLanes(t *testing.T) {
 		}
 	})
 }
+
+func (o *recordingObserver) lostCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.lost)
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -283,4 +284,58 @@ func (f *flakyDeletes) DeleteMessageBatch(ctx context.Context, in *sqsDeleteBatc
 	}
 	out.Failed = failed
 	return out, nil
+}
+
+// TestLostBeforeStartNotRun: a message waiting for a worker whose
+// visibility cannot be extended is not run (another consumer may have it).
+func TestLostBeforeStartNotRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeSQS(false, 3*time.Second)
+		f.send("first", "")
+		f.send("second", "")
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var ran []string
+		obs := &recordingObserver{}
+		stop := startFake(t, f, consumer.Config{
+			Concurrency: 1, Prefetch: 1, Receivers: 1, Observer: obs,
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				mu.Lock()
+				ran = append(ran, m.Body)
+				first := len(ran) == 1
+				mu.Unlock()
+				if first {
+					// Make the waiting message's extension fail, then keep
+					// the only worker busy past its visibility.
+					f.mu.Lock()
+					for _, fm := range f.msgs {
+						if fm.body != m.Body {
+							f.failVisibility[fm.handle] = true
+						}
+					}
+					f.mu.Unlock()
+					<-release
+				}
+				return nil
+			}),
+		})
+		for obs.lostCount() == 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		close(release)
+		for obs.count(consumer.OutcomeAck)+obs.count(consumer.OutcomeRelease) < 2 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(ran) != 1 {
+			t.Errorf("handlers ran for %v: the message whose lease was lost before it started was run", ran)
+		}
+		if obs.count(consumer.OutcomeRelease) != 1 {
+			t.Errorf("%d released, want 1", obs.count(consumer.OutcomeRelease))
+		}
+	})
 }
