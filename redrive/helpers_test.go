@@ -102,7 +102,7 @@ func drain(t testing.TB, client *sqs.Client, queueURL string) []types.Message {
 	t.Helper()
 	var out []types.Message
 	deadline := time.Now().Add(30 * time.Second)
-	for empty := 0; ; {
+	for {
 		res, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 5,
 			MessageAttributeNames:       []string{"All"},
@@ -112,12 +112,11 @@ func drain(t testing.TB, client *sqs.Client, queueURL string) []types.Message {
 			t.Fatalf("drain receive: %v", err)
 		}
 		if len(res.Messages) == 0 {
-			if empty++; empty >= 2 && (total(t, client, queueURL) == 0 || time.Now().After(deadline)) {
+			if total(t, client, queueURL) == 0 || time.Now().After(deadline) {
 				return out
 			}
 			continue
 		}
-		empty = 0
 		for _, m := range res.Messages {
 			out = append(out, m)
 			if _, err := client.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
@@ -146,7 +145,7 @@ func total(t testing.TB, client *sqs.Client, url string) int {
 // newRedriver returns a Redriver with short timeouts for tests.
 func newRedriver(t testing.TB, client redrive.SQSAPI) *redrive.Redriver {
 	t.Helper()
-	r, err := redrive.New(redrive.Config{Client: client, VisibilityTimeout: 10 * time.Second})
+	r, err := redrive.New(redrive.Config{Client: client, VisibilityTimeout: 10 * time.Second, EmptyReceives: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
