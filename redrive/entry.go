@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
 )
@@ -87,9 +88,14 @@ func (r *Redriver) setVisibility(ctx context.Context, q Queue, handles []string,
 		out, err := r.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
 		if err != nil {
 			failed += len(chunk)
+			r.log.Warn("redrive: change visibility", zap.String("queue", q.Name), zap.Int("messages", len(chunk)), zap.Error(err))
 			continue
 		}
 		failed += len(out.Failed)
+	}
+	if failed > 0 {
+		r.log.Warn("redrive: some visibility changes failed; those messages come back when their visibility timeout ends",
+			zap.String("queue", q.Name), zap.Int("failed", failed), zap.Int32("visibility_seconds", seconds))
 	}
 	return failed
 }

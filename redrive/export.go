@@ -169,6 +169,7 @@ func (r *Redriver) Export(ctx context.Context, dlq Queue, w io.Writer, opts Expo
 			}
 		}
 		sum.Moved += len(written)
+		sum.Active = time.Since(start)
 		progress(PhaseSent)
 		if !opts.Delete {
 			for _, m := range written {
@@ -304,6 +305,7 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 				}
 				continue
 			}
+			sum.Active = time.Since(start)
 			for _, s := range out.Successful {
 				if i, ok := entryIndex(s.Id, len(batch)); ok {
 					sum.Moved++

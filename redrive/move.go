@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
 )
@@ -121,15 +122,27 @@ type Summary struct {
 	Notes []string `json:"notes,omitempty"`
 	// Elapsed is the wall time of the command.
 	Elapsed time.Duration `json:"-"`
+	// Active is the time from the start to the last message moved (the
+	// end of a pass waits for one more empty receive, which Elapsed counts).
+	Active time.Duration `json:"-"`
 }
 
-// MarshalJSON adds elapsed_seconds.
+// Rate is the messages moved per second of Active time.
+func (s Summary) Rate() float64 {
+	if s.Active <= 0 {
+		return 0
+	}
+	return float64(s.Moved) / s.Active.Seconds()
+}
+
+// MarshalJSON adds elapsed_seconds and rate_per_second.
 func (s Summary) MarshalJSON() ([]byte, error) {
 	type plain Summary
 	return json.Marshal(struct {
 		plain
 		ElapsedSeconds float64 `json:"elapsed_seconds"`
-	}{plain(s), s.Elapsed.Seconds()})
+		RatePerSecond  float64 `json:"rate_per_second"`
+	}{plain(s), s.Elapsed.Seconds(), s.Rate()})
 }
 
 // Plan is Move with DryRun set: it reports what would move, by failure
@@ -269,6 +282,7 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 		}
 		items = append(items, item{e: e, dest: dest})
 	}
+	m.r.log.Debug("redrive: batch", zap.String("dlq", m.dlq.Name), zap.Int("received", len(msgs)), zap.Int("to_move", len(items)), zap.Bool("dry_run", m.opts.DryRun))
 	m.progress(PhaseReceived)
 	if len(items) == 0 {
 		return nil
@@ -308,6 +322,7 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 		}
 		sentAny = true
 		m.sum.Moved += len(ok)
+		m.sum.Active = time.Since(m.start)
 		m.progress(PhaseSent)
 		sent := make([]*consumer.Message, len(ok))
 		for i, it := range ok {
@@ -456,6 +471,7 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 			out, e := m.r.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest.URL), Entries: entries})
 			if e != nil { // the SDK has retried what it could
 				err = fmt.Errorf("redrive: send to %s: %w", dest.Name, e)
+				m.r.log.Warn("redrive: send batch failed", zap.String("queue", dest.Name), zap.Int("messages", len(pending)), zap.Error(e))
 				break
 			}
 			var retry []item
@@ -470,6 +486,8 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 					continue
 				}
 				err = fmt.Errorf("redrive: send to %s: %s: %s", dest.Name, aws.ToString(f.Code), aws.ToString(f.Message))
+				m.r.log.Warn("redrive: send failed", zap.String("queue", dest.Name), zap.String("message_id", pending[i].e.Message.ID),
+					zap.String("code", aws.ToString(f.Code)), zap.Bool("sender_fault", f.SenderFault))
 				if f.SenderFault {
 					failed = append(failed, pending[i])
 				} else {

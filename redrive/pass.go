@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
 )
@@ -151,6 +152,7 @@ func (p *pass) drained(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	now := time.Now()
+	p.r.log.Debug("redrive: messages in flight elsewhere; waiting for them", zap.String("queue", p.q.Name), zap.Int("in_flight", inFlight), zap.Int("held", own))
 	if p.waitUntil.IsZero() {
 		p.waitUntil = now.Add(p.r.vis + 2*time.Second)
 	}
@@ -195,6 +197,9 @@ func (p *pass) delete(ctx context.Context, msgs []*consumer.Message) (failed []*
 		if !bad[m.ID] {
 			p.deleted[m.ID] = true
 		}
+	}
+	for _, m := range failed {
+		p.r.log.Warn("redrive: delete failed; the message will be handed on again (a duplicate)", zap.String("queue", p.q.Name), zap.String("message_id", m.ID))
 	}
 	return failed
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	"go.uber.org/zap"
 )
 
 // SQSAPI is the part of the SQS client the redrive tool uses.
@@ -64,6 +65,10 @@ type Config struct {
 	EmptyReceives int
 	// NowFunc returns the current time. Defaults to time.Now.
 	NowFunc func() time.Time
+	// Logger receives send, delete and release failures (warn) and one
+	// line per batch (debug); never message bodies. Defaults to
+	// zap.NewNop().
+	Logger *zap.Logger
 }
 
 // Redriver moves messages out of dead-letter queues. Its methods are safe
@@ -74,6 +79,7 @@ type Redriver struct {
 	wait    time.Duration
 	empties int
 	now     func() time.Time
+	log     *zap.Logger
 }
 
 // New returns a Redriver, filling Config's zero values with their defaults.
@@ -99,6 +105,7 @@ func New(cfg Config) (*Redriver, error) {
 		wait:    cmp.Or(cfg.WaitTime, time.Second),
 		empties: max(1, cmp.Or(cfg.EmptyReceives, 2)),
 		now:     cfg.NowFunc,
+		log:     cmp.Or(cfg.Logger, zap.NewNop()),
 	}, nil
 }
 

@@ -414,15 +414,12 @@ func (a *app) confirm(question string, yes bool) error {
 
 // summary prints the end-of-command summary.
 func (a *app) summary(command, queue string, sum redrive.Summary) {
-	rate := 0.0
-	if s := sum.Elapsed.Seconds(); s > 0 {
-		rate = float64(sum.Moved) / s
-	}
+	rate := sum.Rate()
 	if a.g.json {
 		b, _ := json.Marshal(sum)
 		var o map[string]any
 		_ = json.Unmarshal(b, &o)
-		o["command"], o["queue"], o["rate_per_second"] = command, queue, rate
+		o["command"], o["queue"] = command, queue
 		a.emit(o)
 		return
 	}
