@@ -38,6 +38,24 @@ type Record struct {
 	Failure *consumer.Failure `json:"failure,omitempty"`
 }
 
+// class is the record's failure class, from Failure or else from its
+// sqsonce-failure attribute.
+func (rec Record) class() string {
+	f := rec.Failure
+	if f == nil {
+		if a, ok := rec.Attributes[consumer.AttrFailure]; ok && a.StringValue != nil {
+			var pf consumer.Failure
+			if json.Unmarshal([]byte(*a.StringValue), &pf) == nil {
+				f = &pf
+			}
+		}
+	}
+	if f == nil || f.Class == "" {
+		return ClassNone
+	}
+	return f.Class
+}
+
 // Attribute is a message attribute in a [Record].
 type Attribute struct {
 	// DataType is String, Number or Binary, with any custom suffix.
@@ -309,11 +327,7 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 			for _, s := range out.Successful {
 				if i, ok := entryIndex(s.Id, len(batch)); ok {
 					sum.Moved++
-					c := ClassNone
-					if f := batch[i].Failure; f != nil && f.Class != "" {
-						c = f.Class
-					}
-					sum.ByClass[c]++
+					sum.ByClass[batch[i].class()]++
 				}
 			}
 			var retry []types.SendMessageBatchRequestEntry

@@ -168,7 +168,7 @@ type mover struct {
 	start time.Time
 	total int
 	runID string
-	paced int
+	next  time.Time // when the next paced batch may go
 
 	to      *Queue
 	dests   map[string]Queue
@@ -366,14 +366,19 @@ func (m *mover) progress(ph Phase) {
 		Skipped: m.sum.Skipped, Failed: m.sum.Failed, Elapsed: time.Since(m.start)})
 }
 
-// pace waits until moving n more messages keeps within Rate.
+// pace waits until moving n more messages keeps within Rate: each batch
+// waits n/Rate after the previous one (or after the start). Time lost
+// waiting for SQS is not made up with a burst.
 func (m *mover) pace(ctx context.Context, n int) error {
 	if m.opts.Rate <= 0 {
 		return nil
 	}
-	m.paced += n
-	due := m.start.Add(time.Duration(float64(m.paced) / m.opts.Rate * float64(time.Second)))
-	d := time.Until(due)
+	now := time.Now()
+	if m.next.IsZero() {
+		m.next = m.start
+	}
+	m.next = later(m.next, now.Add(-time.Second/10)).Add(time.Duration(float64(n) / m.opts.Rate * float64(time.Second)))
+	d := m.next.Sub(now)
 	if d <= 0 {
 		return nil
 	}
@@ -385,6 +390,14 @@ func (m *mover) pace(ctx context.Context, n int) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // rounds splits a batch so that a FIFO group has at most one message per

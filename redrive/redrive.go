@@ -61,7 +61,9 @@ type Config struct {
 	// WaitTime is the long-poll wait of each receive. Defaults to 1s.
 	WaitTime time.Duration
 	// EmptyReceives is how many receives in a row that bring no new message
-	// end a pass over a queue. Defaults to 2.
+	// end a pass over a queue (a long poll asks every SQS server, and a pass
+	// also waits for messages that SQS shows in flight but it does not
+	// hold). Defaults to 1.
 	EmptyReceives int
 	// NowFunc returns the current time. Defaults to time.Now.
 	NowFunc func() time.Time
@@ -103,7 +105,7 @@ func New(cfg Config) (*Redriver, error) {
 		client:  cfg.Client,
 		vis:     cmp.Or(cfg.VisibilityTimeout, 30*time.Second),
 		wait:    cmp.Or(cfg.WaitTime, time.Second),
-		empties: max(1, cmp.Or(cfg.EmptyReceives, 2)),
+		empties: max(1, cfg.EmptyReceives),
 		now:     cfg.NowFunc,
 		log:     cmp.Or(cfg.Logger, zap.NewNop()),
 	}, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/sqsonce/sqsonce/redrive"
 )
@@ -146,7 +147,9 @@ func args(pos []string, want int, shape string) error {
 
 // redriver connects to SQS as the flags and the environment say.
 func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
-	var opts []func(*config.LoadOptions) error
+	// The SDK's own warnings (an unread response body on a cancelled long
+	// poll) are noise for people; errors are reported as errors.
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	if a.g.region != "" {
 		opts = append(opts, config.WithRegion(a.g.region))
 	}
@@ -230,7 +233,8 @@ func age(d time.Duration) string {
 	case d < time.Minute:
 		return d.Round(time.Second).String()
 	case d < 48*time.Hour:
-		return d.Round(time.Minute).String()
+		m := int(d.Round(time.Minute).Minutes())
+		return fmt.Sprintf("%dh%02dm", m/60, m%60)
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
