@@ -38,9 +38,14 @@ type Config struct {
 	// receive batch size. Defaults to 10.
 	Concurrency int
 	// Prefetch is how many messages may wait, received but not started,
-	// beyond Concurrency (kept invisible by the heartbeat meanwhile).
-	// Defaults to 0: a receiver only asks for messages a free worker can
-	// start at once.
+	// beyond Concurrency (kept invisible by the heartbeat meanwhile). A
+	// receiver asks for a full batch of 10 when 10 slots of
+	// Concurrency+Prefetch are free, and for fewer only when a worker would
+	// otherwise idle; so with Prefetch ≥ 9 every receive asks for 10 (one
+	// receive per ten messages) and workers do not wait for receives.
+	// Defaults to Concurrency, at most 10: a waiting message waits about
+	// one handler run at most. Set [NoPrefetch] for none: a receiver then
+	// asks only for messages a free worker can start at once.
 	Prefetch int
 	// Receivers is how many goroutines long-poll SQS. Defaults to one per
 	// 10 messages of capacity (Concurrency+Prefetch), between 1 and 8.
@@ -88,6 +93,9 @@ type Config struct {
 	NowFunc func() time.Time
 }
 
+// NoPrefetch, as [Config.Prefetch], turns prefetch off.
+const NoPrefetch = -1
+
 // Defaults.
 const (
 	DefaultConcurrency     = 10
@@ -111,11 +119,17 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Handler == nil {
 		bad("Handler is required")
 	}
-	if cfg.Concurrency < 0 || cfg.Prefetch < 0 || cfg.Receivers < 0 || cfg.MaxAttempts < 0 {
-		bad("Concurrency (%d), Prefetch (%d), Receivers (%d) and MaxAttempts (%d) must not be negative",
+	if cfg.Concurrency < 0 || cfg.Prefetch < NoPrefetch || cfg.Receivers < 0 || cfg.MaxAttempts < 0 {
+		bad("Concurrency (%d), Prefetch (%d), Receivers (%d) and MaxAttempts (%d) must not be negative (Prefetch may be NoPrefetch)",
 			cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.MaxAttempts)
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	switch {
+	case cfg.Prefetch == 0:
+		cfg.Prefetch = min(max(cfg.Concurrency, 1), settleBatch)
+	case cfg.Prefetch == NoPrefetch:
+		cfg.Prefetch = 0
+	}
 	capacity := max(cfg.Concurrency, 1) + max(cfg.Prefetch, 0)
 	cfg.Receivers = cmp.Or(cfg.Receivers, min(max((capacity+9)/10, 1), 8))
 	if cfg.Receivers > capacity {

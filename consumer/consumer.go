@@ -208,7 +208,7 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		q:        q,
 		log:      cfg.Logger.With(zap.String("queue_url", q.url)),
 		obs:      cfg.Observer,
-		capacity: newCapacity(cfg.Concurrency + cfg.Prefetch),
+		capacity: newCapacity(cfg.Concurrency, cfg.Prefetch),
 		workers:  make(chan struct{}, cfg.Concurrency),
 		running:  map[*inflight]struct{}{},
 		lanes:    map[string]*lane{},
@@ -607,22 +607,35 @@ func (r *runner) beatHandlers(ctx context.Context) {
 }
 
 // capacity counts free slots (Concurrency+Prefetch) for receivers.
+//
+// A receiver takes slots only when a full batch (10) is free, or when
+// fewer slots are held than there are workers (more than Prefetch free), so
+// that a worker would otherwise idle. With Prefetch of 9 or more every
+// receive asks for 10 (one receive call per ten messages); with Prefetch 0
+// a receiver asks for whatever a free worker can start at once.
 type capacity struct {
-	mu   sync.Mutex
-	free int
-	wake chan struct{}
+	mu        sync.Mutex
+	free      int
+	threshold int // free slots needed before a receiver takes any
+	wake      chan struct{}
 }
 
-func newCapacity(n int) *capacity { return &capacity{free: n, wake: make(chan struct{}, 1)} }
+func newCapacity(concurrency, prefetch int) *capacity {
+	return &capacity{
+		free:      concurrency + prefetch,
+		threshold: min(settleBatch, prefetch+1, concurrency+prefetch),
+		wake:      make(chan struct{}, 1),
+	}
+}
 
-// reserve waits until a slot is free and takes up to n of them.
+// reserve waits until enough slots are free and takes up to n of them.
 func (c *capacity) reserve(ctx context.Context, n int) (int, error) {
 	for {
 		c.mu.Lock()
-		if c.free > 0 {
+		if c.free >= c.threshold {
 			got := min(n, c.free)
 			c.free -= got
-			more := c.free > 0
+			more := c.free >= c.threshold
 			c.mu.Unlock()
 			if more {
 				c.signal()
@@ -641,8 +654,11 @@ func (c *capacity) reserve(ctx context.Context, n int) (int, error) {
 func (c *capacity) release(n int) {
 	c.mu.Lock()
 	c.free += n
+	ready := c.free >= c.threshold
 	c.mu.Unlock()
-	c.signal()
+	if ready {
+		c.signal()
+	}
 }
 
 func (c *capacity) signal() {

@@ -1,0 +1,106 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// askingSQS records the MaxNumberOfMessages of every receive and the most
+// messages held (received, not yet settled) at once.
+type askingSQS struct {
+	*fakeSQS
+	mu      sync.Mutex
+	asks    []int32
+	held    int
+	maxHeld int
+}
+
+func (a *askingSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := a.fakeSQS.ReceiveMessage(ctx, in, o...)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asks = append(a.asks, in.MaxNumberOfMessages)
+	if err == nil {
+		a.held += len(out.Messages)
+		a.maxHeld = max(a.maxHeld, a.held)
+	}
+	return out, err
+}
+
+func (a *askingSQS) settled() {
+	a.mu.Lock()
+	a.held--
+	a.mu.Unlock()
+}
+
+func runAsking(t *testing.T, n int, cfg consumer.Config) *askingSQS {
+	t.Helper()
+	a := &askingSQS{fakeSQS: newFakeSQS(false, 30*time.Second)}
+	for i := range n {
+		a.send(fmt.Sprint(i), "")
+	}
+	cfg.Client, cfg.QueueURL = a, a.queueURL
+	cfg.Observer = &recordingObserver{onSettled: func(*consumer.Message, consumer.Result) { a.settled() }}
+	cfg.Handler = consumer.HandlerFunc(func(context.Context, *consumer.Message) error {
+		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	c, err := consumer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	for len(a.live()) > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestReceivesAskForFullBatches: with the default prefetch every receive
+// asks for 10 messages, and never more are held than Concurrency+Prefetch.
+func TestReceivesAskForFullBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := runAsking(t, 500, consumer.Config{Concurrency: 32})
+		for _, n := range a.asks {
+			if n != 10 {
+				t.Fatalf("a receive asked for %d messages, want 10 (asks %v)", n, a.asks)
+			}
+		}
+		if a.maxHeld > 32+10 {
+			t.Errorf("%d messages held at once, more than Concurrency+Prefetch (42)", a.maxHeld)
+		}
+		if len(a.asks) > 500/10+5 {
+			t.Errorf("%d receives for 500 messages", len(a.asks))
+		}
+	})
+}
+
+// TestNoPrefetchAsksForFreeWorkers: with NoPrefetch a receiver asks only
+// for messages a free worker can start, so at most Concurrency are held.
+func TestNoPrefetchAsksForFreeWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := runAsking(t, 60, consumer.Config{Concurrency: 3, Prefetch: consumer.NoPrefetch})
+		for _, n := range a.asks {
+			if n > 3 {
+				t.Fatalf("a receive asked for %d messages with Concurrency 3 and no prefetch", n)
+			}
+		}
+		if a.maxHeld > 3 {
+			t.Errorf("%d messages held at once, want at most 3", a.maxHeld)
+		}
+	})
+}
