@@ -661,3 +661,82 @@ func TestDestinationDefaults(t *testing.T) {
 		t.Fatalf("single source got %v", got)
 	}
 }
+
+// An interrupted move (Ctrl-C) returns with every message either moved or
+// back in the DLQ, visible.
+func TestMoveInterrupted(t *testing.T) {
+	t.Parallel()
+	client := testenv.SQS(t)
+	src, dlq := testenv.QueueWithDLQ(t, client, testenv.Prefix(t), testenv.QueueOptions{})
+	putDead(t, client, dlq, false, seq("int", 40, src)...)
+	r := newRedriver(t, client)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, _ := redrive.ParseFilters("body~[02468]$") // half the messages are held back
+	sum, err := r.Move(ctx, resolve(t, r, dlq), redrive.MoveOptions{Filters: f, Progress: func(p redrive.Progress) {
+		if p.Phase == redrive.PhaseDeleted && p.Moved >= 5 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	if v, fl := testenv.Count(t, client, dlq); fl != 0 || v != 40-sum.Moved {
+		t.Fatalf("after the interrupt the dlq has %d visible, %d in flight; %d moved", v, fl, sum.Moved)
+	}
+	if n := total(t, client, src); n != sum.Moved {
+		t.Fatalf("source has %d, summary says %d", n, sum.Moved)
+	}
+}
+
+// failSync is a file whose Sync fails.
+type failSync struct{ bytes.Buffer }
+
+func (*failSync) Sync() error { return errors.New("disk on fire") }
+
+// Export --delete deletes nothing it could not sync.
+func TestExportDeletesOnlySynced(t *testing.T) {
+	t.Parallel()
+	client := testenv.SQS(t)
+	src, dlq := testenv.QueueWithDLQ(t, client, testenv.Prefix(t), testenv.QueueOptions{})
+	putDead(t, client, dlq, false, seq("sync", 6, src)...)
+	r := newRedriver(t, client)
+	sum, err := r.Export(context.Background(), resolve(t, r, dlq), &failSync{}, redrive.ExportOptions{Delete: true})
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("err %v (%+v)", err, sum)
+	}
+	if v, f := testenv.Count(t, client, dlq); v != 6 || f != 0 {
+		t.Fatalf("dlq %d visible, %d in flight: an unsynced export deleted messages", v, f)
+	}
+}
+
+// A send failure in a FIFO group stops that group (its later messages
+// stay, in order); other groups move.
+func TestSendFailureFIFOKeepsOrder(t *testing.T) {
+	t.Parallel()
+	client := testenv.SQS(t)
+	src, dlq := testenv.QueueWithDLQ(t, client, testenv.Prefix(t), testenv.QueueOptions{FIFO: true})
+	var msgs []dead
+	for i := range 4 {
+		for _, g := range []string{"a", "b"} {
+			msgs = append(msgs, dead{body: fmt.Sprintf("%s-%d", g, i), group: g, class: "permanent", source: src})
+		}
+	}
+	putDead(t, client, dlq, true, msgs...)
+	// The first send carries a-0 and b-0 (one per group): fail b-0.
+	r := newRedriver(t, &flaky{SQSAPI: client, failOn: 1, entries: []int{1}})
+	sum, err := r.Move(context.Background(), resolve(t, r, dlq), redrive.MoveOptions{})
+	if err != nil || sum.Failed != 1 || sum.Moved != 4 {
+		t.Fatalf("%+v %v", sum, err)
+	}
+	if got := bodies(drain(t, client, src)); !slices.Equal(got, []string{"a-0", "a-1", "a-2", "a-3"}) {
+		t.Fatalf("moved %v", got)
+	}
+	var left []string
+	for _, m := range drain(t, client, dlq) {
+		left = append(left, aws.ToString(m.Body))
+	}
+	if !slices.Equal(left, []string{"b-0", "b-1", "b-2", "b-3"}) {
+		t.Fatalf("left %v", left)
+	}
+}

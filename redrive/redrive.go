@@ -140,8 +140,8 @@ var queueAttrs = []types.QueueAttributeName{
 	types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
 }
 
-// Queue resolves a queue by name or URL. A URL is read for its account and
-// name only: the queue's URL is asked of the configured endpoint (its host
+// Queue resolves a queue by name, URL or ARN. A URL is read for its
+// account and name only: the queue's URL is asked of the configured endpoint (its host
 // is never contacted). A queue that does not exist gives an error wrapping
 // [ErrUnknownQueue].
 func (r *Redriver) Queue(ctx context.Context, nameOrURL string) (Queue, error) {
@@ -156,8 +156,10 @@ func (r *Redriver) Queue(ctx context.Context, nameOrURL string) (Queue, error) {
 			return Queue{}, fmt.Errorf("%w: %q is not a queue URL (want https://HOST/ACCOUNT/NAME)", ErrUnknownQueue, nameOrURL)
 		}
 		in = &sqs.GetQueueUrlInput{QueueName: aws.String(parts[1]), QueueOwnerAWSAccountId: aws.String(parts[0])}
+	} else if arn := strings.Split(nameOrURL, ":"); len(arn) == 6 && arn[0] == "arn" && arn[2] == "sqs" && arn[4] != "" && arn[5] != "" {
+		in = &sqs.GetQueueUrlInput{QueueName: aws.String(arn[5]), QueueOwnerAWSAccountId: aws.String(arn[4])}
 	} else if nameOrURL == "" || strings.ContainsAny(nameOrURL, "/:") {
-		return Queue{}, fmt.Errorf("%w: %q is neither a queue name nor a URL", ErrUnknownQueue, nameOrURL)
+		return Queue{}, fmt.Errorf("%w: %q is not a queue name, URL or ARN", ErrUnknownQueue, nameOrURL)
 	}
 	out, err := r.client.GetQueueUrl(ctx, in)
 	if err != nil {
