@@ -306,6 +306,9 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 	}
 	if err == nil && !a.g.json {
 		fmt.Fprintf(a.stderr, "%d message(s) shown; all are visible again\n", len(entries))
+		if dlq.FIFO {
+			fmt.Fprintln(a.stderr, "FIFO: only the first messages of each group can be seen while the earlier ones are held")
+		}
 	}
 	return err
 }
