@@ -141,8 +141,15 @@ func (r *Redriver) Export(ctx context.Context, dlq Queue, w io.Writer, opts Expo
 		}
 		return 10
 	}
-	err = p.run(ctx, next, func(ctx context.Context, msgs []*consumer.Message) error {
+	err = p.run(ctx, next, func(ctx context.Context, msgs []*consumer.Message) (err error) {
 		var written []*consumer.Message
+		defer func() {
+			if err != nil { // hand back what this batch did not get to
+				for _, m := range msgs {
+					p.hold(m)
+				}
+			}
+		}()
 		for _, m := range msgs {
 			e := r.entry(m)
 			sum.Received++
@@ -346,6 +353,9 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 			pending = retry
 		}
 		batch = batch[:0]
+		if to.FIFO && sum.Failed > 0 {
+			return fmt.Errorf("redrive: import stopped after %d records: a message for a FIFO queue could not be sent, and sending the rest of its group would reorder it", sum.Received)
+		}
 		if opts.Progress != nil {
 			opts.Progress(Progress{Phase: PhaseSent, Total: opts.Total, Received: sum.Received, Moved: sum.Moved, Failed: sum.Failed, Elapsed: time.Since(start)})
 		}

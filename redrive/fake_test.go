@@ -232,3 +232,34 @@ func TestHeldMessagesStayHidden(t *testing.T) {
 		}
 	})
 }
+
+// A message dead-lettered again after this run moved it (a consumer that
+// still fails) is left in the DLQ rather than moved around in a loop.
+func TestCameBackIsNotMovedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake("dlq", "src")
+		f.put("http://fake/dlq", 2)
+		r, _ := redrive.New(redrive.Config{Client: f})
+		ctx := context.Background()
+		dlq, _ := r.Queue(ctx, "dlq")
+		// A "consumer" fails every moved message straight back to the DLQ.
+		back := &bouncer{fakeSQS: f}
+		r, _ = redrive.New(redrive.Config{Client: back})
+		sum, err := r.Move(ctx, dlq, redrive.MoveOptions{To: "src"})
+		if err != nil || sum.Moved != 2 || sum.Skipped != 2 || len(f.queues["http://fake/dlq"].msgs) != 2 {
+			t.Fatalf("%+v %v", sum, err)
+		}
+	})
+}
+
+// bouncer sends every message sent to src on to dlq, as a failing
+// consumer would (attributes kept).
+type bouncer struct{ *fakeSQS }
+
+func (b *bouncer) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, o ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out, err := b.fakeSQS.SendMessageBatch(ctx, in, o...)
+	if err == nil && aws.ToString(in.QueueUrl) == "http://fake/src" {
+		_, err = b.fakeSQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String("http://fake/dlq"), Entries: in.Entries}, o...)
+	}
+	return out, err
+}

@@ -160,15 +160,16 @@ type item struct {
 
 // mover is the state of one Move.
 type mover struct {
-	r     *Redriver
-	p     *pass
-	dlq   Queue
-	opts  MoveOptions
-	sum   Summary
-	start time.Time
-	total int
-	runID string
-	next  time.Time // when the next paced batch may go
+	r       *Redriver
+	p       *pass
+	dlq     Queue
+	opts    MoveOptions
+	sum     Summary
+	start   time.Time
+	startAt time.Time // start by NowFunc, for redrive histories
+	total   int
+	runID   string
+	next    time.Time // when the next paced batch may go
 
 	to      *Queue
 	dests   map[string]Queue
@@ -192,7 +193,7 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 	if opts.Max < 0 || opts.Rate < 0 {
 		return Summary{}, errors.New("redrive: Max and Rate must not be negative")
 	}
-	m := &mover{r: r, p: newPass(r, dlq), dlq: dlq, opts: opts, start: time.Now(), runID: newRunID(),
+	m := &mover{r: r, p: newPass(r, dlq), dlq: dlq, opts: opts, start: time.Now(), startAt: r.now().UTC(), runID: newRunID(),
 		dests: map[string]Queue{}, blocked: map[string]bool{}}
 	m.sum = Summary{DryRun: opts.DryRun, ByClass: map[string]int{}, ByDestination: map[string]int{}}
 	if opts.To != "" {
@@ -202,6 +203,9 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 		}
 		if err := kinds(dlq, to); err != nil {
 			return m.sum, err
+		}
+		if to.URL == dlq.URL {
+			return m.sum, fmt.Errorf("%w: the destination is the DLQ itself", ErrNoDestination)
 		}
 		m.to = &to
 	}
@@ -248,7 +252,7 @@ func kinds(from, to Queue) error {
 // batch sorts one received batch and moves what should move.
 func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 	var items []item
-	for _, msg := range msgs {
+	for i, msg := range msgs {
 		e := m.r.entry(msg)
 		m.sum.Received++
 		switch {
@@ -256,6 +260,14 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 			m.sum.Skipped++
 			m.sum.Blocked++
 			m.p.hold(msg)
+			continue
+		case m.cameBack(msg):
+			m.sum.Skipped++
+			m.p.hold(msg)
+			if m.dlq.FIFO {
+				m.blocked[msg.GroupID] = true
+			}
+			m.note("some messages came back to the DLQ after this run had moved them (still failing?) and were left there")
 			continue
 		case !matchAll(m.opts.Filters, e), m.opts.Max > 0 && m.sum.Matched >= m.opts.Max:
 			m.sum.Skipped++
@@ -267,7 +279,9 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 		}
 		dest, err := m.destination(ctx, e)
 		if err != nil {
-			m.p.hold(msg)
+			for _, rest := range msgs[i:] {
+				m.p.hold(rest)
+			}
 			for _, it := range items {
 				m.p.hold(it.e.Message)
 			}
@@ -434,8 +448,29 @@ func destinations(items []item) []Queue {
 	return out
 }
 
-// destination picks a message's destination.
+// destination picks a message's destination; never the DLQ itself.
 func (m *mover) destination(ctx context.Context, e Entry) (Queue, error) {
+	q, err := m.pick(ctx, e)
+	if err == nil && (q.URL == m.dlq.URL || (q.ARN != "" && q.ARN == m.dlq.ARN)) {
+		return Queue{}, fmt.Errorf("%w: the destination of message %s is the DLQ itself", ErrNoDestination, e.Message.ID)
+	}
+	return q, err
+}
+
+// cameBack reports a message that this run moved already and that was
+// dead-lettered again since (its redrive history is newer than the run's
+// start): moving it again would loop.
+func (m *mover) cameBack(msg *consumer.Message) bool {
+	s := msg.Attribute(AttrRedrive)
+	if s == "" {
+		return false
+	}
+	var h History
+	return json.Unmarshal([]byte(s), &h) == nil && !h.RedrivenAt.Before(m.startAt)
+}
+
+// pick chooses a message's destination.
+func (m *mover) pick(ctx context.Context, e Entry) (Queue, error) {
 	if m.to != nil {
 		return *m.to, nil
 	}

@@ -609,6 +609,9 @@ func TestBadInput(t *testing.T) {
 	if _, err := r.Move(ctx, q, redrive.MoveOptions{To: fifo}); !errors.Is(err, redrive.ErrKindMismatch) {
 		t.Fatalf("standard → FIFO: %v", err)
 	}
+	if _, err := r.Move(ctx, q, redrive.MoveOptions{To: dlq}); !errors.Is(err, redrive.ErrNoDestination) {
+		t.Fatalf("into itself: %v", err)
+	}
 	if _, err := r.Move(ctx, q, redrive.MoveOptions{To: "missing-" + testenv.Name("x")}); !errors.Is(err, redrive.ErrUnknownQueue) {
 		t.Fatalf("unknown destination: %v", err)
 	}
