@@ -378,10 +378,11 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 		size += s
 		return ctx.Err()
 	})
-	if err != nil {
-		return sum, err
+	if err == nil {
+		err = flush()
 	}
-	return sum, flush()
+	sum.Matched = sum.Received
+	return sum, err
 }
 
 // appendOnce appends s unless present (at most 20 notes).
