@@ -29,7 +29,9 @@ func TestList(t *testing.T) {
 	msgs := seq("list", 4, a)
 	msgs[2].age = 3 * time.Hour
 	putDead(t, client, dlq, false, msgs...)
-	for name, c := range map[string]redrive.SQSAPI{"native": client, "fallback": noSources{client}} {
+	// fauxqs answers ListDeadLetterSourceQueues with InvalidAction, so both
+	// of these read RedrivePolicy; local-aws-sqs implements the call.
+	for name, c := range map[string]redrive.SQSAPI{"invalid-action": client, "unsupported": noSources{client}} {
 		r := newRedriver(t, c)
 		var calls int
 		dlqs, err := r.List(context.Background(), func(redrive.ListProgress) { calls++ })
@@ -66,4 +68,25 @@ func TestList(t *testing.T) {
 	if v, f := testenv.Count(t, client, dlq); v != 4 || f != 0 {
 		t.Fatalf("list left %d visible, %d in flight", v, f)
 	}
+}
+
+func TestListNativeSources(t *testing.T) {
+	t.Parallel()
+	client := testenv.MoveTaskSQS(t)
+	src, dlq := testenv.QueueWithDLQ(t, client, testenv.Prefix(t), testenv.QueueOptions{})
+	r := newRedriver(t, client)
+	got, err := r.Sources(context.Background(), resolve(t, r, dlq))
+	if err != nil || len(got) != 1 || got[0].URL != src {
+		t.Fatalf("sources %+v, %v", got, err)
+	}
+	dlqs, err := r.List(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dlqs {
+		if d.URL == dlq && len(d.Sources) == 1 && d.Sources[0].URL == src {
+			return
+		}
+	}
+	t.Fatalf("dlq not listed with its source: %+v", dlqs)
 }

@@ -60,6 +60,9 @@ func (r *Redriver) StartMoveTask(ctx context.Context, dlq Queue, to *Queue, maxP
 	}
 	out, err := r.client.StartMessageMoveTask(ctx, in)
 	if err != nil {
+		if isUnsupported(err) {
+			return "", fmt.Errorf("redrive: start message move task: this endpoint does not implement message move tasks (use move instead): %w", err)
+		}
 		return "", fmt.Errorf("redrive: start message move task: %w", err)
 	}
 	return aws.ToString(out.TaskHandle), nil
