@@ -339,7 +339,9 @@ func TestHelperWorker(t *testing.T) {
 	point := os.Getenv("SQSONCE_WORKER_CRASH")
 	dynamo.SetTestHook(func(p, key string) {
 		if p == point {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			self, _ := os.FindProcess(os.Getpid())
+			_ = self.Kill() // SIGKILL: no deferred code, no settle
+
 			select {}
 		}
 	})
