@@ -178,11 +178,19 @@ type runner struct {
 	settler  *settler
 
 	capacity *capacity
-	workers  chan struct{}   // Concurrency tokens
-	stopping <-chan struct{} // Run's ctx.Done(): closed when the drain starts
-	workBase context.Context
-	stopWork context.CancelCauseFunc
-	workWG   sync.WaitGroup
+	// slotDone frees a capacity slot once a message's settle call returned
+	// (FIFO queues: until then the message still holds its group, so
+	// receiving in its place would only find locked groups). Nil on
+	// standard queues, where the slot is freed when the settle is queued.
+	slotDone func()
+	// unsettled counts messages received and not yet queued to the
+	// settler.
+	unsettled atomic.Int64
+	workers   chan struct{}   // Concurrency tokens
+	stopping  <-chan struct{} // Run's ctx.Done(): closed when the drain starts
+	workBase  context.Context
+	stopWork  context.CancelCauseFunc
+	workWG    sync.WaitGroup
 
 	mu      sync.Mutex
 	running map[*inflight]struct{}
@@ -213,6 +221,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		running:  map[*inflight]struct{}{},
 		lanes:    map[string]*lane{},
 	}
+	if q.fifo {
+		r.slotDone = func() { r.capacity.release(1) }
+	}
 	r.pipeline = &Pipeline{
 		Handler:     cfg.Handler,
 		Middleware:  cfg.Middleware,
@@ -237,6 +248,12 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	}
 	r.hb = hb
 	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, 8, r.log)
+	if q.fifo {
+		// A FIFO message blocks its group until deleted: once every
+		// received message is queued, send what is queued without waiting
+		// for full batches.
+		r.settler.idle = func() bool { return r.unsettled.Load() == 0 }
+	}
 	return r, nil
 }
 
@@ -350,6 +367,7 @@ func (r *runner) receive(ctx context.Context, id int) {
 			r.capacity.release(extra)
 		}
 		now := r.cfg.NowFunc()
+		r.unsettled.Add(int64(len(out.Messages)))
 		for _, raw := range out.Messages {
 			m := &inflight{
 				msg:       NewMessage(raw, r.q.url, now),
@@ -458,12 +476,23 @@ func (r *runner) release(m *inflight, why error) {
 		// The heartbeat dropped it already: the message is visible again
 		// (or with another consumer); the old handle is best left alone.
 		res.Err = lost
-		r.settled(m, res)
+		r.settled(m, res, false)
 		return
 	}
+	r.settle(m, 0)
+	r.settled(m, res, true)
+}
+
+// settle stops heartbeating m, then queues its delete (secs < 0) or its
+// visibility change to secs.
+func (r *runner) settle(m *inflight, secs int32) {
 	r.hb.Remove(m.handle)
-	r.settler.changeVisibility(m.handle, m.msg.ID, 0)
-	r.settled(m, res)
+	r.unsettled.Add(-1)
+	if secs < 0 {
+		r.settler.delete(m.handle, m.msg.ID, r.slotDone)
+		return
+	}
+	r.settler.changeVisibility(m.handle, m.msg.ID, secs, r.slotDone)
 }
 
 // process runs m's handler and settles it.
@@ -478,7 +507,7 @@ func (r *runner) process(m *inflight) Result {
 	m.mu.Unlock()
 	if lost != nil {
 		res := Result{Outcome: OutcomeRelease, Err: lost}
-		r.settled(m, res)
+		r.settled(m, res, false)
 		return res
 	}
 	r.mu.Lock()
@@ -496,8 +525,7 @@ func (r *runner) process(m *inflight) Result {
 
 	switch res.Outcome {
 	case OutcomeAck, OutcomeDuplicate:
-		r.hb.Remove(m.handle)
-		r.settler.delete(m.handle, m.msg.ID)
+		r.settle(m, -1)
 	case OutcomeDeadLetter:
 		if err := r.deadLetter(m, res); err != nil {
 			// Not dead-lettered, so not deleted: retry it later instead.
@@ -506,20 +534,16 @@ func (r *runner) process(m *inflight) Result {
 			res.Outcome = OutcomeRetry
 			res.Delay = r.cfg.Backoff.Delay(max(m.msg.ReceiveCount, 1))
 			res.Err = fmt.Errorf("%w (dead-letter send failed: %v)", res.Err, err)
-			r.hb.Remove(m.handle)
-			r.settler.changeVisibility(m.handle, m.msg.ID, r.visibilitySeconds(m, res.Delay))
+			r.settle(m, r.visibilitySeconds(m, res.Delay))
 			break
 		}
-		r.hb.Remove(m.handle)
-		r.settler.delete(m.handle, m.msg.ID)
+		r.settle(m, -1)
 	case OutcomeRetry:
-		r.hb.Remove(m.handle)
-		r.settler.changeVisibility(m.handle, m.msg.ID, r.visibilitySeconds(m, res.Delay))
+		r.settle(m, r.visibilitySeconds(m, res.Delay))
 	default: // OutcomeRelease
-		r.hb.Remove(m.handle)
-		r.settler.changeVisibility(m.handle, m.msg.ID, 0)
+		r.settle(m, 0)
 	}
-	r.settled(m, res)
+	r.settled(m, res, true)
 	return res
 }
 
@@ -550,10 +574,17 @@ func (r *runner) visibilitySeconds(m *inflight, d time.Duration) int32 {
 	return int32(max(min(secs, left), 0))
 }
 
-func (r *runner) settled(m *inflight, res Result) {
+// settled reports m's outcome and frees its slot, or, when queued on a
+// FIFO queue, leaves that to slotDone once the settle call returned.
+func (r *runner) settled(m *inflight, res Result, queued bool) {
+	if !queued {
+		r.unsettled.Add(-1)
+	}
 	LogSettled(r.log, m.msg, res)
 	r.obs.Settled(m.msg, res)
-	r.capacity.release(1)
+	if !queued || r.slotDone == nil {
+		r.capacity.release(1)
+	}
 }
 
 // leaseLost records that m's visibility or dedupe lease is lost and

@@ -21,6 +21,20 @@ type askingSQS struct {
 	asks    []int32
 	held    int
 	maxHeld int
+	// undeleted counts messages received and not yet deleted (on a FIFO
+	// queue each holds its group).
+	undeleted    int
+	maxUndeleted int
+}
+
+func (a *askingSQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	out, err := a.fakeSQS.DeleteMessageBatch(ctx, in, o...)
+	if err == nil {
+		a.mu.Lock()
+		a.undeleted -= len(out.Successful)
+		a.mu.Unlock()
+	}
+	return out, err
 }
 
 func (a *askingSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
@@ -31,6 +45,8 @@ func (a *askingSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 	if err == nil {
 		a.held += len(out.Messages)
 		a.maxHeld = max(a.maxHeld, a.held)
+		a.undeleted += len(out.Messages)
+		a.maxUndeleted = max(a.maxUndeleted, a.undeleted)
 	}
 	return out, err
 }
@@ -41,11 +57,11 @@ func (a *askingSQS) settled() {
 	a.mu.Unlock()
 }
 
-func runAsking(t *testing.T, n int, cfg consumer.Config) *askingSQS {
+func runAsking(t *testing.T, n, groups int, cfg consumer.Config) *askingSQS {
 	t.Helper()
-	a := &askingSQS{fakeSQS: newFakeSQS(false, 30*time.Second)}
+	a := &askingSQS{fakeSQS: newFakeSQS(groups > 0, 30*time.Second)}
 	for i := range n {
-		a.send(fmt.Sprint(i), "")
+		a.send(fmt.Sprint(i), fmt.Sprintf("g%d", i%max(groups, 1)))
 	}
 	cfg.Client, cfg.QueueURL = a, a.queueURL
 	cfg.Observer = &recordingObserver{onSettled: func(*consumer.Message, consumer.Result) { a.settled() }}
@@ -74,7 +90,7 @@ func runAsking(t *testing.T, n int, cfg consumer.Config) *askingSQS {
 // asks for 10 messages, and never more are held than Concurrency+Prefetch.
 func TestReceivesAskForFullBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := runAsking(t, 500, consumer.Config{Concurrency: 32})
+		a := runAsking(t, 500, 0, consumer.Config{Concurrency: 32})
 		for _, n := range a.asks {
 			if n != 10 {
 				t.Fatalf("a receive asked for %d messages, want 10 (asks %v)", n, a.asks)
@@ -93,7 +109,7 @@ func TestReceivesAskForFullBatches(t *testing.T) {
 // for messages a free worker can start, so at most Concurrency are held.
 func TestNoPrefetchAsksForFreeWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := runAsking(t, 60, consumer.Config{Concurrency: 3, Prefetch: consumer.NoPrefetch})
+		a := runAsking(t, 60, 0, consumer.Config{Concurrency: 3, Prefetch: consumer.NoPrefetch})
 		for _, n := range a.asks {
 			if n > 3 {
 				t.Fatalf("a receive asked for %d messages with Concurrency 3 and no prefetch", n)
@@ -101,6 +117,21 @@ func TestNoPrefetchAsksForFreeWorkers(t *testing.T) {
 		}
 		if a.maxHeld > 3 {
 			t.Errorf("%d messages held at once, want at most 3", a.maxHeld)
+		}
+	})
+}
+
+// TestFIFOSlotsHeldUntilDeleted: on a FIFO queue a message holds its group
+// until it is deleted, so it holds its slot until then too: never more
+// than Concurrency+Prefetch messages (groups) are out at once.
+func TestFIFOSlotsHeldUntilDeleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := runAsking(t, 600, 60, consumer.Config{Concurrency: 8, Prefetch: 12})
+		if a.maxUndeleted > 20 {
+			t.Errorf("%d FIFO messages received and not yet deleted at once, more than Concurrency+Prefetch (20)", a.maxUndeleted)
+		}
+		if a.maxUndeleted < 10 {
+			t.Errorf("at most %d FIFO messages out at once: receives did not fill the capacity", a.maxUndeleted)
 		}
 	})
 }

@@ -25,7 +25,8 @@ const settleCallTimeout = 20 * time.Second
 type settleOp struct {
 	handle     string
 	messageID  string
-	visibility int32 // seconds; -1 means delete
+	visibility int32  // seconds; -1 means delete
+	done       func() // when not nil, called once the op's call (and retries) returned
 }
 
 // settler batches deletes and visibility changes: a batch is sent when it
@@ -37,6 +38,10 @@ type settler struct {
 	interval time.Duration
 	parallel int
 	log      *zap.Logger
+
+	// idle, when set, reports that no more ops are coming soon: a partial
+	// batch is then sent at once instead of after interval.
+	idle func() bool
 
 	ops  chan settleOp
 	done chan struct{}
@@ -57,12 +62,15 @@ func newSettler(client SQSAPI, queueURL string, interval time.Duration, parallel
 	}
 }
 
-func (s *settler) delete(handle, messageID string) {
-	s.ops <- settleOp{handle: handle, messageID: messageID, visibility: -1}
+// delete queues a delete; done (when not nil) is called after it was sent.
+func (s *settler) delete(handle, messageID string, done func()) {
+	s.ops <- settleOp{handle: handle, messageID: messageID, visibility: -1, done: done}
 }
 
-func (s *settler) changeVisibility(handle, messageID string, secs int32) {
-	s.ops <- settleOp{handle: handle, messageID: messageID, visibility: max(secs, 0)}
+// changeVisibility queues a visibility change; done (when not nil) is
+// called after it was sent.
+func (s *settler) changeVisibility(handle, messageID string, secs int32, done func()) {
+	s.ops <- settleOp{handle: handle, messageID: messageID, visibility: max(secs, 0), done: done}
 }
 
 // run batches ops until close is called, then flushes everything and waits
@@ -109,6 +117,11 @@ func (s *settler) run() {
 					vis = nil
 				}
 			}
+			if s.idle != nil && len(s.ops) == 0 && s.idle() {
+				s.send(dels)
+				s.send(vis)
+				dels, vis = nil, nil
+			}
 			arm()
 			disarm()
 		case <-timerC:
@@ -141,6 +154,11 @@ func (s *settler) send(ops []settleOp) {
 			s.deleteBatch(ctx, ops)
 		} else {
 			s.visibilityBatch(ctx, ops)
+		}
+		for _, op := range ops {
+			if op.done != nil {
+				op.done()
+			}
 		}
 	})
 }
