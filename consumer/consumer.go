@@ -186,7 +186,8 @@ type runner struct {
 	// unsettled counts messages received and not yet queued to the
 	// settler.
 	unsettled atomic.Int64
-	workers   chan struct{}   // Concurrency tokens
+	workers   chan struct{}   // Concurrency tokens (FIFO lanes)
+	queue     chan *inflight  // standard queues: received messages for the Concurrency workers
 	stopping  <-chan struct{} // Run's ctx.Done(): closed when the drain starts
 	workBase  context.Context
 	stopWork  context.CancelCauseFunc
@@ -218,6 +219,7 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		obs:      cfg.Observer,
 		capacity: newCapacity(cfg.Concurrency, cfg.Prefetch),
 		workers:  make(chan struct{}, cfg.Concurrency),
+		queue:    make(chan *inflight, cfg.Concurrency+cfg.Prefetch),
 		running:  map[*inflight]struct{}{},
 		lanes:    map[string]*lane{},
 	}
@@ -276,6 +278,11 @@ func (r *runner) run(ctx context.Context) error {
 	var hbWG, settleWG, recvWG sync.WaitGroup
 	settleWG.Go(r.settler.run)
 	hbWG.Go(func() { _ = r.hb.Run(hbCtx) })
+	if !r.q.fifo {
+		for range r.cfg.Concurrency {
+			r.workWG.Go(r.work)
+		}
+	}
 	for i := range r.cfg.Receivers {
 		recvWG.Go(func() { r.receive(ctx, i) })
 	}
@@ -285,9 +292,21 @@ func (r *runner) run(ctx context.Context) error {
 	<-ctx.Done()
 	r.log.Info("consumer draining", zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
 	recvWG.Wait()
-	// FIFO messages waiting behind a running handler of their group are
-	// released now, not when that handler finishes. (Standard-queue
-	// messages waiting for a worker see ctx.Done in acquire.)
+	// Messages waiting for a worker, and FIFO messages waiting behind a
+	// running handler of their group, are released now, not when a
+	// handler finishes.
+	if !r.q.fifo {
+	waiting:
+		for {
+			select {
+			case m := <-r.queue:
+				r.release(m, nil)
+			default:
+				break waiting
+			}
+		}
+		close(r.queue) // the workers return once their handlers have
+	}
 	r.mu.Lock()
 	lanes := make([]*lane, 0, len(r.lanes))
 	for _, l := range r.lanes {
@@ -381,18 +400,11 @@ func (r *runner) receive(ctx context.Context, id int) {
 	}
 }
 
-// dispatch starts m on a free worker (standard queues) or appends it to
-// its group's lane (FIFO).
+// dispatch queues m for the next free worker (standard queues) or
+// appends it to its group's lane (FIFO).
 func (r *runner) dispatch(m *inflight) {
 	if !r.q.fifo {
-		r.workWG.Go(func() {
-			if !r.acquire() {
-				r.release(m, nil)
-				return
-			}
-			r.process(m)
-			<-r.workers
-		})
+		r.queue <- m // never full: it holds Concurrency+Prefetch, the most received at once
 		return
 	}
 	r.mu.Lock()
@@ -404,6 +416,21 @@ func (r *runner) dispatch(m *inflight) {
 		r.workWG.Go(func() { r.runLane(m.msg.GroupID, l) })
 	}
 	l.queue = append(l.queue, m)
+}
+
+// work is one of the Concurrency workers of a standard queue: it runs
+// queued messages until the queue is closed, and releases those it takes
+// once the consumer is stopping.
+func (r *runner) work() {
+	for m := range r.queue {
+		select {
+		case <-r.stopping:
+			r.release(m, nil)
+			continue
+		default:
+		}
+		r.process(m)
+	}
 }
 
 // runLane runs one FIFO group's messages in order, one at a time. After a
