@@ -186,8 +186,8 @@ type runner struct {
 	// unsettled counts messages received and not yet queued to the
 	// settler.
 	unsettled atomic.Int64
-	workers   chan struct{}   // Concurrency tokens (FIFO lanes)
 	queue     chan *inflight  // standard queues: received messages for the Concurrency workers
+	ready     chan *lane      // FIFO queues: lanes with a message to run, for the Concurrency workers
 	stopping  <-chan struct{} // Run's ctx.Done(): closed when the drain starts
 	workBase  context.Context
 	stopWork  context.CancelCauseFunc
@@ -209,7 +209,14 @@ type inflight struct {
 	lost   error                   // set when the lease was lost
 }
 
-type lane struct{ queue []*inflight }
+// lane is one FIFO group's received messages, run in order. It is active
+// while it sits in the ready queue or a worker runs one of its messages:
+// then no other worker may take it.
+type lane struct {
+	group  string
+	queue  []*inflight
+	active bool
+}
 
 func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	r := &runner{
@@ -218,8 +225,8 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		log:      cfg.Logger.With(zap.String("queue_url", q.url)),
 		obs:      cfg.Observer,
 		capacity: newCapacity(cfg.Concurrency, cfg.Prefetch),
-		workers:  make(chan struct{}, cfg.Concurrency),
 		queue:    make(chan *inflight, cfg.Concurrency+cfg.Prefetch),
+		ready:    make(chan *lane, cfg.Concurrency+cfg.Prefetch),
 		running:  map[*inflight]struct{}{},
 		lanes:    map[string]*lane{},
 	}
@@ -278,8 +285,10 @@ func (r *runner) run(ctx context.Context) error {
 	var hbWG, settleWG, recvWG sync.WaitGroup
 	settleWG.Go(r.settler.run)
 	hbWG.Go(func() { _ = r.hb.Run(hbCtx) })
-	if !r.q.fifo {
-		for range r.cfg.Concurrency {
+	for range r.cfg.Concurrency {
+		if r.q.fifo {
+			r.workWG.Go(r.workLanes)
+		} else {
 			r.workWG.Go(r.work)
 		}
 	}
@@ -315,6 +324,11 @@ func (r *runner) run(ctx context.Context) error {
 	r.mu.Unlock()
 	for _, l := range lanes {
 		r.releaseLane(l, nil)
+	}
+	if r.q.fifo {
+		// Nothing can be queued in a lane any more: the workers return
+		// once the lanes they run are done.
+		close(r.ready)
 	}
 
 	workDone := make(chan struct{})
@@ -411,11 +425,14 @@ func (r *runner) dispatch(m *inflight) {
 	defer r.mu.Unlock()
 	l, ok := r.lanes[m.msg.GroupID]
 	if !ok {
-		l = &lane{}
+		l = &lane{group: m.msg.GroupID}
 		r.lanes[m.msg.GroupID] = l
-		r.workWG.Go(func() { r.runLane(m.msg.GroupID, l) })
 	}
 	l.queue = append(l.queue, m)
+	if !l.active {
+		l.active = true
+		r.ready <- l // never full: each lane in it holds a received message
+	}
 }
 
 // work is one of the Concurrency workers of a standard queue: it runs
@@ -433,31 +450,44 @@ func (r *runner) work() {
 	}
 }
 
-// runLane runs one FIFO group's messages in order, one at a time. After a
-// message fails, the group's other received messages are released so that
-// they are not run out of order.
-func (r *runner) runLane(group string, l *lane) {
-	for {
+// workLanes is one of the Concurrency workers of a FIFO queue: it takes a
+// ready lane, runs its first message, and puts the lane back at the end
+// of the ready queue while it has more, so one group's messages run one
+// at a time, in order, and groups take turns. After a message fails, the
+// group's other received messages are released so that they are not run
+// out of order; once the consumer is stopping, taken lanes are released.
+func (r *runner) workLanes() {
+	for l := range r.ready {
 		r.mu.Lock()
-		if len(l.queue) == 0 {
-			delete(r.lanes, group)
-			r.mu.Unlock()
-			return
+		var m *inflight
+		if len(l.queue) > 0 {
+			m = l.queue[0]
+			l.queue[0] = nil
+			l.queue = l.queue[1:]
 		}
-		m := l.queue[0]
-		l.queue = l.queue[1:]
 		r.mu.Unlock()
 
-		if !r.acquire() {
-			r.release(m, nil)
-			r.releaseLane(l, nil)
-			continue
+		if m != nil {
+			select {
+			case <-r.stopping:
+				r.release(m, nil)
+				r.releaseLane(l, nil)
+			default:
+				res := r.process(m)
+				if res.Outcome != OutcomeAck && res.Outcome != OutcomeDuplicate {
+					r.releaseLane(l, fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome))
+				}
+			}
 		}
-		res := r.process(m)
-		<-r.workers
-		if res.Outcome != OutcomeAck && res.Outcome != OutcomeDuplicate {
-			r.releaseLane(l, fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", group, res.Outcome))
+
+		r.mu.Lock()
+		if len(l.queue) > 0 {
+			r.ready <- l // never full: see dispatch
+		} else {
+			l.active = false
+			delete(r.lanes, l.group)
 		}
+		r.mu.Unlock()
 	}
 }
 
@@ -469,27 +499,6 @@ func (r *runner) releaseLane(l *lane, why error) {
 	r.mu.Unlock()
 	for _, m := range rest {
 		r.release(m, why)
-	}
-}
-
-// acquire takes a worker, or returns false when the consumer is stopping.
-func (r *runner) acquire() bool {
-	select {
-	case <-r.stopping:
-		return false
-	default:
-	}
-	select {
-	case r.workers <- struct{}{}:
-	case <-r.stopping:
-		return false
-	}
-	select {
-	case <-r.stopping:
-		<-r.workers
-		return false
-	default:
-		return true
 	}
 }
 
