@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
+
+	"github.com/sqsonce/sqsonce/internal/sqserr"
 )
 
 // MaxMessageAttributes is SQS's limit on message attributes per message.
@@ -181,17 +181,4 @@ func resolveRedrivePolicy(ctx context.Context, client SQSAPI, policy string) (dl
 }
 
 // isQueueMissing reports whether err says the queue does not exist.
-func isQueueMissing(err error) bool {
-	var qne *types.QueueDoesNotExist
-	if errors.As(err, &qne) {
-		return true
-	}
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue":
-			return true
-		}
-	}
-	return false
-}
+var isQueueMissing = sqserr.QueueMissing

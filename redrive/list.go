@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/sqserr"
 )
 
 // DLQ is a dead-letter queue and what feeds it.
@@ -45,7 +46,7 @@ func (r *Redriver) List(ctx context.Context, progress func(ListProgress)) ([]DLQ
 	for i, u := range urls {
 		q, err := r.describe(ctx, u)
 		if err != nil {
-			if isNoQueue(err) { // deleted while we listed
+			if sqserr.QueueMissing(err) { // deleted while we listed
 				continue
 			}
 			return nil, err
@@ -73,7 +74,7 @@ func (r *Redriver) List(ctx context.Context, progress func(ListProgress)) ([]DLQ
 				}
 			case isUnsupported(err):
 				native = false
-			case isNoQueue(err):
+			case sqserr.QueueMissing(err):
 				continue
 			default:
 				return nil, err
@@ -85,7 +86,7 @@ func (r *Redriver) List(ctx context.Context, progress func(ListProgress)) ([]DLQ
 		if len(srcs) > 0 {
 			d := DLQ{Queue: q, Sources: srcs}
 			d.OldestAge, err = r.oldest(ctx, q)
-			if err != nil && !isNoQueue(err) {
+			if err != nil && !sqserr.QueueMissing(err) {
 				return nil, err
 			}
 			dlqs = append(dlqs, d)
@@ -123,7 +124,7 @@ func (r *Redriver) Sources(ctx context.Context, dlq Queue) ([]Queue, error) {
 	for _, u := range all {
 		q, err := r.describe(ctx, u)
 		if err != nil {
-			if isNoQueue(err) {
+			if sqserr.QueueMissing(err) {
 				continue
 			}
 			return nil, err

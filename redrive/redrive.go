@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/internal/sqserr"
 )
 
 // SQSAPI is the part of the SQS client the redrive tool uses.
@@ -163,13 +165,13 @@ func (r *Redriver) Queue(ctx context.Context, nameOrURL string) (Queue, error) {
 	}
 	out, err := r.client.GetQueueUrl(ctx, in)
 	if err != nil {
-		if isNoQueue(err) {
+		if sqserr.QueueMissing(err) {
 			return Queue{}, fmt.Errorf("%w: %s", ErrUnknownQueue, nameOrURL)
 		}
 		return Queue{}, fmt.Errorf("redrive: get queue url %s: %w", nameOrURL, err)
 	}
 	q, err := r.describe(ctx, aws.ToString(out.QueueUrl))
-	if err != nil && isNoQueue(err) {
+	if err != nil && sqserr.QueueMissing(err) {
 		return Queue{}, fmt.Errorf("%w: %s", ErrUnknownQueue, nameOrURL)
 	}
 	return q, err
@@ -200,22 +202,6 @@ func nameOf(queueURL string) string {
 		return u.Path[strings.LastIndex(u.Path, "/")+1:]
 	}
 	return queueURL[strings.LastIndex(queueURL, "/")+1:]
-}
-
-// isNoQueue reports SQS's "queue does not exist" error.
-func isNoQueue(err error) bool {
-	var nq *types.QueueDoesNotExist
-	if errors.As(err, &nq) {
-		return true
-	}
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", "NonExistentQueue":
-			return true
-		}
-	}
-	return false
 }
 
 // isUnsupported reports an error that means the server does not implement

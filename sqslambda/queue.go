@@ -13,7 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
+
+	"github.com/sqsonce/sqsonce/internal/sqserr"
 )
 
 // ARN is a parsed SQS queue ARN: arn:PARTITION:sqs:REGION:ACCOUNT:NAME.
@@ -172,27 +173,11 @@ func (h *Handler) deadLetterQueue(ctx context.Context, q *queue) (string, bool, 
 	}
 	out, err := h.client.GetQueueUrl(ctx, in)
 	if err != nil {
-		if queueMissing(err) {
+		if sqserr.QueueMissing(err) {
 			return "", false, fmt.Errorf("sqslambda: the dead-letter queue %s named in the redrive policy of %s does not exist: create it or fix the policy: %w", a, q.url, err)
 		}
 		return "", false, fmt.Errorf("sqslambda: get URL of dead-letter queue %s: %w", a, err)
 	}
 	q.dlqURL, q.dlqFIFO = aws.ToString(out.QueueUrl), a.FIFO()
 	return q.dlqURL, q.dlqFIFO, nil
-}
-
-// queueMissing reports whether err says the queue does not exist.
-func queueMissing(err error) bool {
-	var qne *types.QueueDoesNotExist
-	if errors.As(err, &qne) {
-		return true
-	}
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue":
-			return true
-		}
-	}
-	return false
 }

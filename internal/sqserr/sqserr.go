@@ -1,0 +1,28 @@
+// Package sqserr classifies SQS errors by type and error code, the way
+// every sqsonce package needs them, never by message text.
+package sqserr
+
+import (
+	"errors"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+)
+
+// QueueMissing reports whether err says the queue does not exist: the
+// typed QueueDoesNotExist of the JSON protocol, or the codes older
+// endpoints and emulators send.
+func QueueMissing(err error) bool {
+	var qne *types.QueueDoesNotExist
+	if errors.As(err, &qne) {
+		return true
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue":
+			return true
+		}
+	}
+	return false
+}
