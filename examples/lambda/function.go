@@ -3,12 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"time"
+
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -19,6 +18,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/examples/orders"
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
 
@@ -73,7 +73,7 @@ func newFunction(ctx context.Context, getenv func(string) string, logOut io.Writ
 	}
 	h, err := sqslambda.New(sqslambda.Config{
 		Client:          sqs.NewFromConfig(awsCfg),
-		Handler:         consumer.HandlerFunc(handleOrder(logger)),
+		Handler:         orders.Handler(logger),
 		Middleware:      mw,
 		QueueURL:        getenv("QUEUE_URL"),
 		Concurrency:     concurrency,
@@ -84,27 +84,4 @@ func newFunction(ctx context.Context, getenv func(string) string, logOut io.Writ
 		return nil, nil, err
 	}
 	return h, logger, nil
-}
-
-// order is the example's message.
-type order struct {
-	OrderID string `json:"order_id"`
-	Amount  int64  `json:"amount"`
-}
-
-// handleOrder is the example handler: a body that is not an order is a
-// permanent failure (sqsonce sends it to the DLQ with its reason).
-func handleOrder(logger *zap.Logger) func(context.Context, *consumer.Message) error {
-	return func(_ context.Context, m *consumer.Message) error {
-		var o order
-		if err := json.Unmarshal([]byte(m.Body), &o); err != nil {
-			return consumer.Permanent(fmt.Errorf("not an order: %w", err))
-		}
-		if o.OrderID == "" {
-			return consumer.Permanent(errors.New("not an order: order_id is missing"))
-		}
-		// Ship the order here; return an error to retry with backoff.
-		logger.Debug("order handled", zap.String("message_id", m.ID), zap.String("order_id", o.OrderID))
-		return nil
-	}
 }

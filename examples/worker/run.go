@@ -3,13 +3,13 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"time"
+
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -20,6 +20,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/examples/orders"
 )
 
 // settings is the worker's configuration.
@@ -142,7 +143,7 @@ func work(ctx context.Context, s settings, logger *zap.Logger) error {
 		Client:            sqs.NewFromConfig(awsCfg),
 		QueueURL:          s.queueURL,
 		QueueName:         s.queueName,
-		Handler:           consumer.HandlerFunc(handleOrder(logger)),
+		Handler:           orders.Handler(logger),
 		Middleware:        mw,
 		Concurrency:       s.concurrency,
 		VisibilityTimeout: s.visibility,
@@ -169,28 +170,4 @@ func work(ctx context.Context, s settings, logger *zap.Logger) error {
 	}
 	logger.Info("worker drained")
 	return nil
-}
-
-// order is the example's message.
-type order struct {
-	OrderID string `json:"order_id"`
-	Amount  int64  `json:"amount"`
-}
-
-// handleOrder is the example handler: a body that is not an order is a
-// permanent failure (dead-lettered with its reason); the work itself is
-// left to the reader.
-func handleOrder(logger *zap.Logger) func(context.Context, *consumer.Message) error {
-	return func(_ context.Context, m *consumer.Message) error {
-		var o order
-		if err := json.Unmarshal([]byte(m.Body), &o); err != nil {
-			return consumer.Permanent(fmt.Errorf("not an order: %w", err))
-		}
-		if o.OrderID == "" {
-			return consumer.Permanent(errors.New("not an order: order_id is missing"))
-		}
-		// Ship the order here; return an error to retry with backoff.
-		logger.Debug("order handled", zap.String("message_id", m.ID), zap.String("order_id", o.OrderID))
-		return nil
-	}
 }
