@@ -17,6 +17,14 @@ import (
 // settleBatch is SQS's limit on entries per batch call.
 const settleBatch = 10
 
+// batchIDs are the entry ids of a batch call: its indexes.
+var batchIDs = func() (ids [settleBatch]*string) {
+	for i := range ids {
+		ids[i] = aws.String(strconv.Itoa(i))
+	}
+	return ids
+}()
+
 // settleCallTimeout bounds each settle call. Settle calls outlive Run's
 // context (a settle is never dropped on shutdown) but not this.
 const settleCallTimeout = 20 * time.Second
@@ -105,12 +113,18 @@ func (s *settler) run() {
 				return
 			}
 			if op.visibility < 0 {
+				if dels == nil {
+					dels = make([]settleOp, 0, settleBatch)
+				}
 				dels = append(dels, op)
 				if len(dels) == settleBatch {
 					s.send(dels)
 					dels = nil
 				}
 			} else {
+				if vis == nil {
+					vis = make([]settleOp, 0, settleBatch)
+				}
 				vis = append(vis, op)
 				if len(vis) == settleBatch {
 					s.send(vis)
@@ -164,11 +178,9 @@ func (s *settler) send(ops []settleOp) {
 }
 
 func (s *settler) deleteBatch(ctx context.Context, ops []settleOp) {
-	in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.queueURL)}
-	for i, op := range ops {
-		in.Entries = append(in.Entries, types.DeleteMessageBatchRequestEntry{
-			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(op.handle),
-		})
+	in := &sqs.DeleteMessageBatchInput{QueueUrl: &s.queueURL, Entries: make([]types.DeleteMessageBatchRequestEntry, len(ops))}
+	for i := range ops {
+		in.Entries[i] = types.DeleteMessageBatchRequestEntry{Id: batchIDs[i], ReceiptHandle: &ops[i].handle}
 	}
 	out, err := s.client.DeleteMessageBatch(ctx, in)
 	var failed []types.BatchResultErrorEntry
@@ -184,11 +196,9 @@ func (s *settler) deleteBatch(ctx context.Context, ops []settleOp) {
 }
 
 func (s *settler) visibilityBatch(ctx context.Context, ops []settleOp) {
-	in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.queueURL)}
-	for i, op := range ops {
-		in.Entries = append(in.Entries, types.ChangeMessageVisibilityBatchRequestEntry{
-			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(op.handle), VisibilityTimeout: op.visibility,
-		})
+	in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &s.queueURL, Entries: make([]types.ChangeMessageVisibilityBatchRequestEntry, len(ops))}
+	for i := range ops {
+		in.Entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: batchIDs[i], ReceiptHandle: &ops[i].handle, VisibilityTimeout: ops[i].visibility}
 	}
 	out, err := s.client.ChangeMessageVisibilityBatch(ctx, in)
 	var failed []types.BatchResultErrorEntry
