@@ -83,7 +83,11 @@ func (m *middleware) lease(ctx context.Context) time.Duration {
 
 func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	key := msg.Key()
-	log := m.opts.Logger.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
+	// The message's logger is built only when something is logged: With
+	// encodes its fields at once, a cost per message for nothing.
+	log := func() *zap.Logger {
+		return m.opts.Logger.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
+	}
 	lease := m.lease(ctx)
 	if lease <= 0 {
 		return fmt.Errorf("dedupe: no time left to claim %q: %w", key, context.DeadlineExceeded)
@@ -102,14 +106,14 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
 	case KeyReused:
 		err := &KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
-		log.Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+		log().Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
 		return consumer.Permanent(err)
 	default:
 		return fmt.Errorf("dedupe: claim %q: unexpected status %d", key, c.Status)
 	}
 
-	o := &owner{m: m, key: key, token: c.Token, until: c.LeaseUntil, log: log}
+	o := &owner{m: m, key: key, msgID: msg.ID, token: c.Token, until: c.LeaseUntil, log: m.opts.Logger}
 	msg.OnHeartbeat(func(hctx context.Context) error { return o.extend(ctx, hctx) })
 	herr := m.next.Handle(ctx, msg)
 	o.finish()
@@ -119,7 +123,7 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	if herr == nil {
 		if err := m.store.Complete(sctx, key, c.Token); err != nil {
 			if errors.Is(err, ErrNotOwner) {
-				log.Warn("dedupe: lease lost before completion: another delivery owns the key; the effect may repeat", zap.Error(err))
+				log().Warn("dedupe: lease lost before completion: another delivery owns the key; the effect may repeat", zap.Error(err))
 			}
 			return fmt.Errorf("dedupe: complete %q: %w", key, err)
 		}
@@ -127,10 +131,10 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	}
 	if err := m.store.Release(sctx, key, c.Token); err != nil {
 		if errors.Is(err, ErrNotOwner) {
-			log.Debug("dedupe: release: the claim is no longer ours", zap.Error(err))
+			log().Debug("dedupe: release: the claim is no longer ours", zap.Error(err))
 		} else {
 			// The claim stays until its lease ends; the retry waits for it.
-			log.Warn("dedupe: release failed", zap.Error(err))
+			log().Warn("dedupe: release failed", zap.Error(err))
 		}
 	}
 	return herr
@@ -141,7 +145,8 @@ type owner struct {
 	m     *middleware
 	key   string
 	token string
-	log   *zap.Logger
+	msgID string
+	log   *zap.Logger // without the message's fields: see logger
 
 	mu    sync.Mutex
 	until time.Time
@@ -170,15 +175,20 @@ func (o *owner) extend(ctx, hctx context.Context) error {
 		o.until = now.Add(lease)
 		return nil
 	case errors.Is(err, ErrNotOwner):
-		o.log.Warn("dedupe: lease lost: another delivery took the key over", zap.Error(err))
+		o.logger().Warn("dedupe: lease lost: another delivery took the key over", zap.Error(err))
 		return fmt.Errorf("dedupe: extend %q: %w", o.key, err)
 	case !now.Before(o.until):
-		o.log.Warn("dedupe: lease ran out and could not be extended", zap.Error(err))
+		o.logger().Warn("dedupe: lease ran out and could not be extended", zap.Error(err))
 		return fmt.Errorf("dedupe: extend %q: lease ended: %w", o.key, err)
 	default:
-		o.log.Warn("dedupe: extend failed; retrying on the next tick", zap.Error(err))
+		o.logger().Warn("dedupe: extend failed; retrying on the next tick", zap.Error(err))
 		return nil
 	}
+}
+
+// logger is the owner's logger with the message's fields.
+func (o *owner) logger() *zap.Logger {
+	return o.log.With(zap.String("message_id", o.msgID), zap.String("dedupe_key", o.key))
 }
 
 func (o *owner) finish() {

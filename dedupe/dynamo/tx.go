@@ -133,7 +133,10 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		return consumer.Permanent(&TooLargeError{Items: n, Bytes: size})
 	}
 	fp := h.opts.FingerprintFunc(msg)
-	log := h.s.log.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
+	// Built only when something is logged: With encodes its fields at once.
+	log := func() *zap.Logger {
+		return h.s.log.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
+	}
 	conflicts := 0
 	for attempt := 0; ; attempt++ {
 		if testHook != nil {
@@ -169,7 +172,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 				return fmt.Errorf("dynamo: key %q: %w", key, consumer.ErrDuplicate)
 			case dedupe.KeyReused:
 				kerr := &dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
-				log.Error("dynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+				log().Error("dynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 					zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
 				return consumer.Permanent(kerr)
 			default:
@@ -196,7 +199,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		}
 		switch {
 		case len(failed) > 0 && stale:
-			log.Info("dynamo: stale version: the message's writes are skipped and it is recorded as done", zap.Int("write", failed[0]))
+			log().Info("dynamo: stale version: the message's writes are skipped and it is recorded as done", zap.Int("write", failed[0]))
 			writes = nil
 			continue
 		case len(failed) > 0:
