@@ -51,10 +51,10 @@ type settler struct {
 	// batch is then sent at once instead of after interval.
 	idle func() bool
 
-	ops  chan settleOp
-	done chan struct{}
-	wg   sync.WaitGroup // calls in flight
-	sem  chan struct{}
+	ops     chan settleOp
+	done    chan struct{}
+	batches chan []settleOp // to the parallel senders
+	wg      sync.WaitGroup  // the senders
 }
 
 func newSettler(client SQSAPI, queueURL string, interval time.Duration, parallel int, log *zap.Logger) *settler {
@@ -66,7 +66,7 @@ func newSettler(client SQSAPI, queueURL string, interval time.Duration, parallel
 		log:      log,
 		ops:      make(chan settleOp, 2*settleBatch),
 		done:     make(chan struct{}),
-		sem:      make(chan struct{}, parallel),
+		batches:  make(chan []settleOp),
 	}
 }
 
@@ -85,6 +85,15 @@ func (s *settler) changeVisibility(handle, messageID string, secs int32, done fu
 // for every call to return.
 func (s *settler) run() {
 	defer close(s.done)
+	// Long-lived senders: a goroutine per call would grow a fresh stack
+	// through the SDK's middleware on every batch.
+	for range s.parallel {
+		s.wg.Go(func() {
+			for ops := range s.batches {
+				s.call(ops)
+			}
+		})
+	}
 	var dels, vis []settleOp
 	var timer *time.Timer
 	var timerC <-chan time.Time
@@ -109,6 +118,7 @@ func (s *settler) run() {
 				}
 				s.send(dels)
 				s.send(vis)
+				close(s.batches)
 				s.wg.Wait()
 				return
 			}
@@ -153,28 +163,29 @@ func (s *settler) close() {
 	<-s.done
 }
 
-// send makes one batch call for ops (all deletes or all visibility
-// changes) in its own goroutine, at most parallel at once.
+// send hands ops (all deletes or all visibility changes) to one of the
+// parallel senders, waiting for one to be free.
 func (s *settler) send(ops []settleOp) {
 	if len(ops) == 0 {
 		return
 	}
-	s.sem <- struct{}{}
-	s.wg.Go(func() {
-		defer func() { <-s.sem }()
-		ctx, cancel := context.WithTimeout(context.Background(), settleCallTimeout)
-		defer cancel()
-		if ops[0].visibility < 0 {
-			s.deleteBatch(ctx, ops)
-		} else {
-			s.visibilityBatch(ctx, ops)
+	s.batches <- ops
+}
+
+// call makes one batch call for ops, then calls their done functions.
+func (s *settler) call(ops []settleOp) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleCallTimeout)
+	defer cancel()
+	if ops[0].visibility < 0 {
+		s.deleteBatch(ctx, ops)
+	} else {
+		s.visibilityBatch(ctx, ops)
+	}
+	for _, op := range ops {
+		if op.done != nil {
+			op.done()
 		}
-		for _, op := range ops {
-			if op.done != nil {
-				op.done()
-			}
-		}
-	})
+	}
 }
 
 func (s *settler) deleteBatch(ctx context.Context, ops []settleOp) {
