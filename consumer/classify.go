@@ -54,35 +54,43 @@ func ClassifierChain(cs ...Classifier) Classifier {
 //     maxAttempts (when > 0) → dead-letter, class "max_attempts"
 func DefaultClassifier(backoff Backoff, maxAttempts int) Classifier {
 	return ClassifierFunc(func(_ context.Context, msg *Message, err error) (Verdict, bool) {
-		if err == nil {
-			return Verdict{Outcome: OutcomeAck}, true
-		}
-		if errors.Is(err, ErrDuplicate) {
-			return Verdict{Outcome: OutcomeDuplicate}, true
-		}
-		var fc FailureClasser
-		if errors.As(err, &fc) {
-			if class := fc.FailureClass(); class != "" {
-				return Verdict{Outcome: OutcomeDeadLetter, Class: class}, true
-			}
-		}
-		var re *RetryError
-		if errors.As(err, &re) {
-			return Verdict{Outcome: OutcomeRetry, Delay: max(re.Delay, 0)}, true
-		}
-		var pe *PermanentError
-		if errors.As(err, &pe) {
-			return Verdict{Outcome: OutcomeDeadLetter, Class: ClassPermanent}, true
-		}
-		attempt := max(msg.ReceiveCount, 1)
-		if maxAttempts > 0 && attempt >= maxAttempts {
-			return Verdict{Outcome: OutcomeDeadLetter, Class: ClassMaxAttempts}, true
-		}
-		v := Verdict{Outcome: OutcomeRetry, Delay: backoff.Delay(attempt)}
-		var panicErr *PanicError
-		if errors.As(err, &panicErr) {
-			v.Class = ClassPanic
-		}
-		return v, true
+		return defaultVerdict(backoff, maxAttempts, msg, err), true
 	})
+}
+
+// classedError is an error with a [FailureClasser] method.
+type classedError interface {
+	error
+	FailureClasser
+}
+
+// defaultVerdict is [DefaultClassifier]'s decision (without allocating: it
+// runs for every failed message).
+func defaultVerdict(backoff Backoff, maxAttempts int, msg *Message, err error) Verdict {
+	if err == nil {
+		return Verdict{Outcome: OutcomeAck}
+	}
+	if errors.Is(err, ErrDuplicate) {
+		return Verdict{Outcome: OutcomeDuplicate}
+	}
+	if fc, ok := errors.AsType[classedError](err); ok {
+		if class := fc.FailureClass(); class != "" {
+			return Verdict{Outcome: OutcomeDeadLetter, Class: class}
+		}
+	}
+	if re, ok := errors.AsType[*RetryError](err); ok {
+		return Verdict{Outcome: OutcomeRetry, Delay: max(re.Delay, 0)}
+	}
+	if _, ok := errors.AsType[*PermanentError](err); ok {
+		return Verdict{Outcome: OutcomeDeadLetter, Class: ClassPermanent}
+	}
+	attempt := max(msg.ReceiveCount, 1)
+	if maxAttempts > 0 && attempt >= maxAttempts {
+		return Verdict{Outcome: OutcomeDeadLetter, Class: ClassMaxAttempts}
+	}
+	v := Verdict{Outcome: OutcomeRetry, Delay: backoff.Delay(attempt)}
+	if _, ok := errors.AsType[*PanicError](err); ok {
+		v.Class = ClassPanic
+	}
+	return v
 }

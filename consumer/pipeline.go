@@ -99,7 +99,7 @@ func (p *Pipeline) Classify(ctx context.Context, msg *Message, err error) Result
 		}
 	}
 	if !ok {
-		v, _ = DefaultClassifier(p.Backoff, p.MaxAttempts).Classify(ctx, msg, err)
+		v = defaultVerdict(p.Backoff, p.MaxAttempts, msg, err)
 	}
 	res := Result{Outcome: v.Outcome, Delay: v.Delay, Err: err, Class: v.Class}
 	if v.Outcome == OutcomeDeadLetter {
