@@ -45,7 +45,9 @@ type Config struct {
 	// receive per ten messages) and workers do not wait for receives.
 	// Defaults to Concurrency, at most 10: a waiting message waits about
 	// one handler run at most. Set [NoPrefetch] for none: a receiver then
-	// asks only for messages a free worker can start at once.
+	// asks only for messages a free worker can start at once. On FIFO
+	// queues a message keeps its slot until its delete (or visibility
+	// change) has returned, as it holds its group until then.
 	Prefetch int
 	// Receivers is how many goroutines long-poll SQS. Defaults to one per
 	// 10 messages of capacity (Concurrency+Prefetch), between 1 and 8.
