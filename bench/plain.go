@@ -56,7 +56,8 @@ func preloadGroups(ctx context.Context, client *sqs.Client, queueURL string, n, 
 // goroutines each ReceiveMessage(10) then DeleteMessageBatch. It is the
 // limit a framework is measured against. It returns messages/s from the
 // first receive to the last delete.
-func plainLoop(ctx context.Context, client *sqs.Client, queueURL string, n, pollers int) (float64, error) {
+func plainLoop(ctx context.Context, client *sqs.Client, queueURL string, n, pollers int) (rate float64, cpuPerMsg time.Duration, err error) {
+	cpu0 := cpuTime()
 	var deleted atomic.Int64
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -97,10 +98,10 @@ func plainLoop(ctx context.Context, client *sqs.Client, queueURL string, n, poll
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if deleted.Load() < int64(n) {
-		return 0, fmt.Errorf("plain loop: deleted %d of %d: %w", deleted.Load(), n, ctx.Err())
+		return 0, 0, fmt.Errorf("plain loop: deleted %d of %d: %w", deleted.Load(), n, ctx.Err())
 	}
-	return float64(n) / time.Duration(last.Load()).Seconds(), nil
+	return float64(n) / time.Duration(last.Load()).Seconds(), (cpuTime() - cpu0) / time.Duration(n), nil
 }

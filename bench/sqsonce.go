@@ -30,6 +30,7 @@ type runResult struct {
 	rate    float64          // messages/s, first receive to last delete
 	calls   map[string]int64 // SQS calls by operation
 	elapsed time.Duration
+	cpu     time.Duration // this process's CPU per message
 }
 
 // runConsumer drains n messages from queueURL through a sqsonce consumer
@@ -76,6 +77,7 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc := make(chan error, 1)
+	cpu0 := cpuTime()
 	start := time.Now()
 	go func() { errc <- c.Run(runCtx) }()
 	select {
@@ -88,11 +90,12 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 		return runResult{}, fmt.Errorf("consumer deleted %d of %d within %s", counting.deleted.Load(), n, timeout)
 	}
 	elapsed := time.Since(start)
+	cpu := (cpuTime() - cpu0) / time.Duration(n)
 	stop()
 	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
 		return runResult{}, err
 	}
-	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed}, nil
+	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, cpu: cpu}, nil
 }
 
 func cmpOr[T comparable](v, def T) T {

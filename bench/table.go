@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -96,9 +98,23 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	n := fs.Int("n", 10000, "messages per throughput run")
+	only := fs.String("only", "", "run only these rows, comma-separated: noop,io,fifo,dedupe,heartbeat,latency,memory")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof -top bench FILE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	want := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return err
@@ -116,20 +132,38 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	b := &bench{ctx: ctx, client: client, ddb: ddb, env: e, n: *n, out: stdout, errw: stderr}
 	fmt.Fprintf(stdout, "| %-44s | %10s | %10s | %-7s | %6s | %-11s | %-3s | %s\n", "measure", "sqsonce", "limit", "unit", "ratio", "target", "met", "note")
 	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|%s|%s\n", dashes(46), dashes(12), dashes(12), dashes(9), dashes(8), dashes(13), dashes(5), dashes(6))
-	rows, err := b.noop()
-	if err != nil {
-		return err
+	var rows []row
+	plain := 0.0
+	if want("noop") {
+		rows, err = b.noop()
+		if err != nil {
+			return err
+		}
+		plain = rows[0].limit
 	}
-	plain := rows[0].limit
-	for _, step := range []func() ([]row, error){
-		func() ([]row, error) { return b.ioBound(plain) },
-		b.fifo,
-		b.dedupeRows,
-		b.heartbeatCost,
-		b.latency,
-		b.memory,
+	for _, step := range []struct {
+		name string
+		run  func() ([]row, error)
+	}{
+		{"io", func() ([]row, error) {
+			if plain == 0 {
+				var err error
+				if plain, _, err = b.plainBest(false, 0); err != nil {
+					return nil, err
+				}
+			}
+			return b.ioBound(plain)
+		}},
+		{"fifo", b.fifo},
+		{"dedupe", b.dedupeRows},
+		{"heartbeat", b.heartbeatCost},
+		{"latency", b.latency},
+		{"memory", b.memory},
 	} {
-		more, err := step()
+		if !want(step.name) {
+			continue
+		}
+		more, err := step.run()
 		if err != nil {
 			return err
 		}
@@ -143,29 +177,36 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // plainBest runs the plain loop at 1, 4 and 8 pollers and returns the best.
 func (b *bench) plainBest(fifo bool, groups int) (float64, int, error) {
-	best, bestP := 0.0, 0
+	best, bestP, _, err := b.plainBestCPU(fifo, groups)
+	return best, bestP, err
+}
+
+// plainBestCPU is plainBest that also returns the best run's CPU per
+// message.
+func (b *bench) plainBestCPU(fifo bool, groups int) (float64, int, time.Duration, error) {
+	best, bestP, bestCPU := 0.0, 0, time.Duration(0)
 	for _, pollers := range []int{1, 4, 8} {
 		q, err := b.env.queue(b.ctx, "plain", fifo)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
-		rate, err := plainLoop(b.ctx, b.client, q, b.n, pollers)
+		rate, cpu, err := plainLoop(b.ctx, b.client, q, b.n, pollers)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		fmt.Fprintf(b.errw, "bench: plain loop, %d pollers: %.0f msgs/s\n", pollers, rate)
 		if rate > best {
-			best, bestP = rate, pollers
+			best, bestP, bestCPU = rate, pollers, cpu
 		}
 	}
-	return best, bestP, nil
+	return best, bestP, bestCPU, nil
 }
 
 func (b *bench) noop() ([]row, error) {
-	limit, pollers, err := b.plainBest(false, 0)
+	limit, pollers, plainCPU, err := b.plainBestCPU(false, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +235,8 @@ func (b *bench) noop() ([]row, error) {
 	return []row{
 		row{name: "no-op handler, standard queue (conc 32)", value: best.rate, limit: limit, unit: "msgs/s",
 			note: fmt.Sprintf("best of 3 runs (%s); limit: plain loop, %d pollers", strings.Join(rates, ", "), pollers)}.with(ratioAtLeast(0.9)),
+		{name: "Go CPU per message, no-op (this process)", value: float64(best.cpu.Nanoseconds()) / 1000, limit: float64(plainCPU.Nanoseconds()) / 1000, unit: "µs",
+			note: "limit: the plain loop's CPU per message; steadier than rates on a shared machine"},
 		row{name: "SQS requests per message (no-op run)", value: perMsg, limit: 0.2, unit: "req/msg", note: fmt.Sprintf("limit: 1 receive + 1 delete batch per 10; %v", best.calls)}.with(valueAtMost(0.22)),
 	}, nil
 }
