@@ -288,26 +288,26 @@ func (l *ledger) check(sent ...sendReport) (dlqCopies int) {
 	return dlqCopies
 }
 
-// dlqIDs reads the whole DLQ and counts its messages by sqsonce-id. The
-// messages stay invisible afterwards (the test is over).
+// dlqIDs reads the whole DLQ and counts its messages by sqsonce-id. It
+// reads until it has seen as many distinct messages as the queue holds, with
+// a short visibility timeout, so that a receive response fauxqs loses (its
+// messages stay hidden until the timeout) only delays the count.
 func (l *ledger) dlqIDs() map[string]int {
 	l.t.Helper()
+	ctx := context.Background()
+	visible, inFlight := testenv.Count(l.t, l.sqs, l.urls.dlq)
+	want := visible + inFlight
 	ids := map[string]int{}
 	seen := map[string]bool{}
-	ctx := context.Background()
-	for empty := 0; empty < 2; {
+	deadline := time.Now().Add(time.Minute)
+	for len(seen) < want && time.Now().Before(deadline) {
 		out, err := l.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(l.urls.dlq), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 300,
+			QueueUrl: aws.String(l.urls.dlq), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 3,
 			MessageAttributeNames: []string{"All"},
 		})
 		if err != nil {
-			continue // fauxqs may lose a response; the messages come back later
+			continue // a lost response: those messages come back in 3 s
 		}
-		if len(out.Messages) == 0 {
-			empty++
-			continue
-		}
-		empty = 0
 		for _, m := range out.Messages {
 			if seen[aws.ToString(m.MessageId)] {
 				continue
@@ -323,6 +323,9 @@ func (l *ledger) dlqIDs() map[string]int {
 			}
 			ids[id]++
 		}
+	}
+	if len(seen) < want {
+		l.t.Errorf("read %d of the DLQ's %d messages within a minute", len(seen), want)
 	}
 	return ids
 }
