@@ -25,26 +25,7 @@ func ceiling(n int64) int64 { return n - 1 }
 // receiveAll reads n messages from queueURL (deleting them) or fails.
 func receiveAll(t *testing.T, client *sqs.Client, queueURL string, n int) []types.Message {
 	t.Helper()
-	var got []types.Message
-	deadline := time.Now().Add(30 * time.Second)
-	for len(got) < n && time.Now().Before(deadline) {
-		out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatalf("receive from %s: %v", queueURL, err)
-		}
-		for _, m := range out.Messages {
-			got = append(got, m)
-			_, _ = client.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle})
-		}
-	}
-	if len(got) != n {
-		t.Fatalf("received %d messages from %s, want %d", len(got), queueURL, n)
-	}
-	return got
+	return testenv.Receive(t, client, queueURL, n, true)
 }
 
 func failureOf(t *testing.T, m types.Message) consumer.Failure {

@@ -109,7 +109,10 @@ func drain(t testing.TB, client *sqs.Client, queueURL string) []types.Message {
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
 		if err != nil {
-			t.Fatalf("drain receive: %v", err)
+			if time.Now().After(deadline) {
+				t.Fatalf("drain receive: %v", err)
+			}
+			continue // a lost response: those messages come back in 5 s
 		}
 		if len(res.Messages) == 0 {
 			if total(t, client, queueURL) == 0 || time.Now().After(deadline) {

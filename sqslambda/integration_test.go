@@ -36,31 +36,10 @@ func queueARN(t *testing.T, client *sqs.Client, url string) string {
 	return out.Attributes[string(types.QueueAttributeNameQueueArn)]
 }
 
-// receive receives n messages from url (retrying: the server may lose a
-// response), with every attribute.
+// receive receives n messages from url, with every attribute.
 func receive(t *testing.T, client *sqs.Client, url string, n int) []types.Message {
 	t.Helper()
-	var msgs []types.Message
-	deadline := time.Now().Add(45 * time.Second)
-	for len(msgs) < n && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(url),
-			MaxNumberOfMessages:         int32(min(10, n-len(msgs))),
-			WaitTimeSeconds:             1,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		cancel()
-		if err != nil {
-			continue
-		}
-		msgs = append(msgs, out.Messages...)
-	}
-	if len(msgs) != n {
-		t.Fatalf("received %d messages from %s, want %d", len(msgs), url, n)
-	}
-	return msgs
+	return testenv.Receive(t, client, url, n, false)
 }
 
 // invoke does what the event source mapping does: receives n messages,

@@ -34,23 +34,7 @@ func TestMain(m *testing.M) {
 // source mapping would deliver.
 func event(t *testing.T, client *sqs.Client, url, arn string, n int) (events.SQSEvent, []types.Message) {
 	t.Helper()
-	var msgs []types.Message
-	deadline := time.Now().Add(30 * time.Second)
-	for len(msgs) < n && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: int32(n - len(msgs)), WaitTimeSeconds: 1,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		cancel()
-		if err == nil {
-			msgs = append(msgs, out.Messages...)
-		}
-	}
-	if len(msgs) != n {
-		t.Fatalf("received %d messages, want %d", len(msgs), n)
-	}
+	msgs := testenv.Receive(t, client, url, n, false)
 	var ev events.SQSEvent
 	for _, m := range msgs {
 		r := events.SQSMessage{

@@ -225,3 +225,43 @@ func Prefix(t testing.TB) string {
 	}
 	return p
 }
+
+// Receive reads n distinct messages (every attribute included) from a
+// queue, deleting them when del is set, or fails the test after a minute.
+// It survives what fauxqs does now and then, losing a ReceiveMessage
+// response: the read uses a 5 s visibility timeout, so the lost messages
+// come back soon, and an error is just another try.
+func Receive(t testing.TB, client *sqs.Client, queueURL string, n int, del bool) []sqstypes.Message {
+	t.Helper()
+	var got []sqstypes.Message
+	seen := map[string]bool{}
+	deadline := time.Now().Add(time.Minute)
+	for len(got) < n && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: int32(min(10, n-len(got))), WaitTimeSeconds: 1, VisibilityTimeout: 5,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+		})
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, m := range out.Messages {
+			if del {
+				if _, err := client.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+					t.Fatalf("delete from %s: %v", queueURL, err)
+				}
+			}
+			if seen[aws.ToString(m.MessageId)] {
+				continue
+			}
+			seen[aws.ToString(m.MessageId)] = true
+			got = append(got, m)
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("received %d messages from %s within a minute, want %d", len(got), queueURL, n)
+	}
+	return got
+}
