@@ -18,14 +18,7 @@ import (
 func cmdBalances(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
 	fs := g.flagSet("balances", stderr)
 	asJSON := fs.Bool("json", false, `print {"accounts":{"<id>":<int>,...},"total":<int>}`)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	n, err := g.names()
-	if err != nil {
-		return err
-	}
-	c, err := newClients(ctx)
+	n, c, err := g.open(ctx, fs, args, nil)
 	if err != nil {
 		return err
 	}
@@ -91,14 +84,7 @@ type queueStatus struct {
 func cmdStatus(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
 	fs := g.flagSet("status", stderr)
 	asJSON := fs.Bool("json", false, "print the counts as JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	n, err := g.names()
-	if err != nil {
-		return err
-	}
-	c, err := newClients(ctx)
+	n, c, err := g.open(ctx, fs, args, nil)
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,26 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// open parses a subcommand's flags, runs check on them (a bad command line
+// is reported before any configuration problem), and returns the ledger's
+// resource names and SDK clients.
+func (g *global) open(ctx context.Context, fs *flag.FlagSet, args []string, check func() error) (names, clients, error) {
+	if err := parse(fs, args); err != nil {
+		return names{}, clients{}, err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return names{}, clients{}, err
+		}
+	}
+	n, err := g.names()
+	if err != nil {
+		return names{}, clients{}, err
+	}
+	c, err := newClients(ctx)
+	return n, c, err
+}
+
 // names are the resources of one ledger.
 type names struct {
 	Queue, DLQ          string

@@ -54,14 +54,7 @@ type auditReport struct {
 func cmdAudit(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
 	fs := g.flagSet("audit", stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	n, err := g.names()
-	if err != nil {
-		return err
-	}
-	c, err := newClients(ctx)
+	n, c, err := g.open(ctx, fs, args, nil)
 	if err != nil {
 		return err
 	}

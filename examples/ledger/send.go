@@ -49,24 +49,19 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	dupRate := fs.Float64("dup-rate", 0, "fraction of credits sent a second time, as a separate message with the same id")
 	badRate := fs.Float64("bad-rate", 0, "malformed messages to add, as a fraction of -n")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case *n < 0:
-		return usagef("send: -n must be ≥ 0")
-	case *accounts < 1:
-		return usagef("send: -accounts must be ≥ 1")
-	case *dupRate < 0 || *dupRate > 1 || math.IsNaN(*dupRate):
-		return usagef("send: -dup-rate must be between 0 and 1")
-	case *badRate < 0 || *badRate > 1 || math.IsNaN(*badRate):
-		return usagef("send: -bad-rate must be between 0 and 1")
-	}
-	names, err := g.names()
-	if err != nil {
-		return err
-	}
-	c, err := newClients(ctx)
+	names, c, err := g.open(ctx, fs, args, func() error {
+		switch {
+		case *n < 0:
+			return usagef("send: -n must be ≥ 0")
+		case *accounts < 1:
+			return usagef("send: -accounts must be ≥ 1")
+		case *dupRate < 0 || *dupRate > 1 || math.IsNaN(*dupRate):
+			return usagef("send: -dup-rate must be between 0 and 1")
+		case *badRate < 0 || *badRate > 1 || math.IsNaN(*badRate):
+			return usagef("send: -bad-rate must be between 0 and 1")
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}

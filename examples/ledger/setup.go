@@ -22,14 +22,7 @@ const maxReceiveCount = 5
 
 func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
 	fs := g.flagSet("setup", stderr)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	n, err := g.names()
-	if err != nil {
-		return err
-	}
-	c, err := newClients(ctx)
+	n, c, err := g.open(ctx, fs, args, nil)
 	if err != nil {
 		return err
 	}

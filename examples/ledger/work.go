@@ -26,20 +26,19 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	handlerDelay := fs.Duration("handler-delay", 0, "sleep inside the handler, to show the heartbeat at work")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error; debug logs one line per settled message")
 	shutdown := fs.Duration("shutdown-timeout", workShutdownTimeout, "how long the drain waits for running handlers")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
 	var level zapcore.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usagef("work: -log-level %q: use debug, info, warn or error", *logLevel)
-	}
-	if *concurrency < 1 {
-		return usagef("work: -concurrency must be ≥ 1")
-	}
-	if *handlerDelay < 0 || *visibility < 0 || *shutdown <= 0 {
-		return usagef("work: -handler-delay and -visibility must not be negative, -shutdown-timeout must be positive")
-	}
-	n, err := g.names()
+	n, c, err := g.open(ctx, fs, args, func() error {
+		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+			return usagef("work: -log-level %q: use debug, info, warn or error", *logLevel)
+		}
+		if *concurrency < 1 {
+			return usagef("work: -concurrency must be ≥ 1")
+		}
+		if *handlerDelay < 0 || *visibility < 0 || *shutdown <= 0 {
+			return usagef("work: -handler-delay and -visibility must not be negative, -shutdown-timeout must be positive")
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -50,10 +49,6 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	defer func() { _ = logger.Sync() }()
 	logger = logger.With(zap.String("ledger", n.Queue))
 
-	c, err := newClients(ctx)
-	if err != nil {
-		return err
-	}
 	queueURL, err := c.queueURL(ctx, n.Queue)
 	if err != nil {
 		return err

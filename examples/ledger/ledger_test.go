@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsonce/sqsonce/internal/testenv"
+)
+
+// ledgerCLI runs the ledger in-process against the local stack.
+type ledgerCLI struct {
+	t    *testing.T
+	args []string // -queue NAME [-fifo]
+}
+
+func newLedgerCLI(t *testing.T, fifo bool) *ledgerCLI {
+	t.Helper()
+	testenv.Config(t) // fails, or skips outside make test, without the stack
+	l := &ledgerCLI{t: t, args: []string{"-queue", testenv.Name("ledger")}}
+	if fifo {
+		l.args = append(l.args, "-fifo")
+	}
+	l.ok("setup")
+	g := &global{name: l.args[1], fifo: fifo}
+	n, _ := g.names()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		sq, ddb := testenv.SQS(t), testenv.Dynamo(t)
+		for _, q := range []string{n.Queue, n.DLQ} {
+			if out, err := sq.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q)}); err == nil {
+				_, _ = sq.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+			}
+		}
+		for _, tb := range []string{n.DedupeTable, n.Ledger} {
+			_, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(tb)})
+		}
+	})
+	return l
+}
+
+func (l *ledgerCLI) run(ctx context.Context, args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, append(append([]string{}, l.args...), args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func (l *ledgerCLI) ok(args ...string) string {
+	l.t.Helper()
+	code, out, errOut := l.run(context.Background(), args...)
+	if code != 0 {
+		l.t.Fatalf("ledger %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
+	}
+	return out
+}
+
+// work runs the worker until the queue is drained, then cancels it as
+// SIGTERM would, and checks it exits 0.
+func (l *ledgerCLI) work() {
+	l.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := l.run(ctx, "work", "-concurrency", "8", "-visibility", "5s")
+		done <- code
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var st queueStatus
+		if err := json.Unmarshal([]byte(l.ok("status", "-json")), &st); err != nil {
+			l.t.Fatal(err)
+		}
+		if st.QueueDrained {
+			break
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("queue not drained: %+v", st)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		l.t.Fatalf("work exited %d after its context was cancelled", code)
+	}
+}
+
+// TestContract drives the fixed command-line contract: setup, send with
+// duplicates and malformed credits, work, balances -json in exactly the
+// documented shape, and two ledgers that share nothing.
+func TestContract(t *testing.T) {
+	t.Parallel()
+	for _, fifo := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standard", true: "fifo"}[fifo], func(t *testing.T) {
+			t.Parallel()
+			a, b := newLedgerCLI(t, fifo), newLedgerCLI(t, fifo)
+			var sent sendReport
+			if err := json.Unmarshal([]byte(a.ok("send", "-n", "60", "-accounts", "3", "-dup-rate", "0.5", "-bad-rate", "0.1", "-json")), &sent); err != nil {
+				t.Fatal(err)
+			}
+			if sent.Distinct != 60 || sent.Duplicates != 30 || sent.Malformed != 6 || sent.Messages != 96 {
+				t.Fatalf("send report %+v", sent)
+			}
+			b.ok("send", "-n", "5")
+			a.work()
+
+			raw := a.ok("balances", "-json")
+			var bal map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(raw), &bal); err != nil || len(bal) != 2 || bal["accounts"] == nil || bal["total"] == nil {
+				t.Fatalf(`balances -json = %s; want {"accounts":{...},"total":N}`, raw)
+			}
+			var got struct {
+				Accounts map[string]int64
+				Total    int64
+			}
+			_ = json.Unmarshal([]byte(raw), &got)
+			if got.Total != sent.Total || len(got.Accounts) != len(sent.Accounts) {
+				t.Fatalf("balances %+v, sent %+v", got, sent)
+			}
+			for acct, v := range sent.Accounts {
+				if got.Accounts[acct] != v {
+					t.Errorf("account %s: %d, want %d", acct, got.Accounts[acct], v)
+				}
+			}
+			var st queueStatus
+			_ = json.Unmarshal([]byte(a.ok("status", "-json")), &st)
+			if st.DLQVisible < sent.Malformed {
+				t.Errorf("DLQ holds %d, want the %d malformed credits", st.DLQVisible, sent.Malformed)
+			}
+			// Ledger b was sent credits but never worked: nothing of a's
+			// reaches it, and its queue still holds its own five.
+			if out := b.ok("balances", "-json"); out != "{\"accounts\":{},\"total\":0}\n" {
+				t.Errorf("the other ledger's balances: %s", out)
+			}
+			_ = json.Unmarshal([]byte(b.ok("status", "-json")), &st)
+			if st.Visible != 5 {
+				t.Errorf("the other ledger's queue holds %d, want 5", st.Visible)
+			}
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{}, {"nope"}, {"-queue", "a.b", "status"}, {"send", "-n", "-1"}, {"send", "-dup-rate", "2"},
+		{"work", "-log-level", "loud"}, {"work", "-concurrency", "0"}, {"balances", "extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
+			t.Errorf("ledger %v: exit %d, want 2 (usage)", args, code)
+		}
+	}
+}
