@@ -29,22 +29,26 @@ var setClause = regexp.MustCompile(`(?i)(^|\s)SET\s`)
 // arrive out of order.
 func VersionGuard(w types.TransactWriteItem, attr string, version int64) types.TransactWriteItem {
 	v := num(version)
-	cond := func(existing *string) *string {
-		if aws.ToString(existing) == "" {
-			return aws.String(versionCondition)
+	// guard adds the version condition and its placeholders to one write's
+	// expressions (copies: w's maps are not touched).
+	guard := func(c *string, names map[string]string, values map[string]types.AttributeValue) (*string, map[string]string, map[string]types.AttributeValue) {
+		if aws.ToString(c) == "" {
+			c = aws.String(versionCondition)
+		} else {
+			c = aws.String("(" + *c + ") AND " + versionCondition)
 		}
-		return aws.String("(" + *existing + ") AND " + versionCondition)
+		names = cloneNames(names)
+		names[versionName] = attr
+		values = cloneValues(values)
+		values[versionValue] = v
+		return c, names, values
 	}
 	switch {
 	case w.Put != nil:
 		p := *w.Put
 		p.Item = cloneValues(p.Item)
 		p.Item[attr] = v
-		p.ConditionExpression = cond(p.ConditionExpression)
-		p.ExpressionAttributeNames = cloneNames(p.ExpressionAttributeNames)
-		p.ExpressionAttributeNames[versionName] = attr
-		p.ExpressionAttributeValues = cloneValues(p.ExpressionAttributeValues)
-		p.ExpressionAttributeValues[versionValue] = v
+		p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues = guard(p.ConditionExpression, p.ExpressionAttributeNames, p.ExpressionAttributeValues)
 		w.Put = &p
 	case w.Update != nil:
 		u := *w.Update
@@ -56,27 +60,15 @@ func VersionGuard(w types.TransactWriteItem, attr string, version int64) types.T
 			expr = "SET " + set + " " + expr
 		}
 		u.UpdateExpression = aws.String(expr)
-		u.ConditionExpression = cond(u.ConditionExpression)
-		u.ExpressionAttributeNames = cloneNames(u.ExpressionAttributeNames)
-		u.ExpressionAttributeNames[versionName] = attr
-		u.ExpressionAttributeValues = cloneValues(u.ExpressionAttributeValues)
-		u.ExpressionAttributeValues[versionValue] = v
+		u.ConditionExpression, u.ExpressionAttributeNames, u.ExpressionAttributeValues = guard(u.ConditionExpression, u.ExpressionAttributeNames, u.ExpressionAttributeValues)
 		w.Update = &u
 	case w.Delete != nil:
 		d := *w.Delete
-		d.ConditionExpression = cond(d.ConditionExpression)
-		d.ExpressionAttributeNames = cloneNames(d.ExpressionAttributeNames)
-		d.ExpressionAttributeNames[versionName] = attr
-		d.ExpressionAttributeValues = cloneValues(d.ExpressionAttributeValues)
-		d.ExpressionAttributeValues[versionValue] = v
+		d.ConditionExpression, d.ExpressionAttributeNames, d.ExpressionAttributeValues = guard(d.ConditionExpression, d.ExpressionAttributeNames, d.ExpressionAttributeValues)
 		w.Delete = &d
 	case w.ConditionCheck != nil:
 		c := *w.ConditionCheck
-		c.ConditionExpression = cond(c.ConditionExpression)
-		c.ExpressionAttributeNames = cloneNames(c.ExpressionAttributeNames)
-		c.ExpressionAttributeNames[versionName] = attr
-		c.ExpressionAttributeValues = cloneValues(c.ExpressionAttributeValues)
-		c.ExpressionAttributeValues[versionValue] = v
+		c.ConditionExpression, c.ExpressionAttributeNames, c.ExpressionAttributeValues = guard(c.ConditionExpression, c.ExpressionAttributeNames, c.ExpressionAttributeValues)
 		w.ConditionCheck = &c
 	}
 	return w
