@@ -1,0 +1,19 @@
+// Package producer is the sending side of sqsonce: it stamps every message
+// with a stable sqsonce-id, so that consumers dedupe on it, sends in
+// SendMessageBatch calls within SQS's limits, retries the entries that
+// failed, and creates queues with their dead-letter queues.
+//
+//	q, err := producer.CreateQueue(ctx, client, producer.QueueConfig{Name: "orders"})
+//	p, err := producer.New(producer.Config{Client: client, QueueURL: q.URL})
+//	// The id is the job's identity: made when the job is made, kept on re-sends.
+//	res, err := p.Send(ctx, producer.Message{ID: order.ID, Body: string(body)})
+//
+// A producer that sends the same job twice (a retry after a timeout, a
+// re-run of a script) sends it with the same id, and the consumer's dedupe
+// middleware applies it once. On a FIFO queue the id is also the
+// MessageDeduplicationId, so SQS itself drops a re-send within 5 minutes.
+//
+// What it cannot do: a message whose every attempt failed is returned as
+// failed, not kept; a process that must not lose events it has committed
+// elsewhere writes them to the outbox in the same transaction instead.
+package producer

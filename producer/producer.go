@@ -1,0 +1,438 @@
+package producer
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sqsonce/sqsonce/internal/backoff"
+)
+
+// AttrID is the message attribute that carries a message's dedupe id; the
+// consumer's default KeyFunc reads it.
+const AttrID = "sqsonce-id"
+
+// SQS's limits on what one send may carry.
+const (
+	// MaxBatchEntries is the most entries one SendMessageBatch takes.
+	MaxBatchEntries = 10
+	// MaxMessageBytes is SQS's largest message (body plus attribute names,
+	// types and values), and also the largest SendMessageBatch payload.
+	MaxMessageBytes = 1 << 20
+	// MaxMessageAttributes is the most message attributes one message carries.
+	MaxMessageAttributes = 10
+)
+
+var (
+	// ErrTooLarge is the error of a message over [MaxMessageBytes] or with
+	// more than [MaxMessageAttributes] attributes; it is never sent.
+	ErrTooLarge = errors.New("producer: message too large")
+	// ErrGroupBlocked is the error of a FIFO message not sent because an
+	// earlier message of its group failed: sending it would break the
+	// group's order.
+	ErrGroupBlocked = errors.New("producer: an earlier message of the group failed")
+	// ErrNoGroup is the error of a message without a GroupID on a FIFO queue.
+	ErrNoGroup = errors.New("producer: a FIFO queue needs a GroupID")
+)
+
+// SendAPI is the part of the SQS client a Producer uses. *sqs.Client
+// satisfies it.
+type SendAPI interface {
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
+var _ SendAPI = (*sqs.Client)(nil)
+
+// Config configures a Producer. Client and QueueURL are required.
+type Config struct {
+	// Client sends the messages. Required.
+	Client SendAPI
+	// QueueURL is the queue sent to. Required.
+	QueueURL string
+	// FIFO says the queue is a FIFO queue. Defaults to whether QueueURL ends
+	// in ".fifo".
+	FIFO *bool
+	// NewIDFunc makes the sqsonce-id of a message sent without one.
+	// Defaults to a UUIDv7 (time-ordered, random).
+	NewIDFunc func() string
+	// MaxAttempts is how many times a message is sent before its failure is
+	// returned (a refused entry the sender caused is not retried). Defaults
+	// to 5.
+	MaxAttempts int
+	// BackoffBase and BackoffMax bound the full-jitter wait between
+	// attempts. Default to 100ms and 5s.
+	BackoffBase, BackoffMax time.Duration
+	// Concurrency is how many SendMessageBatch calls run at once on a
+	// standard queue. FIFO queues send one call at a time, so that each
+	// group keeps its order. Defaults to 4.
+	Concurrency int
+	// Logger receives one warning per failed message (its id and the
+	// reason, never the body). Defaults to zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Message is one message to send.
+type Message struct {
+	// ID is the message's sqsonce-id: the job's identity, made when the
+	// job was made, so that a re-send is recognised downstream. Empty
+	// means a new one from Config.NewIDFunc.
+	ID string
+	// Body is the message body. Required.
+	Body string
+	// Attributes are sent as they are, plus sqsonce-id.
+	Attributes map[string]types.MessageAttributeValue
+	// GroupID is the MessageGroupId; required on a FIFO queue.
+	GroupID string
+	// DeduplicationID is the MessageDeduplicationId on a FIFO queue.
+	// Defaults to the sqsonce-id, so that SQS drops a re-send within its
+	// 5-minute window; set it to send a deliberate copy.
+	DeduplicationID string
+	// Delay postpones delivery (standard queues only; whole seconds up to
+	// 15 minutes).
+	Delay time.Duration
+}
+
+// Result is what happened to one message, at the same index as the
+// message in [Producer.SendBatch].
+type Result struct {
+	// ID is the sqsonce-id the message was sent with.
+	ID string
+	// MessageID is SQS's id for the sent message (empty if not sent).
+	MessageID string
+	// SequenceNumber is set on FIFO queues.
+	SequenceNumber string
+	// Attempts is how many times the message was sent.
+	Attempts int
+	// Err is nil when SQS accepted the message.
+	Err error
+}
+
+// Producer sends messages stamped with sqsonce-id, in SendMessageBatch
+// calls within SQS's limits, retrying failed entries with backoff.
+type Producer struct {
+	cfg  Config
+	fifo bool
+}
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) (*Producer, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("producer: Config.Client is required")
+	}
+	if cfg.QueueURL == "" {
+		return nil, errors.New("producer: Config.QueueURL is required")
+	}
+	if cfg.MaxAttempts < 0 || cfg.Concurrency < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 {
+		return nil, errors.New("producer: MaxAttempts, Concurrency and the backoff bounds must not be negative")
+	}
+	fifo := strings.HasSuffix(cfg.QueueURL, ".fifo")
+	if cfg.FIFO != nil {
+		fifo = *cfg.FIFO
+	}
+	if cfg.NewIDFunc == nil {
+		cfg.NewIDFunc = newID
+	}
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 5)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, 100*time.Millisecond)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, 5*time.Second)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &Producer{cfg: cfg, fifo: fifo}, nil
+}
+
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// Send sends one message and returns its result; the error is Result.Err.
+func (p *Producer) Send(ctx context.Context, m Message) (Result, error) {
+	r := p.SendBatch(ctx, []Message{m})[0]
+	return r, r.Err
+}
+
+// SendBatch sends msgs in as few SendMessageBatch calls as SQS's limits
+// allow (10 entries, 1 MiB a call) and returns one Result per message, in
+// order. A message is retried until it is accepted, the sender is at fault
+// (a refused attribute, say), MaxAttempts is reached or ctx ends. On a FIFO
+// queue MessageDeduplicationId is the sqsonce-id (so a retry after a lost
+// response is not enqueued twice), calls go one at a time in the order of
+// msgs with at most one message of each group per call, and once a message
+// of a group fails the group's later messages are not sent
+// (ErrGroupBlocked). A single busy group therefore sends one message per
+// call; spread work over groups (an entity each) for throughput.
+func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
+	results := make([]Result, len(msgs))
+	var pending []int
+	for i, m := range msgs {
+		results[i].ID = m.ID
+		if m.ID == "" {
+			results[i].ID = p.cfg.NewIDFunc()
+		}
+		if err := p.check(m); err != nil {
+			results[i].Err = err
+			continue
+		}
+		pending = append(pending, i)
+	}
+	if p.fifo {
+		p.sendFIFO(ctx, msgs, results, pending)
+		return results
+	}
+	g := new(errgroup.Group)
+	g.SetLimit(p.cfg.Concurrency)
+	for _, batch := range p.split(msgs, results, pending) {
+		g.Go(func() error {
+			p.sendWithRetries(ctx, msgs, results, batch)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return results
+}
+
+// sendFIFO sends batch after batch; a group whose message failed is
+// blocked for the rest of the call.
+func (p *Producer) sendFIFO(ctx context.Context, msgs []Message, results []Result, pending []int) {
+	blocked := map[string]error{}
+	for len(pending) > 0 {
+		var live []int
+		for _, idx := range pending {
+			if err, ok := blocked[msgs[idx].GroupID]; ok {
+				results[idx].Err = fmt.Errorf("%w: %w", ErrGroupBlocked, err)
+				continue
+			}
+			live = append(live, idx)
+		}
+		if len(live) == 0 {
+			return
+		}
+		// One message per group per call: SQS settles each entry of a
+		// batch on its own, so a group's later entry could be stored while
+		// an earlier one of the same call was refused.
+		var next, rest []int
+		inCall := map[string]bool{}
+		for _, idx := range live {
+			if g := msgs[idx].GroupID; !inCall[g] && len(next) < MaxBatchEntries {
+				inCall[g] = true
+				next = append(next, idx)
+				continue
+			}
+			rest = append(rest, idx)
+		}
+		batch := p.split(msgs, results, next)[0]
+		rest = append(next[len(batch):], rest...)
+		slices.SortFunc(rest, cmp.Compare)
+		p.sendWithRetries(ctx, msgs, results, batch)
+		for _, idx := range batch {
+			if err := results[idx].Err; err != nil {
+				if _, ok := blocked[msgs[idx].GroupID]; !ok {
+					blocked[msgs[idx].GroupID] = err
+				}
+			}
+		}
+		pending = rest
+	}
+}
+
+// check refuses what SQS would refuse for the message itself.
+func (p *Producer) check(m Message) error {
+	if p.fifo && m.GroupID == "" {
+		return ErrNoGroup
+	}
+	if p.fifo && m.Delay > 0 {
+		return errors.New("producer: per-message delay is not supported on FIFO queues")
+	}
+	if m.Delay < 0 || m.Delay > 15*time.Minute {
+		return errors.New("producer: delay must be between 0 and 15 minutes")
+	}
+	n := len(m.Attributes)
+	if _, ok := m.Attributes[AttrID]; !ok {
+		n++
+	}
+	if n > MaxMessageAttributes {
+		return fmt.Errorf("%w: %d message attributes with sqsonce-id (SQS allows %d)", ErrTooLarge, n, MaxMessageAttributes)
+	}
+	if size := messageSize(m, m.ID); size > MaxMessageBytes {
+		return fmt.Errorf("%w: %d bytes (SQS allows %d)", ErrTooLarge, size, MaxMessageBytes)
+	}
+	return nil
+}
+
+// messageSize is the size SQS counts: the body plus each attribute's name,
+// data type and value.
+func messageSize(m Message, id string) int {
+	n := len(m.Body)
+	for name, v := range m.Attributes {
+		if name == AttrID {
+			continue
+		}
+		n += len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n + len(AttrID) + len("String") + max(len(id), 36)
+}
+
+// split groups idxs into batches of at most 10 entries and 1 MiB, in order.
+func (p *Producer) split(msgs []Message, results []Result, idxs []int) [][]int {
+	var batches [][]int
+	var cur []int
+	size := 0
+	for _, idx := range idxs {
+		s := messageSize(msgs[idx], results[idx].ID)
+		if len(cur) == MaxBatchEntries || (len(cur) > 0 && size+s > MaxMessageBytes) {
+			batches = append(batches, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, idx)
+		size += s
+	}
+	if len(cur) > 0 {
+		batches = append(batches, cur)
+	}
+	return batches
+}
+
+// sendWithRetries sends one batch, then its retriable failures again with
+// backoff, until each message is settled in results.
+func (p *Producer) sendWithRetries(ctx context.Context, msgs []Message, results []Result, batch []int) {
+	for attempt := 1; len(batch) > 0; attempt++ {
+		retry := p.sendOnce(ctx, msgs, results, batch)
+		if len(retry) == 0 {
+			return
+		}
+		if attempt >= p.cfg.MaxAttempts || ctx.Err() != nil {
+			return
+		}
+		t := time.NewTimer(backoff.FullJitter(p.cfg.BackoffBase, p.cfg.BackoffMax, attempt, nil))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			for _, idx := range retry {
+				results[idx].Err = fmt.Errorf("producer: send: %w (last failure: %w)", ctx.Err(), results[idx].Err)
+			}
+			return
+		case <-t.C:
+		}
+		batch = retry
+	}
+}
+
+// sendOnce makes one SendMessageBatch call and returns the entries worth
+// another attempt; every entry's Result is updated.
+func (p *Producer) sendOnce(ctx context.Context, msgs []Message, results []Result, batch []int) []int {
+	entries := make([]types.SendMessageBatchRequestEntry, len(batch))
+	for i, idx := range batch {
+		entries[i] = p.entry(strconv.Itoa(i), msgs[idx], results[idx].ID)
+		results[idx].Attempts++
+	}
+	out, err := p.cfg.Client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{
+		QueueUrl: aws.String(p.cfg.QueueURL),
+		Entries:  entries,
+	})
+	if err != nil {
+		err = fmt.Errorf("producer: send batch: %w", err)
+		for _, idx := range batch {
+			results[idx].Err = err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.cfg.Logger.Warn("producer: send batch failed", zap.Int("entries", len(batch)), zap.Error(err))
+		return batch
+	}
+	var retry []int
+	settled := make([]bool, len(batch))
+	for _, ok := range out.Successful {
+		i, err := strconv.Atoi(aws.ToString(ok.Id))
+		if err != nil || i < 0 || i >= len(batch) {
+			continue
+		}
+		settled[i] = true
+		r := &results[batch[i]]
+		r.Err, r.MessageID, r.SequenceNumber = nil, aws.ToString(ok.MessageId), aws.ToString(ok.SequenceNumber)
+	}
+	for _, f := range out.Failed {
+		i, err := strconv.Atoi(aws.ToString(f.Id))
+		if err != nil || i < 0 || i >= len(batch) || settled[i] {
+			continue
+		}
+		settled[i] = true
+		idx := batch[i]
+		results[idx].Err = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+		p.cfg.Logger.Warn("producer: message refused", zap.String("sqsonce_id", results[idx].ID),
+			zap.String("code", aws.ToString(f.Code)), zap.Bool("sender_fault", f.SenderFault))
+		if !f.SenderFault {
+			retry = append(retry, idx)
+		}
+	}
+	for i, ok := range settled {
+		if !ok { // SQS answered for neither: try again
+			results[batch[i]].Err = errors.New("producer: SQS returned no result for the entry")
+			retry = append(retry, batch[i])
+		}
+	}
+	return retry
+}
+
+func (p *Producer) entry(id string, m Message, sqsonceID string) types.SendMessageBatchRequestEntry {
+	attrs := make(map[string]types.MessageAttributeValue, len(m.Attributes)+1)
+	for k, v := range m.Attributes {
+		attrs[k] = v
+	}
+	attrs[AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(sqsonceID)}
+	e := types.SendMessageBatchRequestEntry{
+		Id:                aws.String(id),
+		MessageBody:       aws.String(m.Body),
+		MessageAttributes: attrs,
+	}
+	if p.fifo {
+		e.MessageGroupId = aws.String(m.GroupID)
+		e.MessageDeduplicationId = aws.String(dedupeID(cmp.Or(m.DeduplicationID, sqsonceID)))
+	} else if m.Delay > 0 {
+		e.DelaySeconds = int32(m.Delay / time.Second)
+	}
+	return e
+}
+
+// dedupeID fits an id into MessageDeduplicationId's 128 characters of
+// [a-zA-Z0-9!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~]; an id that does not fit is
+// replaced by its hash.
+func dedupeID(id string) string {
+	ok := len(id) <= 128
+	for i := 0; ok && i < len(id); i++ {
+		ok = id[i] > ' ' && id[i] < 0x7f
+	}
+	if ok {
+		return id
+	}
+	return hashID(id)
+}
+
+// EntryError is SQS's refusal of one entry of a batch.
+type EntryError struct {
+	Code, Message string
+	// SenderFault is true when the request itself was wrong (not retried).
+	SenderFault bool
+}
+
+func (e *EntryError) Error() string {
+	return fmt.Sprintf("producer: SQS refused the message: %s: %s", e.Code, e.Message)
+}
+
+func hashID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
