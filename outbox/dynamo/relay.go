@@ -1,0 +1,367 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sqsonce/sqsonce/outbox"
+)
+
+// The relay side of the Store: partition leases, reading due events, and
+// recording what happened to them.
+
+func num(item map[string]types.AttributeValue, name string) int64 {
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	i, _ := strconv.ParseInt(v.Value, 10, 64)
+	return i
+}
+
+func str(item map[string]types.AttributeValue, name string) string {
+	v, ok := item[name].(*types.AttributeValueMemberS)
+	if !ok {
+		return ""
+	}
+	return v.Value
+}
+
+func boolean(item map[string]types.AttributeValue, name string) bool {
+	v, ok := item[name].(*types.AttributeValueMemberBOOL)
+	return ok && v.Value
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// partitions returns the partitions owner holds, renewing and taking
+// leases when the last renewal is older than a third of the lease.
+func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([]int, error) {
+	st.leaseMu.Lock()
+	defer st.leaseMu.Unlock()
+	if until, ok := st.heldUntil[owner]; ok && now.Before(until) {
+		return st.held[owner], nil
+	}
+	lease := st.cfg.Lease
+	nowMs, untilMs := now.UnixMilli(), now.Add(lease).UnixMilli()
+	tbl := aws.String(st.cfg.Table)
+	if _, err := st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: tbl, Item: map[string]types.AttributeValue{
+		attrPK: s("r"), attrSK: s(owner), "until": n(untilMs), attrExpiresAt: n(now.Add(24 * time.Hour).Unix()),
+	}}); err != nil {
+		return nil, fmt.Errorf("outbox/dynamo: register relay: %w", err)
+	}
+	relays, err := st.queryAll(ctx, "r")
+	if err != nil {
+		return nil, err
+	}
+	live := 0
+	for _, r := range relays {
+		if num(r, "until") > nowMs {
+			live++
+		}
+	}
+	live = max(live, 1)
+	share := (st.cfg.Partitions + live - 1) / live
+	leases, err := st.queryAll(ctx, "l")
+	if err != nil {
+		return nil, err
+	}
+	byPartition := map[int]map[string]types.AttributeValue{}
+	for _, l := range leases {
+		p, _ := strconv.Atoi(str(l, attrSK))
+		byPartition[p] = l
+	}
+	var held []int
+	for p := range st.cfg.Partitions {
+		l, ok := byPartition[p]
+		if !ok || str(l, "owner") != owner || num(l, "until") <= nowMs {
+			continue
+		}
+		key := map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p))}
+		if len(held) >= share { // over its share: let another relay take it
+			_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: tbl, Key: key,
+				ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}})
+			if err != nil && !isConditionFailed(err) {
+				return nil, fmt.Errorf("outbox/dynamo: give up partition %d: %w", p, err)
+			}
+			continue
+		}
+		_, err := st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: tbl, Key: key,
+			UpdateExpression:          aws.String("SET #u = :until"),
+			ConditionExpression:       aws.String("#o = :me"),
+			ExpressionAttributeNames:  map[string]string{"#o": "owner", "#u": "until"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(untilMs)}})
+		switch {
+		case err == nil:
+			held = append(held, p)
+		case !isConditionFailed(err):
+			return nil, fmt.Errorf("outbox/dynamo: renew partition %d: %w", p, err)
+		}
+	}
+	for p := range st.cfg.Partitions {
+		if len(held) >= share {
+			break
+		}
+		if l, ok := byPartition[p]; ok && num(l, "until") > nowMs {
+			continue
+		}
+		if slices.Contains(held, p) {
+			continue
+		}
+		_, err := st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: tbl,
+			Item:                      map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p)), "owner": s(owner), "until": n(untilMs)},
+			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u <= :now"),
+			ExpressionAttributeNames:  map[string]string{"#u": "until"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}})
+		switch {
+		case err == nil:
+			held = append(held, p)
+		case !isConditionFailed(err):
+			return nil, fmt.Errorf("outbox/dynamo: take partition %d: %w", p, err)
+		}
+	}
+	slices.Sort(held)
+	st.held[owner] = held
+	// Used until a third of the lease is left, so a relay never reads on a
+	// lease about to end.
+	st.heldUntil[owner] = now.Add(lease / 3)
+	return held, nil
+}
+
+func (st *Store) queryAll(ctx context.Context, pk string) ([]map[string]types.AttributeValue, error) {
+	var out []map[string]types.AttributeValue
+	var start map[string]types.AttributeValue
+	for {
+		res, err := st.cfg.Client.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(st.cfg.Table),
+			KeyConditionExpression:    aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("outbox/dynamo: query %s: %w", pk, err)
+		}
+		out = append(out, res.Items...)
+		if len(res.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		start = res.LastEvaluatedKey
+	}
+}
+
+func toEvent(item map[string]types.AttributeValue) outbox.Event {
+	return outbox.Event{
+		ID:        str(item, "id"),
+		Entity:    str(item, "entity"),
+		Type:      str(item, "type"),
+		Payload:   str(item, "payload"),
+		CreatedAt: time.UnixMilli(num(item, "created")),
+		Attempts:  int(num(item, "attempts")),
+		LastError: str(item, "last_error"),
+		Dead:      boolean(item, "dead"),
+		Handle:    str(item, attrPK) + "|" + str(item, attrSK),
+	}
+}
+
+func handleKey(h string) (map[string]types.AttributeValue, error) {
+	pk, sk, ok := strings.Cut(h, "|")
+	if !ok {
+		return nil, fmt.Errorf("outbox/dynamo: malformed event handle %q", h)
+	}
+	return map[string]types.AttributeValue{attrPK: s(pk), attrSK: s(sk)}, nil
+}
+
+// Due implements [outbox.Store].
+func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
+	now := st.cfg.NowFunc()
+	held, err := st.partitions(ctx, owner, now)
+	if err != nil {
+		return nil, err
+	}
+	var out []outbox.Event
+	for _, p := range held {
+		items, err := st.queryAll(ctx, partitionPK(p))
+		if err != nil {
+			return nil, err
+		}
+		// Items sort by entity hash, then order stamp: the first item of
+		// each entity is its oldest event.
+		prev := ""
+		for _, item := range items {
+			sk := str(item, attrSK)
+			eh, _, _ := strings.Cut(sk, "#")
+			if eh == prev {
+				continue
+			}
+			prev = eh
+			if boolean(item, "dead") || num(item, "next_at") > now.UnixMilli() {
+				continue
+			}
+			out = append(out, toEvent(item))
+			if len(out) == limit {
+				return out, nil
+			}
+		}
+	}
+	return out, nil
+}
+
+// Published implements [outbox.Store].
+func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
+	for chunk := range slices.Chunk(evs, 25) {
+		var reqs []types.WriteRequest
+		for _, ev := range chunk {
+			key, err := handleKey(ev.Handle)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key}})
+		}
+		for try := 0; len(reqs) > 0; try++ {
+			out, err := st.cfg.Client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+				RequestItems: map[string][]types.WriteRequest{st.cfg.Table: reqs},
+			})
+			if err != nil {
+				return fmt.Errorf("outbox/dynamo: remove published events: %w", err)
+			}
+			reqs = out.UnprocessedItems[st.cfg.Table]
+			if len(reqs) > 0 {
+				if try == 10 {
+					return errors.New("outbox/dynamo: remove published events: DynamoDB left items unprocessed 10 times")
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Duration(10<<try) * time.Millisecond):
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Failed implements [outbox.Store].
+func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, retryAt time.Time, dead bool) error {
+	key, err := handleKey(ev.Handle)
+	if err != nil {
+		return err
+	}
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	_, err = st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(st.cfg.Table),
+		Key:                 key,
+		UpdateExpression:    aws.String("SET attempts = :a, last_error = :r, next_at = :n, dead = :d"),
+		ConditionExpression: aws.String("attribute_exists(pk)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":a": n(int64(ev.Attempts)), ":r": s(reason), ":n": n(retryAt.UnixMilli()), ":d": &types.AttributeValueMemberBOOL{Value: dead},
+		},
+	})
+	if err != nil && !isConditionFailed(err) { // gone: another relay published it
+		return fmt.Errorf("outbox/dynamo: record failed send of %s: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// Stats implements [outbox.Store]. It reads every partition.
+func (st *Store) Stats(ctx context.Context) (outbox.Stats, error) {
+	var out outbox.Stats
+	for p := range st.cfg.Partitions {
+		items, err := st.queryAll(ctx, partitionPK(p))
+		if err != nil {
+			return outbox.Stats{}, err
+		}
+		for _, item := range items {
+			ev := toEvent(item)
+			if ev.Dead {
+				out.Dead++
+				if len(out.DeadEvents) < 100 {
+					out.DeadEvents = append(out.DeadEvents, ev)
+				}
+				continue
+			}
+			out.Pending++
+			if out.Oldest.IsZero() || ev.CreatedAt.Before(out.Oldest) {
+				out.Oldest = ev.CreatedAt
+			}
+		}
+	}
+	return out, nil
+}
+
+// Requeue implements [outbox.Store].
+func (st *Store) Requeue(ctx context.Context) (int, error) {
+	count := 0
+	for p := range st.cfg.Partitions {
+		items, err := st.queryAll(ctx, partitionPK(p))
+		if err != nil {
+			return count, err
+		}
+		for _, item := range items {
+			if !boolean(item, "dead") {
+				continue
+			}
+			_, err := st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName:                 aws.String(st.cfg.Table),
+				Key:                       map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]},
+				UpdateExpression:          aws.String("SET attempts = :z, next_at = :z, dead = :f"),
+				ConditionExpression:       aws.String("attribute_exists(pk)"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":z": n(0), ":f": &types.AttributeValueMemberBOOL{Value: false}},
+			})
+			if err != nil && !isConditionFailed(err) {
+				return count, fmt.Errorf("outbox/dynamo: requeue: %w", err)
+			}
+			if err == nil {
+				count++
+			}
+		}
+	}
+	return count, nil
+}
+
+// Release implements [outbox.Store].
+func (st *Store) Release(ctx context.Context, owner string) error {
+	st.leaseMu.Lock()
+	delete(st.held, owner)
+	delete(st.heldUntil, owner)
+	st.leaseMu.Unlock()
+	leases, err := st.queryAll(ctx, "l")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range leases {
+		if str(l, "owner") != owner {
+			continue
+		}
+		_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(st.cfg.Table), Key: map[string]types.AttributeValue{attrPK: l[attrPK], attrSK: l[attrSK]},
+			ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}})
+		if err != nil && !isConditionFailed(err) {
+			errs = append(errs, err)
+		}
+	}
+	_, err = st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.cfg.Table),
+		Key: map[string]types.AttributeValue{attrPK: s("r"), attrSK: s(owner)}})
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("outbox/dynamo: release: %w", err)
+	}
+	return nil
+}

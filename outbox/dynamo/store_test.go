@@ -1,0 +1,54 @@
+package dynamo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/outbox"
+	"github.com/sqsonce/sqsonce/outbox/dynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxtest"
+)
+
+// newTable makes a fresh outbox table on DynamoDB Local.
+func newTable(t *testing.T) (*dynamo.Store, func(cfg dynamo.Config) *dynamo.Store) {
+	t.Helper()
+	client := testenv.Dynamo(t)
+	table := testenv.Name("outbox")
+	if err := dynamo.CreateTable(context.Background(), client, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	mk := func(cfg dynamo.Config) *dynamo.Store {
+		cfg.Client, cfg.Table = client, table
+		st, err := dynamo.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	return mk(dynamo.Config{}), mk
+}
+
+func TestConformance(t *testing.T) {
+	outboxtest.Run(t, func(t *testing.T) outboxtest.Harness {
+		clock := outboxtest.NewClock()
+		_, mk := newTable(t)
+		st := mk(dynamo.Config{NowFunc: clock.Now, Lease: 10 * time.Second})
+		return outboxtest.Harness{
+			Store: st,
+			Commit: func(ctx context.Context, evs ...outbox.Event) error {
+				return st.Commit(ctx, func() ([]types.TransactWriteItem, error) { return st.Put(evs...) })
+			},
+			Clock: clock,
+			Lease: 10 * time.Second,
+		}
+	})
+}

@@ -1,0 +1,215 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// MemoryConfig configures a [Memory] store; the zero value is ready.
+type MemoryConfig struct {
+	// Partitions spread the entities over relays. Defaults to 16.
+	Partitions int
+	// Lease is how long a relay holds a partition without renewing it.
+	// Defaults to 10s.
+	Lease time.Duration
+	// NowFunc is the clock. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Memory is an in-process Store, for tests and single-process programs.
+// Put is its writer: the events of one call are committed together.
+type Memory struct {
+	cfg MemoryConfig
+
+	mu     sync.Mutex
+	seq    int64
+	events map[string]*memEvent // by handle
+	leases []memLease           // by partition
+	owners map[string]time.Time // owner → seen until
+}
+
+type memEvent struct {
+	ev      Event
+	seq     int64
+	retryAt time.Time
+}
+
+type memLease struct {
+	owner string
+	until time.Time
+}
+
+// NewMemory returns an empty Memory store.
+func NewMemory(cfg MemoryConfig) *Memory {
+	cfg.Partitions = cmp.Or(cfg.Partitions, 16)
+	cfg.Lease = cmp.Or(cfg.Lease, 10*time.Second)
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	return &Memory{cfg: cfg, events: map[string]*memEvent{}, leases: make([]memLease, cfg.Partitions), owners: map[string]time.Time{}}
+}
+
+// Put commits evs: all of them, in order, or none when one is invalid.
+func (m *Memory) Put(_ context.Context, evs ...Event) error {
+	now := m.cfg.NowFunc()
+	for i := range evs {
+		if err := Prepare(&evs[i], now); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ev := range evs {
+		m.seq++
+		ev.Handle = strconv.FormatInt(m.seq, 10)
+		m.events[ev.Handle] = &memEvent{ev: ev, seq: m.seq}
+	}
+	return nil
+}
+
+// Due implements [Store].
+func (m *Memory) Due(_ context.Context, owner string, limit int) ([]Event, error) {
+	now := m.cfg.NowFunc()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	held := m.leasePartitions(owner, now)
+	heads := map[string]*memEvent{}
+	for _, e := range m.events {
+		if !held[Partition(e.ev.Entity, m.cfg.Partitions)] {
+			continue
+		}
+		if h, ok := heads[e.ev.Entity]; !ok || e.seq < h.seq {
+			heads[e.ev.Entity] = e
+		}
+	}
+	var due []*memEvent
+	for _, h := range heads {
+		if !h.ev.Dead && !h.retryAt.After(now) {
+			due = append(due, h)
+		}
+	}
+	slices.SortFunc(due, func(a, b *memEvent) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]Event, 0, min(limit, len(due)))
+	for _, e := range due[:min(limit, len(due))] {
+		out = append(out, e.ev)
+	}
+	return out, nil
+}
+
+// leasePartitions renews owner's leases and takes free ones up to its fair
+// share of the live owners; it returns the partitions owner holds.
+func (m *Memory) leasePartitions(owner string, now time.Time) map[int]bool {
+	m.owners[owner] = now.Add(m.cfg.Lease)
+	live := 0
+	for o, until := range m.owners {
+		if until.After(now) {
+			live++
+		} else {
+			delete(m.owners, o)
+		}
+	}
+	share := (m.cfg.Partitions + live - 1) / live
+	held := map[int]bool{}
+	for p, l := range m.leases {
+		if l.owner == owner && l.until.After(now) {
+			if len(held) < share {
+				held[p] = true
+				m.leases[p].until = now.Add(m.cfg.Lease)
+			} else {
+				m.leases[p] = memLease{} // over its share: let another owner take it
+			}
+		}
+	}
+	for p, l := range m.leases {
+		if len(held) >= share {
+			break
+		}
+		if l.owner == "" || !l.until.After(now) {
+			m.leases[p] = memLease{owner: owner, until: now.Add(m.cfg.Lease)}
+			held[p] = true
+		}
+	}
+	return held
+}
+
+// Published implements [Store].
+func (m *Memory) Published(_ context.Context, evs []Event) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ev := range evs {
+		delete(m.events, ev.Handle)
+	}
+	return nil
+}
+
+// Failed implements [Store].
+func (m *Memory) Failed(_ context.Context, ev Event, reason string, retryAt time.Time, dead bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.events[ev.Handle]
+	if !ok {
+		return nil // published meanwhile by another relay
+	}
+	e.ev.Attempts = ev.Attempts
+	e.ev.LastError = reason
+	e.ev.Dead = dead
+	e.retryAt = retryAt
+	return nil
+}
+
+// Stats implements [Store].
+func (m *Memory) Stats(context.Context) (Stats, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var s Stats
+	var dead []*memEvent
+	for _, e := range m.events {
+		if e.ev.Dead {
+			s.Dead++
+			dead = append(dead, e)
+			continue
+		}
+		s.Pending++
+		if s.Oldest.IsZero() || e.ev.CreatedAt.Before(s.Oldest) {
+			s.Oldest = e.ev.CreatedAt
+		}
+	}
+	slices.SortFunc(dead, func(a, b *memEvent) int { return cmp.Compare(a.seq, b.seq) })
+	for _, e := range dead[:min(100, len(dead))] {
+		s.DeadEvents = append(s.DeadEvents, e.ev)
+	}
+	return s, nil
+}
+
+// Requeue implements [Store].
+func (m *Memory) Requeue(context.Context) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, e := range m.events {
+		if e.ev.Dead {
+			e.ev.Dead, e.ev.Attempts, e.retryAt = false, 0, time.Time{}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Release implements [Store].
+func (m *Memory) Release(_ context.Context, owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p, l := range m.leases {
+		if l.owner == owner {
+			m.leases[p] = memLease{}
+		}
+	}
+	delete(m.owners, owner)
+	return nil
+}
+
+var _ Store = (*Memory)(nil)

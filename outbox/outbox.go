@@ -1,0 +1,119 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Event is one thing that happened, written in the same transaction as the
+// change it describes and published to SQS by a [Relay] after that
+// transaction committed.
+type Event struct {
+	// ID identifies the event. It becomes the message's sqsonce-id (and the
+	// FIFO MessageDeduplicationId), so a consumer applies an event that was
+	// published twice only once. Defaults to a new UUIDv7.
+	ID string
+	// Entity is what the event is about (an account, an order). Events of
+	// one entity are published in the order their transactions committed;
+	// on a FIFO queue it is the MessageGroupId. Required.
+	Entity string
+	// Type is sent as the sqsonce-event-type message attribute when set.
+	Type string
+	// Payload is the message body. Required.
+	Payload string
+	// CreatedAt is when the event was written. Set by the writer.
+	CreatedAt time.Time
+
+	// Set by a Store when it hands the event to a relay.
+
+	// Attempts counts failed sends so far.
+	Attempts int
+	// LastError is the reason of the last failed send.
+	LastError string
+	// Dead is set once the event was parked after MaxAttempts failures.
+	Dead bool
+	// Handle is the Store's own reference to the stored event.
+	Handle string
+}
+
+// Errors a writer returns for an event it cannot store.
+var (
+	ErrNoEntity  = errors.New("outbox: Event.Entity is required")
+	ErrNoPayload = errors.New("outbox: Event.Payload is required")
+)
+
+// Prepare checks ev and fills ID and CreatedAt, as every writer does before
+// storing an event.
+func Prepare(ev *Event, now time.Time) error {
+	if ev.Entity == "" {
+		return ErrNoEntity
+	}
+	if ev.Payload == "" {
+		return ErrNoPayload
+	}
+	if ev.ID == "" {
+		ev.ID = uuid.Must(uuid.NewV7()).String()
+	}
+	if ev.CreatedAt.IsZero() {
+		ev.CreatedAt = now
+	}
+	return nil
+}
+
+// Store is where committed events wait to be published. Each backend
+// (DynamoDB, PostgreSQL, memory) has its own writer, because writing
+// happens inside that backend's transaction; the relay only reads through
+// this interface.
+//
+// Entities are spread over partitions. A relay publishes only the events of
+// the partitions it holds (a lease in the store), so at most one relay works
+// on an entity at a time, and several relays share the partitions.
+//
+// Implementations must pass
+// [github.com/sqsonce/sqsonce/outbox/outboxtest.Run].
+type Store interface {
+	// Due returns up to limit events that owner may publish now: for each
+	// entity in owner's partitions, its oldest event, if it is neither dead
+	// nor waiting for a retry. (A dead or waiting event holds back its
+	// entity's later events, so they stay in commit order.) Due also takes
+	// and renews owner's partition leases, sharing them with the other live
+	// owners.
+	Due(ctx context.Context, owner string, limit int) ([]Event, error)
+	// Published removes events that were sent.
+	Published(ctx context.Context, evs []Event) error
+	// Failed records a failed send of ev (whose Attempts already counts
+	// it): the attempts, the reason, and either the time of the next attempt or, when dead, that the
+	// event is parked until [Store.Requeue].
+	Failed(ctx context.Context, ev Event, reason string, retryAt time.Time, dead bool) error
+	// Stats counts what is waiting.
+	Stats(ctx context.Context) (Stats, error)
+	// Requeue makes parked (dead) events pending again and returns how
+	// many.
+	Requeue(ctx context.Context) (int, error)
+	// Release gives up owner's partitions, so that another relay takes them
+	// at once (a clean shutdown).
+	Release(ctx context.Context, owner string) error
+}
+
+// Stats describes an outbox.
+type Stats struct {
+	// Pending counts events not yet published, dead ones excluded.
+	Pending int
+	// Oldest is the creation time of the oldest pending event (zero when
+	// none).
+	Oldest time.Time
+	// Dead counts parked events; DeadEvents lists up to 100 of them.
+	Dead       int
+	DeadEvents []Event
+}
+
+// Partition maps an entity to one of n partitions.
+func Partition(entity string, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(entity))
+	return int(h.Sum32() % uint32(n))
+}

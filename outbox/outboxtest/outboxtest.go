@@ -1,0 +1,315 @@
+// Package outboxtest is the conformance suite every outbox [outbox.Store]
+// passes: commit order per entity, retries and parked events holding back
+// their entity only, partitions shared between relays and taken over when a
+// relay stops, and the counts of [outbox.Store.Stats].
+//
+//	func TestConformance(t *testing.T) {
+//		outboxtest.Run(t, func(t *testing.T) outboxtest.Harness { ... })
+//	}
+package outboxtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqsonce/sqsonce/outbox"
+)
+
+// Harness is one fresh, empty store and the means to drive it.
+type Harness struct {
+	Store outbox.Store
+	// Commit writes evs in one transaction of the store's backend.
+	Commit func(ctx context.Context, evs ...outbox.Event) error
+	// Clock is the store's clock: its NowFunc must be Clock.Now.
+	Clock *Clock
+	// Lease is the store's partition lease.
+	Lease time.Duration
+}
+
+// Clock is a settable clock for the store under test.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock at a fixed time.
+func NewClock() *Clock { return &Clock{now: time.Unix(1_900_000_000, 0)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Run runs the suite; newHarness returns a fresh store for each subtest.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	t.Run("CommitOrderPerEntity", func(t *testing.T) { commitOrder(t, newHarness(t)) })
+	t.Run("RetryHoldsBackItsEntityOnly", func(t *testing.T) { retryHoldsBack(t, newHarness(t)) })
+	t.Run("DeadIsParkedCountedAndRequeued", func(t *testing.T) { deadParked(t, newHarness(t)) })
+	t.Run("OwnersSharePartitions", func(t *testing.T) { ownersShare(t, newHarness(t)) })
+	t.Run("TakeoverAfterLease", func(t *testing.T) { takeover(t, newHarness(t)) })
+	t.Run("ReleaseHandsOver", func(t *testing.T) { release(t, newHarness(t)) })
+	t.Run("StatsAndInvalid", func(t *testing.T) { statsAndInvalid(t, newHarness(t)) })
+}
+
+func ev(entity string, n int) outbox.Event {
+	return outbox.Event{ID: fmt.Sprintf("%s-%03d", entity, n), Entity: entity, Type: "t", Payload: fmt.Sprintf(`{"e":%q,"n":%d}`, entity, n)}
+}
+
+func due(t *testing.T, h Harness, owner string) []outbox.Event {
+	t.Helper()
+	evs, err := h.Store.Due(context.Background(), owner, 1000)
+	if err != nil {
+		t.Fatalf("Due(%s): %v", owner, err)
+	}
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if seen[e.Entity] {
+			t.Fatalf("Due returned two events of entity %s at once", e.Entity)
+		}
+		seen[e.Entity] = true
+	}
+	return evs
+}
+
+func published(t *testing.T, h Harness, evs []outbox.Event) {
+	t.Helper()
+	if err := h.Store.Published(context.Background(), evs); err != nil {
+		t.Fatalf("Published: %v", err)
+	}
+}
+
+func commit(t *testing.T, h Harness, evs ...outbox.Event) {
+	t.Helper()
+	if err := h.Commit(context.Background(), evs...); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+}
+
+// drain publishes everything owner can see and returns the ids in the
+// order they were handed out, per entity.
+func drain(t *testing.T, h Harness, owner string) map[string][]string {
+	t.Helper()
+	got := map[string][]string{}
+	for range 100 {
+		evs := due(t, h, owner)
+		if len(evs) == 0 {
+			return got
+		}
+		for _, e := range evs {
+			got[e.Entity] = append(got[e.Entity], e.ID)
+		}
+		published(t, h, evs)
+	}
+	t.Fatal("the outbox did not drain in 100 rounds")
+	return nil
+}
+
+func commitOrder(t *testing.T, h Harness) {
+	// Interleaved transactions over three entities, one holding two events.
+	for i := range 5 {
+		commit(t, h, ev("a", i))
+		commit(t, h, ev("b", i), ev("c", 2*i), ev("c", 2*i+1))
+	}
+	got := drain(t, h, "r1")
+	for entity, n := range map[string]int{"a": 5, "b": 5, "c": 10} {
+		ids := got[entity]
+		if len(ids) != n {
+			t.Fatalf("entity %s: published %v, want %d events", entity, ids, n)
+		}
+		for i, id := range ids {
+			if want := ev(entity, i).ID; id != want {
+				t.Fatalf("entity %s: event %d is %s, want %s (commit order): %v", entity, i, id, want, ids)
+			}
+		}
+	}
+	if evs := due(t, h, "r1"); len(evs) != 0 {
+		t.Fatalf("published events came back: %v", evs)
+	}
+}
+
+func retryHoldsBack(t *testing.T, h Harness) {
+	commit(t, h, ev("a", 0), ev("a", 1), ev("b", 0))
+	evs := due(t, h, "r1")
+	var a outbox.Event
+	for _, e := range evs {
+		if e.Entity == "a" {
+			a = e
+		}
+	}
+	if a.ID != "a-000" || len(evs) != 2 {
+		t.Fatalf("first Due: %v", evs)
+	}
+	a.Attempts++
+	if err := h.Store.Failed(context.Background(), a, "send: throttled", h.Clock.Now().Add(time.Minute), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Entity == "b" {
+			published(t, h, []outbox.Event{e})
+		}
+	}
+	if evs := due(t, h, "r1"); len(evs) != 0 {
+		t.Fatalf("while a-000 waits for its retry, Due returned %v (a-001 must wait behind it)", evs)
+	}
+	h.Clock.Advance(2 * time.Minute)
+	evs = due(t, h, "r1")
+	if len(evs) != 1 || evs[0].ID != "a-000" || evs[0].Attempts != 1 || evs[0].LastError != "send: throttled" {
+		t.Fatalf("after the retry time: %+v, want a-000 with 1 attempt and its reason", evs)
+	}
+}
+
+func deadParked(t *testing.T, h Harness) {
+	commit(t, h, ev("a", 0), ev("a", 1), ev("b", 0), ev("b", 1))
+	evs := due(t, h, "r1")
+	for _, e := range evs {
+		if e.Entity != "a" {
+			continue
+		}
+		e.Attempts = 10
+		if err := h.Store.Failed(context.Background(), e, "InvalidMessageContents", h.Clock.Now(), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := drain(t, h, "r1")
+	if len(got["a"]) != 0 || fmt.Sprint(got["b"]) != "[b-000 b-001]" {
+		t.Fatalf("with a-000 dead: published %v; a must wait, b must flow", got)
+	}
+	s, err := h.Store.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Dead != 1 || len(s.DeadEvents) != 1 || s.DeadEvents[0].ID != "a-000" || s.DeadEvents[0].LastError != "InvalidMessageContents" || s.Pending != 1 {
+		t.Fatalf("stats %+v, want 1 dead (a-000 with its reason) and 1 pending (a-001)", s)
+	}
+	n, err := h.Store.Requeue(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("Requeue: %d %v", n, err)
+	}
+	got = drain(t, h, "r1")
+	if fmt.Sprint(got["a"]) != "[a-000 a-001]" {
+		t.Fatalf("after Requeue: %v", got)
+	}
+}
+
+func ownersShare(t *testing.T, h Harness) {
+	var evs []outbox.Event
+	for i := range 64 {
+		evs = append(evs, ev(fmt.Sprintf("e%02d", i), 0), ev(fmt.Sprintf("e%02d", i), 1))
+	}
+	commit(t, h, evs[:len(evs)/2]...)
+	commit(t, h, evs[len(evs)/2:]...)
+	owners := []string{"r1", "r2"}
+	seen := map[string]map[string]bool{"r1": {}, "r2": {}}
+	counts := map[string]int{}
+	var order []string
+	for round := 0; round < 50; round++ {
+		handed := map[string]string{}
+		for _, o := range owners {
+			for _, e := range due(t, h, o) {
+				if other, ok := handed[e.Entity]; ok {
+					t.Fatalf("round %d: entity %s handed to %s and %s at once", round, e.Entity, other, o)
+				}
+				handed[e.Entity] = o
+				seen[o][e.Entity] = true
+				counts[o]++
+				order = append(order, e.ID)
+				published(t, h, []outbox.Event{e})
+			}
+		}
+		if len(handed) == 0 && round > 2 {
+			break
+		}
+		// Relays renew their leases as time passes; a store may cache its
+		// partitions for a fraction of the lease.
+		h.Clock.Advance(h.Lease / 2)
+	}
+	if counts["r1"]+counts["r2"] != 128 {
+		t.Fatalf("published %d events, want 128", counts["r1"]+counts["r2"])
+	}
+	if counts["r1"] == 0 || counts["r2"] == 0 {
+		t.Fatalf("one owner did all the work: %v", counts)
+	}
+	pos := map[string]int{}
+	for i, id := range order {
+		pos[id] = i
+	}
+	for i := range 64 {
+		e := fmt.Sprintf("e%02d", i)
+		if pos[e+"-000"] > pos[e+"-001"] {
+			t.Fatalf("entity %s out of order", e)
+		}
+	}
+}
+
+func takeover(t *testing.T, h Harness) {
+	for i := range 20 {
+		commit(t, h, ev(fmt.Sprintf("e%02d", i), 0))
+	}
+	first := due(t, h, "r1") // r1 alone: it takes every partition
+	if len(first) != 20 {
+		t.Fatalf("a lone owner got %d of 20 events", len(first))
+	}
+	if evs := due(t, h, "r2"); len(evs) != 0 {
+		t.Fatalf("r2 got %d events while r1 holds every partition", len(evs))
+	}
+	h.Clock.Advance(h.Lease + time.Second) // r1 stops renewing
+	if evs := due(t, h, "r2"); len(evs) != 20 {
+		t.Fatalf("after r1's leases ended r2 got %d of 20 events", len(evs))
+	}
+}
+
+func release(t *testing.T, h Harness) {
+	for i := range 20 {
+		commit(t, h, ev(fmt.Sprintf("e%02d", i), 0))
+	}
+	if len(due(t, h, "r1")) != 20 {
+		t.Fatal("a lone owner must get every event")
+	}
+	if err := h.Store.Release(context.Background(), "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if evs := due(t, h, "r2"); len(evs) != 20 {
+		t.Fatalf("after r1 released, r2 got %d of 20 events", len(evs))
+	}
+}
+
+func statsAndInvalid(t *testing.T, h Harness) {
+	s, err := h.Store.Stats(context.Background())
+	if err != nil || s.Pending != 0 || !s.Oldest.IsZero() || s.Dead != 0 {
+		t.Fatalf("empty outbox: %+v %v", s, err)
+	}
+	start := h.Clock.Now()
+	commit(t, h, ev("a", 0))
+	h.Clock.Advance(time.Minute)
+	commit(t, h, ev("a", 1), ev("b", 0))
+	s, err = h.Store.Stats(context.Background())
+	if err != nil || s.Pending != 3 || !s.Oldest.Equal(start) {
+		t.Fatalf("stats %+v %v, want 3 pending, oldest at %v", s, err, start)
+	}
+	for _, bad := range []outbox.Event{{Payload: "x"}, {Entity: "a"}} {
+		err := h.Commit(context.Background(), ev("z", 0), bad)
+		if !errors.Is(err, outbox.ErrNoEntity) && !errors.Is(err, outbox.ErrNoPayload) {
+			t.Fatalf("invalid event %+v: %v", bad, err)
+		}
+	}
+	if s, _ := h.Store.Stats(context.Background()); s.Pending != 3 {
+		t.Fatalf("a transaction with an invalid event stored something: %d pending", s.Pending)
+	}
+	// Publishing the same events twice is harmless.
+	evs := due(t, h, "r1")
+	published(t, h, evs)
+	published(t, h, evs)
+}

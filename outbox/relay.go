@@ -1,0 +1,220 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/internal/backoff"
+	"github.com/sqsonce/sqsonce/producer"
+)
+
+// AttrType is the message attribute that carries Event.Type.
+const AttrType = "sqsonce-event-type"
+
+// RelayConfig configures a [Relay]. Store, Client and QueueURL are required.
+type RelayConfig struct {
+	// Store holds the events.
+	Store Store
+	// Client sends to SQS.
+	Client producer.SendAPI
+	// QueueURL is where events are published. On a FIFO queue the entity is
+	// the MessageGroupId and the event id the MessageDeduplicationId.
+	QueueURL string
+	// Owner names this relay in the store's partition leases. Defaults to
+	// a random id.
+	Owner string
+	// PollInterval is the wait after a poll that found nothing to publish.
+	// Defaults to 200ms.
+	PollInterval time.Duration
+	// BatchSize is the most events taken per poll. Defaults to 100.
+	BatchSize int
+	// MaxAttempts is how many failed sends park an event as dead. Defaults
+	// to 10.
+	MaxAttempts int
+	// BackoffBase and BackoffMax bound the full-jitter wait before an
+	// event's next attempt. Default to 1s and 5m.
+	BackoffBase, BackoffMax time.Duration
+	// StatsInterval is how often the relay reads [Stats] for the Observer.
+	// Defaults to 10s.
+	StatsInterval time.Duration
+	// Observer is told what the relay does. Defaults to none.
+	Observer Observer
+	// Logger receives a warning per failed send and an error per parked
+	// event (ids and reasons, never payloads). Defaults to zap.NewNop().
+	Logger *zap.Logger
+	// NowFunc is the clock. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Observer receives the relay's counts; embed [NopObserver] to implement
+// only some methods.
+type Observer interface {
+	// Published is called with the events SQS accepted.
+	Published(evs []Event)
+	// SendFailed is called for an event whose send failed; dead says it is
+	// now parked.
+	SendFailed(ev Event, err error, dead bool)
+	// Stats is called every StatsInterval with the outbox's pending count
+	// and the age of its oldest pending event.
+	Stats(s Stats, oldestAge time.Duration)
+}
+
+// NopObserver does nothing.
+type NopObserver struct{}
+
+func (NopObserver) Published([]Event)             {}
+func (NopObserver) SendFailed(Event, error, bool) {}
+func (NopObserver) Stats(Stats, time.Duration)    {}
+
+// Relay publishes committed events to SQS. It may publish an event twice
+// (a crash between the send and its removal from the store), never loses
+// one, and publishes each entity's events in commit order, also when
+// several relays run at once.
+type Relay struct {
+	cfg  RelayConfig
+	prod *producer.Producer
+}
+
+// NewRelay checks cfg and fills its defaults.
+func NewRelay(cfg RelayConfig) (*Relay, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("outbox: RelayConfig.Store is required")
+	case cfg.Client == nil:
+		return nil, errors.New("outbox: RelayConfig.Client is required")
+	case cfg.QueueURL == "":
+		return nil, errors.New("outbox: RelayConfig.QueueURL is required")
+	case cfg.PollInterval < 0 || cfg.BatchSize < 0 || cfg.MaxAttempts < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 || cfg.StatsInterval < 0:
+		return nil, errors.New("outbox: RelayConfig durations and counts must not be negative")
+	}
+	if cfg.Owner == "" {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		cfg.Owner = "relay-" + hex.EncodeToString(b)
+	}
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, 200*time.Millisecond)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 100)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 10)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, time.Second)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, 5*time.Minute)
+	cfg.StatsInterval = cmp.Or(cfg.StatsInterval, 10*time.Second)
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	// The relay keeps its own per-event backoff across polls, so each send
+	// is one attempt here.
+	prod, err := producer.New(producer.Config{Client: cfg.Client, QueueURL: cfg.QueueURL, MaxAttempts: 1, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	return &Relay{cfg: cfg, prod: prod}, nil
+}
+
+// Owner is the name this relay holds partitions under.
+func (r *Relay) Owner() string { return r.cfg.Owner }
+
+// Run publishes until ctx ends, then releases its partitions and returns
+// nil. A store error is logged and retried after PollInterval; Run returns
+// early only when ctx ends.
+func (r *Relay) Run(ctx context.Context) error {
+	var lastStats time.Time
+	for ctx.Err() == nil {
+		if now := r.cfg.NowFunc(); now.Sub(lastStats) >= r.cfg.StatsInterval {
+			lastStats = now
+			if s, err := r.cfg.Store.Stats(ctx); err == nil {
+				age := time.Duration(0)
+				if !s.Oldest.IsZero() {
+					age = now.Sub(s.Oldest)
+				}
+				r.cfg.Observer.Stats(s, age)
+			}
+		}
+		n, err := r.Step(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("outbox: relay step failed", zap.String("owner", r.cfg.Owner), zap.Error(err))
+		}
+		if n == r.cfg.BatchSize && err == nil {
+			continue // more may be waiting
+		}
+		t := time.NewTimer(r.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.cfg.Store.Release(rctx, r.cfg.Owner); err != nil {
+		r.cfg.Logger.Warn("outbox: release partitions", zap.String("owner", r.cfg.Owner), zap.Error(err))
+	}
+	return nil
+}
+
+// Step publishes one batch of due events and returns how many it took.
+func (r *Relay) Step(ctx context.Context) (int, error) {
+	evs, err := r.cfg.Store.Due(ctx, r.cfg.Owner, r.cfg.BatchSize)
+	if err != nil || len(evs) == 0 {
+		return 0, err
+	}
+	msgs := make([]producer.Message, len(evs))
+	for i, ev := range evs {
+		msgs[i] = producer.Message{ID: ev.ID, Body: ev.Payload, GroupID: ev.Entity}
+		if ev.Type != "" {
+			msgs[i].Attributes = map[string]types.MessageAttributeValue{
+				AttrType: {DataType: aws.String("String"), StringValue: aws.String(ev.Type)},
+			}
+		}
+	}
+	results := r.prod.SendBatch(ctx, msgs)
+	var sent []Event
+	var errs []error
+	for i, res := range results {
+		ev := evs[i]
+		if res.Err == nil {
+			sent = append(sent, ev)
+			continue
+		}
+		if ctx.Err() != nil {
+			continue // not a failure of the event: it stays as it is
+		}
+		attempts := ev.Attempts + 1
+		dead := attempts >= r.cfg.MaxAttempts || errors.Is(res.Err, producer.ErrTooLarge)
+		retryAt := r.cfg.NowFunc().Add(backoff.FullJitter(r.cfg.BackoffBase, r.cfg.BackoffMax, attempts, nil))
+		ev.Attempts = attempts
+		if dead {
+			r.cfg.Logger.Error("outbox: event parked as dead after failed sends; `Requeue` sends it again",
+				zap.String("event_id", ev.ID), zap.Int("attempts", attempts), zap.Error(res.Err))
+		} else {
+			r.cfg.Logger.Warn("outbox: send failed, will retry", zap.String("event_id", ev.ID),
+				zap.Int("attempts", attempts), zap.Time("retry_at", retryAt), zap.Error(res.Err))
+		}
+		if err := r.cfg.Store.Failed(ctx, ev, res.Err.Error(), retryAt, dead); err != nil {
+			errs = append(errs, err)
+		}
+		r.cfg.Observer.SendFailed(ev, res.Err, dead)
+	}
+	if len(sent) > 0 {
+		if err := r.cfg.Store.Published(ctx, sent); err != nil {
+			// They will be published again: a duplicate, never a loss.
+			errs = append(errs, err)
+		}
+		r.cfg.Observer.Published(sent)
+	}
+	return len(evs), errors.Join(errs...)
+}
