@@ -9,14 +9,8 @@ import (
 	"io"
 	"math"
 	mrand "math/rand/v2"
-	"strconv"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"golang.org/x/sync/errgroup"
-
-	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/producer"
 )
 
 // sendReport is what `ledger send -json` prints.
@@ -99,42 +93,26 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	mrand.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
 	rep.Messages = len(msgs)
 
-	grp, gctx := errgroup.WithContext(ctx)
-	grp.SetLimit(8)
-	for start := 0; start < len(msgs); start += 10 {
-		batch := msgs[start:min(start+10, len(msgs))]
-		grp.Go(func() error {
-			entries := make([]sqstypes.SendMessageBatchRequestEntry, len(batch))
-			for i, m := range batch {
-				e := sqstypes.SendMessageBatchRequestEntry{
-					Id:          aws.String(strconv.Itoa(i)),
-					MessageBody: aws.String(m.body),
-					MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-						consumer.AttrID: {DataType: aws.String("String"), StringValue: aws.String(m.id)},
-					},
-				}
-				if names.FIFO {
-					// The group keeps one account's credits in order; a
-					// unique deduplication id lets every duplicate through
-					// SQS, so that sqsonce's dedupe is what drops it.
-					e.MessageGroupId = aws.String(m.account)
-					e.MessageDeduplicationId = aws.String(fmt.Sprintf("%s-%d-%d", m.id, start, i))
-				}
-				entries[i] = e
-			}
-			out, err := c.sqs.SendMessageBatch(gctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
-			if err != nil {
-				return fmt.Errorf("send batch: %w", err)
-			}
-			if len(out.Failed) > 0 {
-				f := out.Failed[0]
-				return fmt.Errorf("send batch: %d entries failed, first: %s %s", len(out.Failed), aws.ToString(f.Code), aws.ToString(f.Message))
-			}
-			return nil
-		})
-	}
-	if err := grp.Wait(); err != nil {
+	p, err := producer.New(producer.Config{Client: c.sqs, QueueURL: queueURL, Concurrency: 8})
+	if err != nil {
 		return err
+	}
+	out := make([]producer.Message, len(msgs))
+	for i, m := range msgs {
+		// The id is the credit's: a duplicate is the same job sent again.
+		out[i] = producer.Message{ID: m.id, Body: m.body}
+		if names.FIFO {
+			// The group keeps one account's credits in order; a unique
+			// deduplication id lets every duplicate through SQS, so that
+			// sqsonce's dedupe is what drops it.
+			out[i].GroupID = m.account
+			out[i].DeduplicationID = fmt.Sprintf("%s-%d", m.id, i)
+		}
+	}
+	for i, r := range p.SendBatch(ctx, out) {
+		if r.Err != nil {
+			return fmt.Errorf("send credit %s: %w", msgs[i].id, r.Err)
+		}
 	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(rep)

@@ -10,10 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/producer"
 )
 
 // maxReceiveCount is the ledger queue's RedrivePolicy: SQS itself moves a
@@ -26,13 +25,12 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	dlqArn, err := createQueue(ctx, c.sqs, n.DLQ, n.FIFO, nil)
-	if err != nil {
-		return err
-	}
-	redrive := fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, dlqArn, maxReceiveCount)
-	if _, err := createQueue(ctx, c.sqs, n.Queue, n.FIFO, map[string]string{
-		string(sqstypes.QueueAttributeNameRedrivePolicy): redrive,
+	if _, err := producer.CreateQueue(ctx, c.sqs, producer.QueueConfig{
+		Name:              n.Queue,
+		FIFO:              n.FIFO,
+		DeadLetterName:    n.DLQ,
+		VisibilityTimeout: 30 * time.Second,
+		MaxReceiveCount:   maxReceiveCount,
 	}); err != nil {
 		return err
 	}
@@ -45,30 +43,6 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	fmt.Fprintf(stdout, "setup: queue %s (DLQ %s after %d receives), tables %s and %s are ready\n",
 		n.Queue, n.DLQ, maxReceiveCount, n.DedupeTable, n.Ledger)
 	return nil
-}
-
-// createQueue creates the queue (idempotent: same attributes, same queue)
-// and returns its ARN.
-func createQueue(ctx context.Context, client *sqs.Client, name string, fifo bool, attrs map[string]string) (string, error) {
-	a := map[string]string{}
-	for k, v := range attrs {
-		a[k] = v
-	}
-	if fifo {
-		a[string(sqstypes.QueueAttributeNameFifoQueue)] = "true"
-	}
-	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: a})
-	if err != nil {
-		return "", fmt.Errorf("create queue %s: %w", name, err)
-	}
-	got, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl:       out.QueueUrl,
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
-	})
-	if err != nil {
-		return "", fmt.Errorf("queue %s attributes: %w", name, err)
-	}
-	return got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
 }
 
 // createTable creates an on-demand table with a string hash key, unless it
