@@ -3,6 +3,7 @@ package sqsfake
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -59,14 +60,18 @@ type VisibilityChange struct {
 	Err       string // the error code, "" when applied
 }
 
-// AddQueue creates a queue (attrs as in CreateQueue, may be nil) and
-// returns its URL. It panics on invalid input: it is for test set-up. It is
+// AddQueue creates a queue (attrs as in CreateQueue, may be nil;
+// FifoQueue is implied by a .fifo name) and returns its URL. It panics on invalid input: it is for test set-up. It is
 // not counted in Calls and not seen by Inject.
 func (f *Fake) AddQueue(name string, attrs map[string]string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if attrs == nil && len(name) > 5 && name[len(name)-5:] == ".fifo" {
-		attrs = map[string]string{"FifoQueue": "true"}
+	if strings.HasSuffix(name, ".fifo") && attrs["FifoQueue"] == "" {
+		attrs = maps.Clone(attrs)
+		if attrs == nil {
+			attrs = map[string]string{}
+		}
+		attrs["FifoQueue"] = "true"
 	}
 	out, err := f.createQueue(name, attrs)
 	if err != nil {

@@ -524,9 +524,12 @@ func (f *Fake) moveToDLQ(src, dlq *queue, m *msg, now time.Time) {
 	f.wake()
 }
 
+// wants reports whether a requested attribute list names an attribute:
+// "All", ".*", the name itself, or a prefix followed by ".*" ("bar.*"
+// matches names starting with "bar").
 func wants(names []string, name string) bool {
 	for _, n := range names {
-		if n == "All" || n == ".*" || n == name || strings.HasSuffix(n, ".*") && strings.HasPrefix(name, strings.TrimSuffix(n, "*")) {
+		if n == "All" || n == ".*" || n == name || strings.HasSuffix(n, ".*") && strings.HasPrefix(name, strings.TrimSuffix(n, ".*")) {
 			return true
 		}
 	}
