@@ -450,6 +450,14 @@ func TestFIFOReceive(t *testing.T) {
 		if again[0].Attributes["ApproximateReceiveCount"] != "2" || aws.ToString(again[0].ReceiptHandle) == aws.ToString(got[1].ReceiptHandle) {
 			t.Errorf("redelivery: count %s, handle reused: %v", again[0].Attributes["ApproximateReceiveCount"], aws.ToString(again[0].ReceiptHandle) == aws.ToString(got[1].ReceiptHandle))
 		}
+		// Releasing a2 while a3 is in flight: group a stays locked, as
+		// AWS locks a group while any of its messages is in flight.
+		if _, err := f.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &q, ReceiptHandle: again[0].ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+		if more := receive(t, f, q, 10); len(more) != 0 {
+			t.Fatalf("a2 released while a3 in flight: receive returned %s, want nothing", bodies(more))
+		}
 		noProblems(t, f)
 	})
 }
@@ -852,6 +860,9 @@ func TestReceiveRequestAttemptID(t *testing.T) {
 		}
 		time.Sleep(20 * time.Second)
 		retry := receive(t, f, q, 10, attempt)
+		if len(retry) != 2 {
+			t.Fatalf("retry returned %q, want a1,a2", bodies(retry))
+		}
 		if bodies(retry) != "a1,a2" || aws.ToString(retry[0].ReceiptHandle) != lost[0].ReceiptHandle || retry[0].Attributes["ApproximateReceiveCount"] != "1" {
 			t.Fatalf("retry = %s, handle %s (want %s)", bodies(retry), aws.ToString(retry[0].ReceiptHandle), lost[0].ReceiptHandle)
 		}
