@@ -934,7 +934,9 @@ func TestFaults(t *testing.T) {
 		f.Put(q, "a", "")
 		f.Put(q, "b", "")
 		got := receive(t, f, q, 2)
-		f.Inject(func(string, any) sqsfake.Fault { return sqsfake.Fault{FailEntries: map[string]string{"1": "InternalError"}} })
+		f.Inject(func(string, any) sqsfake.Fault {
+			return sqsfake.Fault{FailEntries: map[string]string{"1": "InternalError"}}
+		})
 		out, err := f.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &q, Entries: []types.ChangeMessageVisibilityBatchRequestEntry{
 			{Id: aws.String("0"), ReceiptHandle: got[0].ReceiptHandle, VisibilityTimeout: 100},
 			{Id: aws.String("1"), ReceiptHandle: got[1].ReceiptHandle, VisibilityTimeout: 100},
