@@ -22,7 +22,9 @@
 //     receive, is InvalidParameterValue.
 //   - A RedrivePolicy moves a message received maxReceiveCount times to the
 //     dead-letter queue on the next receive that would return it, keeping its
-//     id, body and attributes.
+//     id, body and attributes. StartMessageMoveTask moves a DLQ's visible
+//     messages back (or to DestinationArn) within the call, so its tasks are
+//     COMPLETED when listed.
 //   - Errors are the SDK's typed errors (types.QueueDoesNotExist,
 //     types.ReceiptHandleIsInvalid, types.TooManyEntriesInBatchRequest, ...)
 //     or a smithy.GenericAPIError with SQS's code where there is no type,

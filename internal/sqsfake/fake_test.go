@@ -38,6 +38,9 @@ type client interface {
 	DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	StartMessageMoveTask(context.Context, *sqs.StartMessageMoveTaskInput, ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
+	ListMessageMoveTasks(context.Context, *sqs.ListMessageMoveTasksInput, ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
+	CancelMessageMoveTask(context.Context, *sqs.CancelMessageMoveTaskInput, ...func(*sqs.Options)) (*sqs.CancelMessageMoveTaskOutput, error)
 }
 
 var (
@@ -988,6 +991,53 @@ func TestApproximateCountsAndRetention(t *testing.T) {
 		time.Sleep(60 * time.Second)
 		if n := len(f.Messages(q)); n != 0 {
 			t.Errorf("%d messages past the retention period", n)
+		}
+	})
+}
+
+func TestMessageMoveTask(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := sqsfake.New()
+		dlq := f.AddQueue("dlq", nil)
+		dlqARN := "arn:aws:sqs:us-east-1:123456789012:dlq"
+		src := f.AddQueue("src", map[string]string{"VisibilityTimeout": "1",
+			"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqARN + `","maxReceiveCount":"1"}`})
+		other := f.AddQueue("other", nil)
+		id := f.Put(src, "poison", "")
+		receive(t, f, src, 1)
+		time.Sleep(time.Second)
+		receive(t, f, src, 1) // moves poison to the DLQ
+		f.Put(dlq, "sent-directly", "")
+		if n := len(f.Messages(dlq)); n != 2 {
+			t.Fatalf("%d messages in the DLQ, want 2", n)
+		}
+		_, err := f.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:123456789012:src")})
+		if code(err) != "InvalidParameterValue" {
+			t.Errorf("move out of a queue that is no DLQ: %v", err)
+		}
+		if _, err := f.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: &dlqARN}); err != nil {
+			t.Fatal(err)
+		}
+		back := f.Messages(src)
+		if len(back) != 1 || back[0].ID != id || len(f.Messages(dlq)) != 1 {
+			t.Fatalf("source %+v, DLQ %d messages: want poison back, sent-directly left", back, len(f.Messages(dlq)))
+		}
+		if _, err := f.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: &dlqARN,
+			DestinationArn: aws.String("arn:aws:sqs:us-east-1:123456789012:other")}); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Messages(other); len(got) != 1 || got[0].Body != "sent-directly" {
+			t.Errorf("other = %+v", got)
+		}
+		tasks, err := f.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: &dlqARN, MaxResults: aws.Int32(10)})
+		if err != nil || len(tasks.Results) != 2 || aws.ToString(tasks.Results[0].Status) != "COMPLETED" ||
+			aws.ToString(tasks.Results[0].DestinationArn) == "" || tasks.Results[1].ApproximateNumberOfMessagesMoved != 1 {
+			t.Errorf("ListMessageMoveTasks = %+v, %v", tasks, err)
+		}
+		_, err = f.CancelMessageMoveTask(ctx, &sqs.CancelMessageMoveTaskInput{TaskHandle: aws.String("x")})
+		if _, ok := errors.AsType[*types.ResourceNotFoundException](err); !ok {
+			t.Errorf("cancel of a finished task: %v", err)
 		}
 	})
 }

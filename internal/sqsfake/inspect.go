@@ -35,8 +35,9 @@ type Message struct {
 	VisibleAt       time.Time // end of the delay or visibility timeout
 }
 
-// Sent is one message accepted into a queue, by a send or by a move from a
-// source queue under its RedrivePolicy. FIFO duplicates are not recorded.
+// Sent is one message accepted into a queue, by a send or by a move (a
+// source queue's RedrivePolicy, or a message move task). FIFO duplicates
+// are not recorded.
 type Sent struct {
 	MessageID       string
 	Body            string
@@ -46,7 +47,7 @@ type Sent struct {
 	SequenceNumber  string
 	DelaySeconds    int32
 	At              time.Time
-	MovedFrom       string // source queue URL for a maxReceiveCount move, else ""
+	MovedFrom       string // queue URL a move took it from, "" for a send
 }
 
 // VisibilityChange is one entry of ChangeMessageVisibility(Batch), applied

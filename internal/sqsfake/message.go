@@ -26,6 +26,7 @@ type msg struct {
 	receivedAt              time.Time
 	availableAt             time.Time // end of delay or of visibility
 	handle                  string    // latest receipt handle
+	origin                  string    // queue URL a move took it from
 	receives                int
 	version                 int // bumped by every change a receive attempt must notice
 	deleted                 bool
@@ -463,7 +464,7 @@ func (f *Fake) pick(q *queue, in *sqs.ReceiveMessageInput, max int, vis time.Dur
 		}
 		if dlq != nil && m.receives >= maxReceives {
 			q.msgs = slices.Delete(q.msgs, i, i+1)
-			f.moveToDLQ(q, dlq, m, now)
+			f.moveTo(q, dlq, m, now)
 			continue
 		}
 		m.receives++
@@ -504,29 +505,28 @@ func (a *attempt) unchanged() bool {
 	return true
 }
 
-// moveToDLQ moves a message over its maxReceiveCount to the DLQ, keeping
-// its id, body, attributes and send time. Callers hold f.mu.
-func (f *Fake) moveToDLQ(src, dlq *queue, m *msg, now time.Time) {
+// moveTo moves a message (already removed from src.msgs) to dst as SQS's
+// moves do: keeping its id, body, attributes, FIFO group and send time,
+// with a receive count of zero. Callers hold f.mu.
+func (f *Fake) moveTo(src, dst *queue, m *msg, now time.Time) {
 	m.deleted = true
+	m.version++
 	c := &msg{
 		id: m.id, body: m.body, attrs: maps.Clone(m.attrs), group: m.group, dedupeID: m.dedupeID,
-		sentAt: m.sentAt, availableAt: now,
+		sentAt: m.sentAt, availableAt: now, origin: src.url,
 	}
-	if dlq.fifo() {
-		dlq.fifoSeq++
-		c.seqNum = fmt.Sprintf("%020d", dlq.fifoSeq)
+	if dst.fifo() {
+		dst.fifoSeq++
+		c.seqNum = fmt.Sprintf("%020d", dst.fifoSeq)
 	}
-	dlq.msgs = append(dlq.msgs, c)
-	dlq.sent = append(dlq.sent, Sent{
+	dst.msgs = append(dst.msgs, c)
+	dst.sent = append(dst.sent, Sent{
 		MessageID: c.id, Body: c.body, Attributes: maps.Clone(c.attrs), GroupID: c.group, DeduplicationID: c.dedupeID,
 		SequenceNumber: c.seqNum, At: now, MovedFrom: src.url,
 	})
 	f.wake()
 }
 
-// wants reports whether a requested attribute list names an attribute:
-// "All", ".*", the name itself, or a prefix followed by ".*" ("bar.*"
-// matches names starting with "bar").
 func wants(names []string, name string) bool {
 	for _, n := range names {
 		if n == "All" || n == ".*" || n == name || strings.HasSuffix(n, ".*") && strings.HasPrefix(name, strings.TrimSuffix(n, ".*")) {

@@ -28,6 +28,7 @@ type queue struct {
 	attempts map[string]*attempt
 	fifoSeq  int64
 	sent     []Sent
+	tasks    []*moveTask
 }
 
 type dedupeEntry struct {
