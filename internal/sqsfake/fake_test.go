@@ -1041,3 +1041,43 @@ func TestMessageMoveTask(t *testing.T) {
 		}
 	})
 }
+
+func TestSettleBatchLimits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ids  []string
+		want string
+	}{
+		{"empty", nil, "EmptyBatchRequest"},
+		{"eleven", strings.Split("a,b,c,d,e,f,g,h,i,j,k", ","), "TooManyEntriesInBatchRequest"},
+		{"duplicate", []string{"a", "a"}, "BatchEntryIdsNotDistinct"},
+		{"invalid id", []string{""}, "InvalidBatchEntryId"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := sqsfake.New()
+			q := f.AddQueue("q", nil)
+			f.Put(q, "m", "")
+			h := receive(t, f, q, 1)[0].ReceiptHandle
+			var del []types.DeleteMessageBatchRequestEntry
+			var vis []types.ChangeMessageVisibilityBatchRequestEntry
+			for _, id := range tt.ids {
+				del = append(del, types.DeleteMessageBatchRequestEntry{Id: aws.String(id), ReceiptHandle: h})
+				vis = append(vis, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(id), ReceiptHandle: h, VisibilityTimeout: 5})
+			}
+			_, err := f.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &q, Entries: vis})
+			if code(err) != tt.want {
+				t.Errorf("ChangeMessageVisibilityBatch: %v, want %s", err, tt.want)
+			}
+			_, err = f.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &q, Entries: del})
+			if code(err) != tt.want {
+				t.Errorf("DeleteMessageBatch: %v, want %s", err, tt.want)
+			}
+			if len(f.Problems()) != 2 || len(f.Messages(q)) != 1 || len(f.VisibilityLog()) != 0 {
+				t.Errorf("problems %q, %d messages, %d visibility changes: want 2 problems and nothing applied",
+					f.Problems(), len(f.Messages(q)), len(f.VisibilityLog()))
+			}
+		})
+	}
+}
