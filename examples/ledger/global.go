@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsonce/sqsonce/localstack/awslocal"
 )
 
 // global holds the flags every subcommand takes.
@@ -107,23 +107,11 @@ type clients struct {
 }
 
 func newClients(ctx context.Context) (clients, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awslocal.Config(ctx)
 	if err != nil {
-		return clients{}, fmt.Errorf("load AWS config: %w", err)
+		return clients{}, err
 	}
-	if cfg.Region == "" {
-		return clients{}, errors.New("no AWS region: set AWS_REGION")
-	}
-	return clients{
-		sqs: sqs.NewFromConfig(cfg),
-		ddb: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-			// DynamoDB Local sends no CRC32 header on error responses, which
-			// makes the SDK warn on every conditional-check failure.
-			if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" {
-				o.DisableValidateResponseChecksum = true
-			}
-		}),
-	}, nil
+	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, awslocal.DynamoDBOptions)}, nil
 }
 
 func (c clients) queueURL(ctx context.Context, name string) (string, error) {
