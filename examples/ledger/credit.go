@@ -26,38 +26,57 @@ var jsonInteger = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 // fields "id" and "account" and "amount" a JSON integer (no fraction, no
 // exponent, no quotes) within int64. Other fields are ignored.
 func parseCredit(body string) (credit, error) {
+	fields, err := decodeObject(body)
+	if err != nil {
+		return credit{}, err
+	}
+	var c credit
+	if c.ID, err = stringField(fields, "id"); err != nil {
+		return credit{}, err
+	}
+	if c.Account, c.Amount, err = accountAmount(fields); err != nil {
+		return credit{}, err
+	}
+	return c, nil
+}
+
+// decodeObject reads a body that must be exactly one JSON object.
+func decodeObject(body string) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader([]byte(body)))
 	dec.UseNumber()
 	var fields map[string]json.RawMessage
 	if err := dec.Decode(&fields); err != nil {
-		return credit{}, fmt.Errorf("%w: body is not a JSON object: %v", errMalformed, err)
+		return nil, fmt.Errorf("%w: body is not a JSON object: %v", errMalformed, err)
 	}
 	if fields == nil {
-		return credit{}, fmt.Errorf("%w: body is not a JSON object", errMalformed)
+		return nil, fmt.Errorf("%w: body is not a JSON object", errMalformed)
 	}
 	if dec.More() {
-		return credit{}, fmt.Errorf("%w: trailing data after the JSON object", errMalformed)
+		return nil, fmt.Errorf("%w: trailing data after the JSON object", errMalformed)
 	}
-	var c credit
-	var err error
-	if c.ID, err = stringField(fields, "id"); err != nil {
-		return credit{}, err
-	}
-	if c.Account, err = stringField(fields, "account"); err != nil {
-		return credit{}, err
+	return fields, nil
+}
+
+// accountAmount reads the credit rules shared by messages and the API:
+// "account" a non-empty string, "amount" a JSON integer within int64.
+func accountAmount(fields map[string]json.RawMessage) (string, int64, error) {
+	account, err := stringField(fields, "account")
+	if err != nil {
+		return "", 0, err
 	}
 	raw, ok := fields["amount"]
 	if !ok {
-		return credit{}, fmt.Errorf("%w: missing field \"amount\"", errMalformed)
+		return "", 0, fmt.Errorf("%w: missing field \"amount\"", errMalformed)
 	}
 	num := string(bytes.TrimSpace(raw))
 	if !jsonInteger.MatchString(num) {
-		return credit{}, fmt.Errorf("%w: \"amount\" must be a JSON integer, got %.40s", errMalformed, num)
+		return "", 0, fmt.Errorf("%w: \"amount\" must be a JSON integer, got %.40s", errMalformed, num)
 	}
-	if c.Amount, err = strconv.ParseInt(num, 10, 64); err != nil {
-		return credit{}, fmt.Errorf("%w: \"amount\" is out of the int64 range", errMalformed)
+	amount, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: \"amount\" is out of the int64 range", errMalformed)
 	}
-	return c, nil
+	return account, amount, nil
 }
 
 func stringField(fields map[string]json.RawMessage, name string) (string, error) {

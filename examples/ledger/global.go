@@ -81,7 +81,10 @@ func (g *global) open(ctx context.Context, fs *flag.FlagSet, args []string, chec
 type names struct {
 	Queue, DLQ          string
 	DedupeTable, Ledger string // Ledger is the accounts table
-	FIFO                bool
+	// IdempotencyTable holds the API's Idempotency-Key records; Outbox the
+	// credits the API accepted, until the relay has sent them to Queue.
+	IdempotencyTable, Outbox string
+	FIFO                     bool
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,60}$`)
@@ -90,12 +93,15 @@ func (g *global) names() (names, error) {
 	if !validName.MatchString(g.name) {
 		return names{}, usagef("-queue %q: use 1 to 60 letters, digits, '-' or '_' (the .fifo suffix comes from -fifo)", g.name)
 	}
-	n := names{Queue: g.name, DLQ: g.name + "-dlq", DedupeTable: g.name + "-dedupe", Ledger: g.name + "-accounts", FIFO: g.fifo}
+	base := g.name
+	if g.fifo {
+		base += "-fifo"
+	}
+	n := names{Queue: g.name, DLQ: g.name + "-dlq", DedupeTable: base + "-dedupe", Ledger: base + "-accounts",
+		IdempotencyTable: base + "-idempotency", Outbox: base + "-outbox", FIFO: g.fifo}
 	if g.fifo {
 		n.Queue += ".fifo"
 		n.DLQ += ".fifo"
-		n.DedupeTable = g.name + "-fifo-dedupe"
-		n.Ledger = g.name + "-fifo-accounts"
 	}
 	return n, nil
 }

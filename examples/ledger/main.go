@@ -2,12 +2,17 @@
 // applied to account balances in DynamoDB, each credit id exactly once,
 // however often SQS delivers it and whoever sends it again.
 //
-//	ledger setup                      create the queue, its DLQ and the two tables
+//	ledger setup                      create the queue, its DLQ and the tables
 //	ledger send -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
 //	ledger work [-concurrency C] [-visibility D] [-handler-delay D] [-log-level L]
 //	ledger balances [-json]
 //	ledger status [-json]             queue, in-flight and DLQ counts
 //	ledger audit [-json]              prove from the journal that no credit was applied twice
+//	ledger serve [-addr HOST:PORT] [-handler-delay D] [-lease D] [-log-level L]
+//	                                  the HTTP API: POST /credits with Idempotency-Key
+//	ledger relay [-log-level L]       publish the API's credits from the outbox to the queue
+//	ledger post -servers URL[,URL] [-n N] [-accounts K] [-sequential] [-json]
+//	                                  a client of serve, retrying keys as real clients do
 //
 // Every subcommand takes -queue NAME (default "ledger") and -fifo; every
 // resource name derives from them. Endpoints, region and credentials come
@@ -39,6 +44,11 @@ commands:
   balances   print each account's balance and the total [-json]
   status     print the queue's and the DLQ's message counts [-json]
   audit      check the journal: how many credits were applied, and whether any twice [-json]
+  serve      the HTTP API until SIGTERM: POST /credits (Authorization: Bearer T, Idempotency-Key K,
+             {"account":"A","amount":N}) [-addr HOST:PORT] [-handler-delay D] [-lease D] [-log-level L]
+  relay      publish accepted credits from the outbox to the queue until SIGTERM [-log-level L]
+  post       a client of serve: POST credits with retries of the same keys and report the answers:
+             -servers URL[,URL] [-n N] [-accounts K] [-concurrency C] [-sequential] [-json]
 `
 
 // run is the whole program; exit codes: 0 ok, 1 failure, 2 usage.
@@ -68,6 +78,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdStatus(ctx, g, rest, stdout, stderr)
 	case "audit":
 		err = cmdAudit(ctx, g, rest, stdout, stderr)
+	case "serve":
+		err = cmdServe(ctx, g, rest, stdout, stderr)
+	case "relay":
+		err = cmdRelay(ctx, g, rest, stdout, stderr)
+	case "post":
+		err = cmdPost(ctx, g, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -12,6 +12,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	idemdynamo "github.com/sqsonce/sqsonce/idempotency/dynamo"
+	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
 	"github.com/sqsonce/sqsonce/producer"
 )
 
@@ -40,8 +42,14 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	if err := createTable(ctx, c.ddb, n.Ledger, "account"); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "setup: queue %s (DLQ %s after %d receives), tables %s and %s are ready\n",
-		n.Queue, n.DLQ, maxReceiveCount, n.DedupeTable, n.Ledger)
+	if err := idemdynamo.CreateTable(ctx, c.ddb, n.IdempotencyTable); err != nil {
+		return err
+	}
+	if err := outboxdynamo.CreateTable(ctx, c.ddb, n.Outbox); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "setup: queue %s (DLQ %s after %d receives), tables %s, %s, %s and %s are ready\n",
+		n.Queue, n.DLQ, maxReceiveCount, n.DedupeTable, n.Ledger, n.IdempotencyTable, n.Outbox)
 	return nil
 }
 
