@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The sqsonce demo, run by `make demo` on the local stack (or on whatever the
 # standard AWS SDK variables point at): a fresh ledger gets 10,000 credits
-# with duplicates and malformed messages; two workers consume them, one is
-# killed with SIGKILL mid-way and restarted; at the end every distinct credit
-# must have been applied exactly once and the DLQ must hold exactly the
-# malformed messages.
+# with duplicates and malformed messages sent to its queue, and clients POST
+# more credits through two API servers (`ledger serve`) with retries of the
+# same Idempotency-Keys, which a relay publishes from the outbox; two workers
+# consume everything. One worker, one server and the relay are killed with
+# SIGKILL mid-way and restarted. At the end every distinct credit (message
+# id or API key) must have been applied exactly once and the DLQ must hold
+# exactly the malformed messages.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=$root/bin
 N=${DEMO_CREDITS:-10000}
+API=${DEMO_API_CREDITS:-1000}
 name=${DEMO_LEDGER:-demo-$(date +%Y%m%d-%H%M%S)}
 logs=$root/.stack/demo-$name
 mkdir -p "$bin" "$logs"
@@ -32,27 +36,65 @@ messages=$(field messages <<<"$sent")
 echo "sent $messages messages: $distinct distinct credits totalling $expected, $(field duplicates <<<"$sent") duplicates (same id, separate message), $malformed malformed"
 
 workers=()
+servers=()
+start_server() {
+	"$bin/ledger" -queue "$name" serve -addr 127.0.0.1:0 -handler-delay 10ms >"$logs/serve-$1.out" 2>>"$logs/serve-$1.log" &
+	servers[$1]=$!
+	until grep -q '^listening on ' "$logs/serve-$1.out" 2>/dev/null; do
+		kill -0 "${servers[$1]}" 2>/dev/null || { echo "serve $1 exited: $(tail -3 "$logs/serve-$1.log")"; exit 1; }
+		sleep 0.1
+	done
+	urls[$1]=$(sed -n 's/^listening on //p' "$logs/serve-$1.out")
+	echo "API server $1 listening on ${urls[$1]} (pid ${servers[$1]})"
+}
+start_relay() {
+	"$bin/ledger" -queue "$name" relay >>"$logs/relay.log" 2>&1 &
+	relay=$!
+	echo "relay started (pid $relay)"
+}
 start_worker() {
 	"$bin/ledger" -queue "$name" work -concurrency 32 -visibility 10s -log-level info >>"$logs/worker-$1.log" 2>&1 &
 	workers[$1]=$!
 	echo "worker $1 started (pid ${workers[$1]}, log $logs/worker-$1.log)"
 }
+relay=
+poster=
 cleanup() {
-	for pid in "${workers[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${workers[@]}" "${servers[@]}" $relay $poster; do kill "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+
+step "two API servers and a relay; clients POST $API credits with retries of the same keys"
+urls=()
+start_server 1
+start_server 2
+start_relay
+ledger post -servers "${urls[1]},${urls[2]}" -n "$API" -accounts 50 -concurrency 16 -json >"$logs/post.json" 2>"$logs/post.log" &
+poster=$!
 
 step "two workers side by side"
 start_worker 1
 start_worker 2
 # Kill worker 1 once about a third of the messages are done.
 until st=$(ledger status -json) && [ "$(field visible <<<"$st")" -lt $((messages * 2 / 3)) ]; do sleep 0.5; done
-step "SIGKILL worker 1 mid-way, then start it again"
-kill -9 "${workers[1]}"
-wait "${workers[1]}" 2>/dev/null || true
-echo "worker 1 killed; its in-flight messages reappear after their visibility timeout"
+step "SIGKILL worker 1, API server 1 and the relay mid-way, then start them again"
+kill -9 "${workers[1]}" "${servers[1]}" "$relay"
+wait "${workers[1]}" "${servers[1]}" "$relay" 2>/dev/null || true
+echo "killed; the worker's in-flight messages reappear after their visibility timeout, the clients retry their keys on the other server"
 ledger status
 start_worker 1
+start_server 1
+start_relay
+
+step "wait for the clients"
+if ! wait "$poster"; then echo "ledger post failed: $(cat "$logs/post.log")"; exit 1; fi
+poster=
+posted=$(cat "$logs/post.json")
+echo "keys sent $(field keys <<<"$posted"), 201s (distinct credits) $(field created <<<"$posted"), replays $(field replays <<<"$posted"), 409s $(field conflict <<<"$posted"), 422s $(field reused <<<"$posted"), 400s $(field invalid <<<"$posted"), dropped connections $(field dropped <<<"$posted")"
+distinct=$((distinct + $(field created <<<"$posted")))
+expected=$((expected + $(field total <<<"$posted")))
+until [ "$(ledger outbox -json | field pending)" = 0 ]; do sleep 0.5; done
+echo "the outbox is empty: every accepted credit is on the queue"
 
 step "wait for the queue to drain"
 deadline=$((SECONDS + 600))
@@ -64,12 +106,16 @@ while :; do
 done
 ledger status
 
-step "SIGTERM both workers (graceful drain)"
-for i in 1 2; do kill -TERM "${workers[$i]}" 2>/dev/null || true; done
+step "SIGTERM the workers, the servers and the relay (graceful drain)"
+for pid in "${workers[@]}" "${servers[@]}" "$relay"; do kill -TERM "$pid" 2>/dev/null || true; done
 for i in 1 2; do
 	if wait "${workers[$i]}"; then echo "worker $i drained and exited 0"; else echo "worker $i exited with status $?"; fi
+	if wait "${servers[$i]}"; then echo "API server $i exited 0"; else echo "API server $i exited with status $?"; fi
 done
+if wait "$relay"; then echo "relay exited 0"; else echo "relay exited with status $?"; fi
 workers=()
+servers=()
+relay=
 
 step "results"
 total=$(ledger balances -json | field total)
@@ -77,7 +123,8 @@ dlq=$(ledger status -json | field dlq_visible)
 audit=$(ledger audit -json)
 twice=$(field applied_twice <<<"$audit")
 journal=$(field credits <<<"$audit")
-printf 'credits sent (distinct):  %s\n' "$distinct"
+printf 'API keys sent:            %s (201s: %s, replays: %s, 409s: %s, 422s: %s)\n' "$(field keys <<<"$posted")" "$(field created <<<"$posted")" "$(field replays <<<"$posted")" "$(field conflict <<<"$posted")" "$(field reused <<<"$posted")"
+printf 'credits sent (distinct):  %s (queue and API)\n' "$distinct"
 printf 'total expected:           %s\n' "$expected"
 printf 'total in DynamoDB:        %s\n' "$total"
 printf 'credits in the journal:   %s (applied more than once: %s)\n' "$journal" "$twice"

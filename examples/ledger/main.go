@@ -13,6 +13,7 @@
 //	ledger relay [-log-level L]       publish the API's credits from the outbox to the queue
 //	ledger post -servers URL[,URL] [-n N] [-accounts K] [-sequential] [-json]
 //	                                  a client of serve, retrying keys as real clients do
+//	ledger outbox [-requeue] [-json]  pending and parked events of the outbox
 //
 // Every subcommand takes -queue NAME (default "ledger") and -fifo; every
 // resource name derives from them. Endpoints, region and credentials come
@@ -49,6 +50,7 @@ commands:
   relay      publish accepted credits from the outbox to the queue until SIGTERM [-log-level L]
   post       a client of serve: POST credits with retries of the same keys and report the answers:
              -servers URL[,URL] [-n N] [-accounts K] [-concurrency C] [-sequential] [-json]
+  outbox     what waits in the outbox: pending, oldest, dead [-requeue] [-json]
 `
 
 // run is the whole program; exit codes: 0 ok, 1 failure, 2 usage.
@@ -84,6 +86,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdRelay(ctx, g, rest, stdout, stderr)
 	case "post":
 		err = cmdPost(ctx, g, rest, stdout, stderr)
+	case "outbox":
+		err = cmdOutbox(ctx, g, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
