@@ -257,6 +257,8 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	}
 	r.hb = hb
 	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, 8, r.log)
+	r.settler.obs = cfg.Observer
+	r.settler.hold = hb
 	if q.fifo {
 		// A FIFO message blocks its group until deleted: once every
 		// received message is queued, send what is queued without waiting
@@ -379,6 +381,7 @@ func (r *runner) receive(ctx context.Context, id int) {
 		// receiver: bound the call by the long-poll wait plus a margin.
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTime+10*time.Second)
 		out, err := r.cfg.Client.ReceiveMessage(cctx, in)
+		returned := time.Now()
 		cancel()
 		if err != nil {
 			r.capacity.release(n)
@@ -407,7 +410,9 @@ func (r *runner) receive(ctx context.Context, id int) {
 				handle:    aws.ToString(raw.ReceiptHandle),
 				recvStart: start,
 			}
-			r.hb.Add(m.handle, start, func(err error) { r.leaseLost(m, err) })
+			// The visibility runs from the response (a message can arrive
+			// late in a long poll), SQS's 12 hours from the call.
+			r.hb.AddReceived(m.handle, start, returned, func(err error) { r.leaseLost(m, err) })
 			r.obs.Received(m.msg)
 			r.dispatch(m)
 		}
@@ -521,14 +526,20 @@ func (r *runner) release(m *inflight, why error) {
 
 // settle stops heartbeating m, then queues its delete (secs < 0) or its
 // visibility change to secs.
+//
+// A delete only suspends m's handle in the heartbeat: the settler forgets
+// it once the delete is resolved, and hands it back to the heartbeat when
+// the delete fails, so the message stays invisible (and is not handled
+// again) while the delete is tried again.
 func (r *runner) settle(m *inflight, secs int32) {
-	r.hb.Remove(m.handle)
 	r.unsettled.Add(-1)
 	if secs < 0 {
-		r.settler.delete(m.handle, m.msg.ID, r.slotDone)
+		r.hb.Suspend(m.handle)
+		r.settler.delete(m.handle, m.msg, r.slotDone)
 		return
 	}
-	r.settler.changeVisibility(m.handle, m.msg.ID, secs, r.slotDone)
+	r.hb.Remove(m.handle)
+	r.settler.changeVisibility(m.handle, m.msg, secs, r.slotDone)
 }
 
 // process runs m's handler and settles it.
