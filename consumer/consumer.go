@@ -44,6 +44,9 @@ type queueInfo struct {
 	fifo       bool
 	visibility time.Duration
 	dlqURL     string
+	// dlqMaxSize is the dead-letter queue's MaximumMessageSize; 0 when
+	// not known.
+	dlqMaxSize int
 }
 
 // Validate makes the start-up checks Run makes (the queue exists, the
@@ -73,6 +76,7 @@ func (c *Consumer) setup(ctx context.Context) (queueInfo, error) {
 			types.QueueAttributeNameVisibilityTimeout,
 			types.QueueAttributeNameFifoQueue,
 			types.QueueAttributeNameRedrivePolicy,
+			types.QueueAttributeNameMaximumMessageSize,
 		},
 	})
 	if err != nil {
@@ -109,7 +113,7 @@ func (c *Consumer) setup(ctx context.Context) (queueInfo, error) {
 	}
 	dout, err := cfg.Client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(q.dlqURL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue},
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue, types.QueueAttributeNameMaximumMessageSize},
 	})
 	if err != nil {
 		if isQueueMissing(err) {
@@ -120,6 +124,12 @@ func (c *Consumer) setup(ctx context.Context) (queueInfo, error) {
 	dlqFIFO := dout.Attributes[string(types.QueueAttributeNameFifoQueue)] == "true" || strings.HasSuffix(q.dlqURL, ".fifo")
 	if dlqFIFO != q.fifo {
 		return q, fmt.Errorf("consumer: queue %s is %s but its dead-letter queue %s is %s: SQS needs both of the same kind", q.url, kind(q.fifo), q.dlqURL, kind(dlqFIFO))
+	}
+	q.dlqMaxSize, _ = strconv.Atoi(dout.Attributes[string(types.QueueAttributeNameMaximumMessageSize)])
+	if srcMax, _ := strconv.Atoi(attrs[string(types.QueueAttributeNameMaximumMessageSize)]); q.dlqMaxSize > 0 && srcMax > q.dlqMaxSize {
+		cfg.Logger.Warn("consumer: the dead-letter queue's MaximumMessageSize is smaller than the queue's: a large message may not fit in it, and is then left to the queue's maxReceiveCount; raise the dead-letter queue's MaximumMessageSize",
+			zap.String("queue_url", q.url), zap.String("dlq_url", q.dlqURL),
+			zap.Int("queue_max_message_size", srcMax), zap.Int("dlq_max_message_size", q.dlqMaxSize))
 	}
 	return q, nil
 }
@@ -576,11 +586,22 @@ func (r *runner) process(m *inflight) Result {
 	case OutcomeDeadLetter:
 		if err := r.deadLetter(m, res); err != nil {
 			// Not dead-lettered, so not deleted: retry it later instead.
-			r.log.Error("consumer: dead-letter send failed; retrying the message later",
-				zap.String("message_id", m.msg.ID), zap.String("dlq_url", r.q.dlqURL), zap.Error(err))
 			res.Outcome = OutcomeRetry
-			res.Delay = r.cfg.Backoff.Delay(max(m.msg.ReceiveCount, 1))
 			res.Err = fmt.Errorf("%w (dead-letter send failed: %v)", res.Err, err)
+			attempt := max(m.msg.ReceiveCount, 1)
+			if errors.Is(err, ErrDeadLetterRefused) {
+				// Sending it again cannot help: leave the message to the
+				// queue's maxReceiveCount, never in a tight loop.
+				r.log.Error("consumer: dead letter refused by SQS; the message is retried after a backoff and left to the queue's maxReceiveCount",
+					zap.String("message_id", m.msg.ID), zap.String("dlq_url", r.q.dlqURL),
+					zap.Int("receive_count", m.msg.ReceiveCount), zap.Error(err))
+				r.obs.DeadLetterRefused(m.msg, err)
+				res.Delay = r.cfg.Backoff.Ceiling(attempt)
+			} else {
+				r.log.Error("consumer: dead-letter send failed; retrying the message later",
+					zap.String("message_id", m.msg.ID), zap.String("dlq_url", r.q.dlqURL), zap.Error(err))
+				res.Delay = r.cfg.Backoff.Delay(attempt)
+			}
 			r.settle(m, r.visibilitySeconds(m, res.Delay))
 			break
 		}
@@ -604,7 +625,14 @@ func (r *runner) deadLetter(m *inflight, res Result) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.workBase), settleCallTimeout)
 	defer cancel()
-	_, err := r.cfg.Client.SendMessage(ctx, in)
+	dropped, err := SendDeadLetter(ctx, r.cfg.Client, in, r.q.dlqMaxSize)
+	if len(dropped) > 0 {
+		r.log.Warn("consumer: dead letter shrunk to fit the dead-letter queue's MaximumMessageSize",
+			zap.String("message_id", m.msg.ID), zap.Strings("dropped", dropped))
+	}
+	if err != nil {
+		err = fmt.Errorf("consumer: send to dead-letter queue %s: %w", r.q.dlqURL, err)
+	}
 	r.obs.DeadLettered(m.msg, err)
 	if err == nil {
 		r.log.Warn("consumer: dead-lettered", zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()),

@@ -318,9 +318,10 @@ func TestQueueLookupsAreCached(t *testing.T) {
 	}
 	fake.mu.Lock()
 	defer fake.mu.Unlock()
-	// One GetQueueUrl for the queue, one for its DLQ; one GetQueueAttributes.
-	if fake.urlCalls != 2 || fake.attrCalls != 1 {
-		t.Errorf("GetQueueUrl ×%d, GetQueueAttributes ×%d; want 2 and 1", fake.urlCalls, fake.attrCalls)
+	// One GetQueueUrl for the queue, one for its DLQ; one GetQueueAttributes
+	// for the queue, one for its DLQ's MaximumMessageSize.
+	if fake.urlCalls != 2 || fake.attrCalls != 2 {
+		t.Errorf("GetQueueUrl ×%d, GetQueueAttributes ×%d; want 2 and 2", fake.urlCalls, fake.attrCalls)
 	}
 	if len(fake.sends) != 3 {
 		t.Errorf("%d dead letters, want 3", len(fake.sends))

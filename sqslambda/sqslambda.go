@@ -400,10 +400,21 @@ func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
 		if err != nil {
 			// Not dead-lettered, so not deleted: retry it later instead, as
 			// the consumer does.
-			h.log.Error("sqslambda: dead-letter send failed; the message is reported as a failure and retried later",
-				zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()), zap.Error(err))
 			res.Outcome = consumer.OutcomeRetry
-			res.Delay = h.cfg.Backoff.Delay(max(r.msg.ReceiveCount, 1))
+			attempt := max(r.msg.ReceiveCount, 1)
+			if errors.Is(err, consumer.ErrDeadLetterRefused) {
+				// Sending it again cannot help: leave the message to the
+				// queue's maxReceiveCount, never in a tight loop.
+				h.log.Error("sqslambda: dead letter refused by SQS; the message is reported as a failure, retried after a backoff and left to the queue's maxReceiveCount",
+					zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()),
+					zap.Int("receive_count", r.msg.ReceiveCount), zap.Error(err))
+				h.obs.DeadLetterRefused(r.msg, err)
+				res.Delay = h.cfg.Backoff.Ceiling(attempt)
+			} else {
+				h.log.Error("sqslambda: dead-letter send failed; the message is reported as a failure and retried later",
+					zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()), zap.Error(err))
+				res.Delay = h.cfg.Backoff.Delay(attempt)
+			}
 			res.Err = fmt.Errorf("%w (dead-letter send failed: %v)", res.Err, err)
 			r.failed = true
 			h.changeVisibility(ctx, r, visibilitySeconds(res.Delay))
@@ -418,7 +429,7 @@ func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
 }
 
 func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result) error {
-	dlq, fifo, err := h.deadLetterQueue(ctx, r.q)
+	dlq, fifo, maxSize, err := h.deadLetterQueue(ctx, r.q)
 	if err != nil {
 		return err
 	}
@@ -427,7 +438,12 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result
 			zap.String("message_id", r.msg.ID), zap.Strings("dropped", dropped))
 	}
 	in := consumer.DeadLetterInput(r.msg, res, r.url, dlq, fifo, h.now())
-	if _, err := h.client.SendMessage(ctx, in); err != nil {
+	dropped, err := consumer.SendDeadLetter(ctx, h.client, in, maxSize)
+	if len(dropped) > 0 {
+		h.log.Warn("sqslambda: dead letter shrunk to fit the dead-letter queue's MaximumMessageSize",
+			zap.String("message_id", r.msg.ID), zap.Strings("dropped", dropped))
+	}
+	if err != nil {
 		return fmt.Errorf("sqslambda: send to dead-letter queue %s: %w", dlq, err)
 	}
 	return nil
