@@ -363,9 +363,6 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 // run processes one record and settles it.
 func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
 	res := h.pipeline.Process(r.ctx, r.msg)
-	if r.hb != nil {
-		r.hb.Remove(r.ev.ReceiptHandle)
-	}
 	h.settle(ctx, r, &res)
 	consumer.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
@@ -376,9 +373,6 @@ func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
 // visible again at once.
 func (h *Handler) skip(ctx context.Context, r *record, cause error) consumer.Outcome {
 	res := consumer.Result{Outcome: consumer.OutcomeRelease, Err: cause}
-	if r.hb != nil {
-		r.hb.Remove(r.ev.ReceiptHandle)
-	}
 	h.settle(ctx, r, &res)
 	consumer.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
@@ -387,6 +381,11 @@ func (h *Handler) skip(ctx context.Context, r *record, cause error) consumer.Out
 
 // settle applies res to r and records whether r is reported as a failure.
 // ctx is the invocation's context (not cut short by DeadlineMargin).
+//
+// A record that succeeds (acked, duplicate, dead-lettered) stays under the
+// heartbeat: Lambda deletes it only when the invocation returns, and until
+// then it must not become visible again, however long the rest of the
+// batch runs. A failure leaves the heartbeat before its visibility is set.
 func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
 	switch res.Outcome {
 	case consumer.OutcomeAck, consumer.OutcomeDuplicate:
@@ -449,10 +448,13 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result
 	return nil
 }
 
-// changeVisibility sets the visibility of a record reported as a failure.
-// When it fails the message keeps its current visibility: it comes back
-// later than asked, never lost.
+// changeVisibility takes a record reported as a failure off the heartbeat
+// and sets its visibility. When that fails the message keeps its current
+// visibility: it comes back later than asked, never lost.
 func (h *Handler) changeVisibility(ctx context.Context, r *record, secs int32) {
+	if r.hb != nil {
+		r.hb.Remove(r.ev.ReceiptHandle)
+	}
 	if r.url == "" || r.ev.ReceiptHandle == "" {
 		return
 	}
