@@ -369,12 +369,27 @@ func (r *runner) run(ctx context.Context) error {
 
 // receive is one receiver's loop: reserve free capacity, long-poll for at
 // most that many messages, hand them to the dispatcher.
+//
+// On a FIFO queue every receive carries a ReceiveRequestAttemptId. When a
+// receive fails (its response may have been lost after SQS handed out the
+// messages and locked their groups), the next try repeats it with the same
+// attempt id and size, so SQS returns the same messages instead of keeping
+// their groups locked for a whole visibility timeout. A successful receive,
+// or one retried for longer than SQS keeps an attempt id, starts a new id.
 func (r *runner) receive(ctx context.Context, id int) {
 	failures := 0
+	var (
+		attemptID    string    // FIFO: the id of the receive being retried, "" for a new one
+		attemptStart time.Time // when that receive was first made
+		n            int       // slots held for the receive being retried
+	)
+	defer func() { r.capacity.release(n) }()
 	for {
-		n, err := r.capacity.reserve(ctx, settleBatch)
-		if err != nil {
-			return
+		if n == 0 {
+			var err error
+			if n, err = r.capacity.reserve(ctx, settleBatch); err != nil {
+				return
+			}
 		}
 		in := &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(r.q.url),
@@ -387,6 +402,13 @@ func (r *runner) receive(ctx context.Context, id int) {
 			in.VisibilityTimeout = int32(r.cfg.VisibilityTimeout / time.Second)
 		}
 		start := time.Now()
+		if r.q.fifo {
+			if attemptID == "" || start.Sub(attemptStart) > maxAttemptAge {
+				attemptID, attemptStart = newAttemptID(), start
+			}
+			in.ReceiveRequestAttemptId = aws.String(attemptID)
+			start = attemptStart // SQS's 12 hours may count from the first try
+		}
 		// A response lost on a reused connection must not hang the
 		// receiver: bound the call by the long-poll wait plus a margin.
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTime+10*time.Second)
@@ -394,9 +416,12 @@ func (r *runner) receive(ctx context.Context, id int) {
 		returned := time.Now()
 		cancel()
 		if err != nil {
-			r.capacity.release(n)
 			if ctx.Err() != nil {
 				return
+			}
+			if !r.q.fifo {
+				r.capacity.release(n)
+				n = 0
 			}
 			failures++
 			r.log.Warn("consumer: receive failed", zap.Int("receiver", id), zap.Int("failures", failures), zap.Error(err))
@@ -408,10 +433,12 @@ func (r *runner) receive(ctx context.Context, id int) {
 			}
 			continue
 		}
+		attemptID = ""
 		failures = 0
 		if extra := n - len(out.Messages); extra > 0 {
 			r.capacity.release(extra)
 		}
+		n = 0
 		now := r.cfg.NowFunc()
 		r.unsettled.Add(int64(len(out.Messages)))
 		for _, raw := range out.Messages {
@@ -427,6 +454,15 @@ func (r *runner) receive(ctx context.Context, id int) {
 			r.dispatch(m)
 		}
 	}
+}
+
+// maxAttemptAge is how long a receive is retried with the same
+// ReceiveRequestAttemptId: SQS keeps one for 5 minutes.
+const maxAttemptAge = 4 * time.Minute
+
+// newAttemptID returns a fresh ReceiveRequestAttemptId.
+func newAttemptID() string {
+	return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
 }
 
 // dispatch queues m for the next free worker (standard queues) or
