@@ -136,6 +136,26 @@ type recordingObserver struct {
 	received  int
 	lost      []error
 	hbFailed  int
+	// settleFailed and refused count SettleFailed and DeadLetterRefused.
+	settleFailed, refused int
+}
+
+func (o *recordingObserver) SettleFailed(*consumer.Message, string, error) {
+	o.mu.Lock()
+	o.settleFailed++
+	o.mu.Unlock()
+}
+
+func (o *recordingObserver) DeadLetterRefused(*consumer.Message, error) {
+	o.mu.Lock()
+	o.refused++
+	o.mu.Unlock()
+}
+
+func (o *recordingObserver) counts() (settleFailed, refused, lost int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.settleFailed, o.refused, len(o.lost)
 }
 
 func (o *recordingObserver) Received(*consumer.Message) {
