@@ -143,7 +143,11 @@ func TestSuspendResume(t *testing.T) {
 		f.Inject(nil)
 
 		// Suspended for a minute: a is neither extended nor lost; b is kept.
-		runFor(h, time.Minute)
+		ctx, cancel := context.WithCancel(context.Background())
+		running := make(chan struct{})
+		go func() { _ = h.Run(ctx); close(running) }()
+		defer func() { cancel(); <-running }()
+		time.Sleep(time.Minute)
 		mu.Lock()
 		if len(lost) != 0 {
 			t.Errorf("lost %v while a was suspended", lost)
@@ -160,7 +164,7 @@ func TestSuspendResume(t *testing.T) {
 		if !h.Resume(ha) {
 			t.Fatal("Resume(a) = false")
 		}
-		runFor(h, 3*time.Second)
+		time.Sleep(3 * time.Second)
 		mu.Lock()
 		if !errors.Is(lost[ha], heartbeat.ErrExpired) || lost[hb] != nil {
 			t.Errorf("lost %v, want a expired and b kept", lost)
@@ -170,7 +174,7 @@ func TestSuspendResume(t *testing.T) {
 		if !h.Suspend(hb) || !h.Resume(hb) {
 			t.Fatal("Suspend/Resume(b) = false")
 		}
-		runFor(h, time.Minute)
+		time.Sleep(time.Minute)
 		if m := f.Messages(q); len(m) != 2 || m[1].State != sqsfake.InFlight || m[1].ReceiveCount != 1 {
 			t.Errorf("b after resume: %+v, want in flight, received once", m)
 		}
