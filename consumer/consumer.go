@@ -229,6 +229,7 @@ type lane struct {
 }
 
 func newRunner(cfg Config, q queueInfo) (*runner, error) {
+	cfg = instrument(cfg, q.url)
 	r := &runner{
 		cfg:      cfg,
 		q:        q,

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
@@ -101,6 +103,12 @@ type Config struct {
 	Logger *zap.Logger
 	// Observer receives metrics events. Defaults to consumer.NopObserver.
 	Observer consumer.Observer
+	// TracerProvider and MeterProvider, when set, give each record a
+	// process span (parented to the producer's trace context in its
+	// attributes) and record the consumer's metrics, as in a worker.
+	// Default to nil: no spans, no metrics, no cost.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
 }
@@ -145,6 +153,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxAttempts < 0 {
 		return nil, fmt.Errorf("sqslambda: Config.MaxAttempts %d is negative", cfg.MaxAttempts)
 	}
+	cfg = instrument(cfg)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 1)
 	cfg.DeadlineMargin = cmp.Or(cfg.DeadlineMargin, DefaultDeadlineMargin)
 	if cfg.FunctionTimeout == 0 {
