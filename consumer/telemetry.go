@@ -66,8 +66,22 @@ func (o *tracedObserver) LeaseLost(msg *Message, err error) {
 }
 
 func (o *tracedObserver) DeadLettered(msg *Message, err error) {
-	o.t.DeadLettered(context.Background(), msg, err)
+	result := "sent"
+	if err != nil {
+		result = "failed"
+	}
+	o.t.DeadLettered(context.Background(), msg, result, err)
 	o.next.DeadLettered(msg, err)
+}
+
+func (o *tracedObserver) DeadLetterRefused(msg *Message, err error) {
+	o.t.DeadLettered(context.Background(), msg, "refused", err)
+	o.next.DeadLetterRefused(msg, err)
+}
+
+func (o *tracedObserver) SettleFailed(msg *Message, op string, err error) {
+	o.t.SettleFailed(context.Background(), op)
+	o.next.SettleFailed(msg, op, err)
 }
 
 // tracedSQS counts and times every SQS call.

@@ -87,10 +87,10 @@ type Consumer struct {
 	tracer trace.Tracer
 	system []attribute.KeyValue
 
-	received, settled, deadLetters, leaseLost, hbFailed, calls, errs metric.Int64Counter
-	inFlight                                                         metric.Int64UpDownCounter
-	processDur, callDur                                              metric.Float64Histogram
-	batch                                                            metric.Int64Histogram
+	received, settled, deadLetters, leaseLost, hbFailed, calls, errs, settleFailed metric.Int64Counter
+	inFlight                                                                       metric.Int64UpDownCounter
+	processDur, callDur                                                            metric.Float64Histogram
+	batch                                                                          metric.Int64Histogram
 
 	spans sync.Map // message key (pointer) → trace.Span
 }
@@ -114,9 +114,10 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	m := mp.Meter(ScopeName)
 	c.received, _ = m.Int64Counter("messaging.client.consumed.messages", metric.WithDescription("Messages received from SQS."), metric.WithUnit("{message}"))
 	c.settled, _ = m.Int64Counter("sqsonce.messages.settled", metric.WithDescription("Messages settled, by outcome and failure class."), metric.WithUnit("{message}"))
-	c.deadLetters, _ = m.Int64Counter("sqsonce.dead_letters", metric.WithDescription("Sends to the dead-letter queue, by result (sent, refused)."), metric.WithUnit("{message}"))
+	c.deadLetters, _ = m.Int64Counter("sqsonce.dead_letters", metric.WithDescription("Sends to the dead-letter queue, by result (sent, failed, refused)."), metric.WithUnit("{message}"))
 	c.leaseLost, _ = m.Int64Counter("sqsonce.leases.lost", metric.WithDescription("Messages whose visibility or dedupe lease was lost: their effect may repeat."), metric.WithUnit("{message}"))
 	c.hbFailed, _ = m.Int64Counter("sqsonce.heartbeat.failures", metric.WithDescription("Visibility extensions that failed."), metric.WithUnit("{message}"))
+	c.settleFailed, _ = m.Int64Counter("sqsonce.settle.failures", metric.WithDescription("Deletes and visibility changes still failing after their retries (the message stays invisible and is retried)."), metric.WithUnit("{message}"))
 	c.calls, _ = m.Int64Counter("sqsonce.sqs.calls", metric.WithDescription("SQS API calls, by operation."), metric.WithUnit("{call}"))
 	c.errs, _ = m.Int64Counter("sqsonce.sqs.errors", metric.WithDescription("SQS API calls that failed, by operation."), metric.WithUnit("{call}"))
 	c.inFlight, _ = m.Int64UpDownCounter("sqsonce.messages.in_flight", metric.WithDescription("Messages received and not yet settled."), metric.WithUnit("{message}"))
@@ -213,15 +214,11 @@ func (c *Consumer) Settled(ctx context.Context, key any, outcome, class string, 
 	}
 }
 
-// DeadLettered counts a DLQ send (refused when err is not nil) and records
-// it on the span.
-func (c *Consumer) DeadLettered(ctx context.Context, key any, err error) {
+// DeadLettered counts a DLQ send by result (sent, failed: to be retried,
+// refused: SQS will not take it) and records it on the span.
+func (c *Consumer) DeadLettered(ctx context.Context, key any, result string, err error) {
 	if c == nil {
 		return
-	}
-	result := "sent"
-	if err != nil {
-		result = "refused"
 	}
 	if c.deadLetters != nil {
 		c.deadLetters.Add(ctx, 1, c.attrs(attribute.String("result", result)))
@@ -238,6 +235,15 @@ func (c *Consumer) LeaseLost(ctx context.Context, key any, err error) {
 		c.leaseLost.Add(ctx, 1, c.attrs())
 	}
 	c.Event(key, "sqsonce.lease_lost", err)
+}
+
+// SettleFailed counts a delete or visibility change that still failed
+// after its retries.
+func (c *Consumer) SettleFailed(ctx context.Context, op string) {
+	if c == nil || c.settleFailed == nil {
+		return
+	}
+	c.settleFailed.Add(ctx, 1, c.attrs(attribute.String("messaging.operation.name", op)))
 }
 
 // HeartbeatFailed counts failed extensions.
