@@ -145,26 +145,28 @@ next_port() {
 	port=$(node -e 'const s=require("net").createServer();s.listen(0,()=>{console.log(s.address().port);s.close()})')
 }
 
-# proc_start PID: the process's start time (clock ticks since boot); fails
-# when there is no such process or it has exited (a zombie).
+# proc_start PID: sets start to the process's start time (clock ticks since
+# boot); fails when there is no such process or it has exited (a zombie).
+# Builtins only: the wait loops call it often.
 proc_start() {
 	local stat
-	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	start=
+	{ IFS= read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
 	stat=${stat##*) }
 	# shellcheck disable=SC2086 # split the fields after the command name
 	set -- $stat
 	case $1 in Z | X | x) return 1 ;; esac
-	printf '%s\n' "${20}"
+	start=${20}
 }
 
 # ours NAME: the process named by $state/NAME.pid is still the one we started:
 # same PID and same start time. Sets pid.
 ours() {
-	local f=$state/$1.pid start=
+	local f=$state/$1.pid want= start
 	pid=
 	[ -f "$f" ] || return 1
-	read -r pid start <"$f" || true
-	[ -n "$pid" ] && [ -n "$start" ] && [ "$(proc_start "$pid")" = "$start" ]
+	read -r pid want <"$f" || true
+	[ -n "$pid" ] && [ -n "$want" ] && proc_start "$pid" && [ "$start" = "$want" ]
 }
 
 # listens PID PORT: PID holds a listening TCP socket on PORT, and no other
@@ -197,15 +199,18 @@ bind_failed() { grep -qE 'EADDRINUSE|Address already in use|Failed to bind' "$st
 # wait_ours NAME PORT: wait until the server we started answers on PORT
 # itself. Returns 1 when another process holds PORT; dies on other failures.
 wait_ours() {
-	local name=$1 port=$2 i
-	for i in $(seq 1 600); do
-		bind_failed "$name" && return 1
+	local name=$1 port=$2 end=$((SECONDS + 60))
+	while [ "$SECONDS" -lt "$end" ]; do
 		if ! ours "$name"; then
 			port_open "$port" && return 1
+			bind_failed "$name" && return 1
 			tail -n 20 "$state/$name.log" >&2
 			die "$name exited during start-up (log: $state/$name.log)"
 		fi
-		port_open "$port" && listens "$pid" "$port" && return 0
+		if port_open "$port"; then
+			listens "$pid" "$port" && return 0
+			bind_failed "$name" && return 1
+		fi
 		sleep 0.1
 	done
 	port_open "$port" && die "127.0.0.1:$port answers, but not from the $name we started (PID $pid): another process holds the port"
@@ -220,7 +225,9 @@ spawn() {
 	: >"$state/$name.log"
 	(cd "$dir" && exec setsid "$@" >"$state/$name.log" 2>&1 </dev/null) &
 	p=$!
-	echo "$p $(proc_start "$p" || echo gone)" >"$state/$name.pid"
+	local start=gone
+	proc_start "$p" || true
+	echo "$p $start" >"$state/$name.pid"
 }
 
 start_fauxqs() {
@@ -263,7 +270,7 @@ up() {
 	for i in 0 1 2; do
 		tries=1
 		until wait_ours "${names[i]}" "${ports[i]}"; do
-			stop_one "${names[i]}"
+			stop "${names[i]}"
 			[ -z "${fixed[i]}" ] || die "${names[i]}: port ${ports[i]} (${portvars[i]}) is held by another process"
 			[ "$tries" -lt 5 ] || die "${names[i]}: 5 free ports in a row were taken by other processes before it could bind one"
 			say "${names[i]}: port ${ports[i]} was taken by another process before it could bind it; trying another"
@@ -290,32 +297,40 @@ ENV
 	say "env file: $envfile"
 }
 
-# stop_one NAME: SIGTERM the process we started, and SIGKILL it only if it is
-# still ours (same PID and start time) 5 s later. A PID file naming any other
-# process is dropped and that process left alone.
-stop_one() {
-	local name=$1 f=$state/$1.pid pid i cmd
-	[ -f "$f" ] || return 0
-	if ours "$name"; then
-		kill "$pid" 2>/dev/null || true
-		for i in $(seq 1 50); do
-			ours "$name" || break
-			sleep 0.1
+# stop NAME...: SIGTERM each process we started, wait up to 5 s for them to
+# exit, and SIGKILL only those that are still ours (same PID and start time).
+# A PID file naming any other process is dropped and that process left alone.
+stop() {
+	local name pid cmd end=$((SECONDS + 5)) left=() still
+	for name in "$@"; do
+		[ -f "$state/$name.pid" ] || continue
+		if ours "$name"; then
+			kill "$pid" 2>/dev/null || true
+			left+=("$name")
+		elif [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ]; then
+			cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline")
+			say "$name: $state/$name.pid names PID $pid ($cmd), not a process this script can prove it started: left alone"
+		fi
+	done
+	while [ ${#left[@]} -gt 0 ] && [ "$SECONDS" -le "$end" ]; do
+		still=()
+		for name in "${left[@]}"; do
+			ours "$name" && still+=("$name")
 		done
+		left=("${still[@]}")
+		[ ${#left[@]} -eq 0 ] || sleep 0.1
+	done
+	for name in "${left[@]}"; do
 		if ours "$name"; then
 			say "$name (PID $pid) ignored SIGTERM for 5s: sending SIGKILL"
 			kill -KILL "$pid" 2>/dev/null || true
 		fi
-	elif [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ]; then
-		cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline")
-		say "$name: $f names PID $pid ($cmd), not a process this script can prove it started: left alone"
-	fi
-	rm -f "$f"
+	done
+	for name in "$@"; do rm -f "$state/$name.pid"; done
 }
 
 down() {
-	local name
-	for name in "${names[@]}"; do stop_one "$name"; done
+	stop "${names[@]}"
 	rm -f "$envfile"
 	[ "${1:-}" = quiet ] || say "down"
 }
