@@ -166,7 +166,31 @@ ours() {
 	pid=
 	[ -f "$f" ] || return 1
 	read -r pid want <"$f" || true
-	[ -n "$pid" ] && [ -n "$want" ] && proc_start "$pid" && [ "$start" = "$want" ]
+	[ -n "$pid" ] || return 1
+	[ -n "$want" ] || { legacy "$1"; return; }
+	proc_start "$pid" && [ "$start" = "$want" ]
+}
+
+# legacy NAME: an older stack.sh wrote $pid without a start time. The
+# process is ours only if it has the exact command line that script used and
+# holds the port of NAME in the env file.
+legacy() {
+	local i want port
+	case $1 in
+	fauxqs) i=0 want="node $cache/fauxqs-$FAUXQS_VERSION/node_modules/fauxqs/dist/cli.js" ;;
+	dynamodb) i=1 want="java -Xmx1g -Djava.library.path=DynamoDBLocal_lib -jar DynamoDBLocal.jar -inMemory -port" ;;
+	movetask) i=2 want="node $root/localstack/local-aws-sqs.cjs" ;;
+	esac
+	port=$(env_port "$i")
+	[ "$i" = 0 ] || want="$want $port"
+	[ -n "$port" ] && [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" = "$want " ] && listens "$pid" "$port"
+}
+
+# env_port I: the port of server I (0 fauxqs, 1 DynamoDB Local,
+# 2 local-aws-sqs) in the env file.
+env_port() {
+	[ -f "$envfile" ] || return 0
+	sed -n "s|^export ${vars[$1]}=http://127.0.0.1:\([0-9]*\)$|\1|p" "$envfile"
 }
 
 # listens PID PORT: PID holds a listening TCP socket on PORT, and no other
@@ -231,8 +255,8 @@ spawn() {
 }
 
 start_fauxqs() {
-	FAUXQS_PORT=$1 FAUXQS_LOGGER=false FAUXQS_DEFAULT_REGION=us-east-1 \
-		spawn fauxqs "$state" node "$cache/fauxqs-$FAUXQS_VERSION/node_modules/fauxqs/dist/cli.js"
+	FAUXQS_PORT=$1 FAUXQS_DEFAULT_REGION=us-east-1 FAUXQS_MAIN=$cache/fauxqs-$FAUXQS_VERSION/node_modules/fauxqs/dist/app.js \
+		spawn fauxqs "$state" node "$root/localstack/fauxqs.mjs"
 }
 
 start_dynamodb() {
@@ -342,7 +366,7 @@ running() {
 	note() { [ -n "$quiet" ] || say "$@"; }
 	[ -f "$envfile" ] || { note "not running (no $envfile)"; return 1; }
 	for i in 0 1 2; do
-		port=$(sed -n "s|^export ${vars[i]}=http://127.0.0.1:\([0-9]*\)$|\1|p" "$envfile")
+		port=$(env_port "$i")
 		if [ -z "$port" ]; then
 			note "${names[i]}: no ${vars[i]} in $envfile"
 			ok=1

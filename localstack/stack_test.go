@@ -1,10 +1,13 @@
+//go:build linux
+
 // Tests of stack.sh, the no-Docker local stack script. They run it against
 // fake emulators installed into a fake cache: small Node servers that bind
 // the way the real ones do (fauxqs on every interface and exiting when its
 // port is taken; DynamoDB Local on every interface and still running when its
 // port is taken; local-aws-sqs on 127.0.0.1). Each test has its own state
 // folder, cache and ports, needs no network, and stops only what it started,
-// so the tests are safe next to a running stack.
+// so the tests are safe next to a running stack. stack.sh reads /proc, so
+// they build on Linux only.
 package localstack_test
 
 import (
@@ -20,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,9 +71,6 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("stack.sh reads /proc: Linux only")
-	}
 	for _, tool := range []string{"bash", "node", "setsid"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("stack.sh needs %s: %v", tool, err)
@@ -92,8 +91,8 @@ func newStack(t *testing.T) *stack {
 	}
 	fake := filepath.Join(s.bin, "fake-server.cjs")
 	s.write(fake, fakeServer, 0o644)
-	s.write(filepath.Join(s.cache, fauxqsDir, "node_modules/fauxqs/dist/cli.js"),
-		fmt.Sprintf("require(%q).serve(\"fauxqs\", process.env.FAUXQS_PORT, \"0.0.0.0\", false);\n", fake), 0o644)
+	s.write(filepath.Join(s.cache, fauxqsDir, "node_modules/fauxqs/dist/app.js"),
+		fmt.Sprintf("exports.startFauxqs = () => require(%q).serve(\"fauxqs\", process.env.FAUXQS_PORT, \"0.0.0.0\", false);\n", fake), 0o644)
 	s.write(filepath.Join(s.cache, localAWSSQSDir, "node_modules/local-aws-sqs/dist/index.js"),
 		fmt.Sprintf("exports.createSqsServer = (o) => require(%q).serve(\"movetask\", o.port, o.hostname, false);\n", fake), 0o644)
 	s.write(filepath.Join(s.cache, dynamoDir, "DynamoDBLocal.jar"), "", 0o644)
