@@ -12,6 +12,7 @@ package localstack_test
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"errors"
@@ -52,7 +53,7 @@ exports.serve = (name, port, host, keepRunning) => new Promise((resolve) => {
     if (keepRunning) setInterval(() => {}, 1 << 30);
     else process.exit(1);
   });
-  server.listen(Number(port), host, resolve);
+  server.listen(Number(port), host, () => { console.log("listening"); resolve(); });
 });
 `
 
@@ -420,6 +421,44 @@ func TestStalePIDFileNamesAnotherProcess(t *testing.T) {
 				t.Errorf("still running after down: %v", r)
 			}
 		})
+	}
+}
+
+// TestDownStopsServerOfOlderScript: a PID file from before start times were
+// recorded names a server with the exact command line the older script used,
+// holding the port in the env file; down must stop it.
+func TestDownStopsServerOfOlderScript(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	cli := filepath.Join(s.cache, fauxqsDir, "node_modules/fauxqs/dist/cli.js")
+	s.write(cli, fmt.Sprintf("require(%q).serve(\"fauxqs\", process.env.FAUXQS_PORT, \"0.0.0.0\", false);\n",
+		filepath.Join(s.bin, "fake-server.cjs")), 0o644)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	old := exec.Command("node", cli)
+	old.Env = append(s.environ(), "FAUXQS_PORT="+port)
+	stdout, err := old.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = old.Process.Kill(); _ = old.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "listening\n" {
+		t.Fatalf("the old server said %q, %v", line, err)
+	}
+	s.write(filepath.Join(s.state, "env"), "export AWS_ENDPOINT_URL_SQS=http://127.0.0.1:"+port+"\n", 0o644)
+	s.write(filepath.Join(s.state, "fauxqs.pid"), fmt.Sprintf("%d\n", old.Process.Pid), 0o644)
+	s.mustRun("down")
+	if alive(old.Process.Pid) {
+		t.Errorf("down left the server started by an older stack.sh (PID %d) running", old.Process.Pid)
 	}
 }
 
