@@ -108,6 +108,12 @@ commit() {
 npm_install() {
 	local dir=$cache/$1-$2 log=$cache/$1-$2.npm.log tmp
 	[ -f "$dir/$MARKER" ] && return 0
+	# An older stack.sh, like this one, moved an npm install into place only
+	# after npm succeeded: its folder (with npm's hidden lockfile) is complete.
+	if [ -f "$dir/node_modules/.package-lock.json" ] && [ -f "$dir/node_modules/$1/package.json" ]; then
+		: >"$dir/$MARKER"
+		return 0
+	fi
 	say "installing $1@$2"
 	fresh_tmp "$dir"
 	npm install --no-audit --no-fund --no-save --no-progress --prefix "$tmp" "$1@$2" >"$log" 2>&1 ||

@@ -582,6 +582,36 @@ func TestInstallRedoesInterruptedUnpack(t *testing.T) {
 	}
 }
 
+// TestInstallKeepsNPMInstallOfOlderScript: an older stack.sh wrote no marker
+// but moved an npm install into place only after npm succeeded, so a folder
+// with npm's hidden lockfile is kept; one without it is installed again.
+func TestInstallKeepsNPMInstallOfOlderScript(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	fauxqs := filepath.Join(s.cache, fauxqsDir)
+	if err := os.Remove(filepath.Join(fauxqs, installedMarker)); err != nil {
+		t.Fatal(err)
+	}
+	s.write(filepath.Join(fauxqs, "node_modules/.package-lock.json"), "{}", 0o644)
+	s.write(filepath.Join(fauxqs, "node_modules/fauxqs/package.json"), "{}", 0o644)
+	s.mustRun("install")
+	if _, err := os.Stat(filepath.Join(fauxqs, installedMarker)); err != nil {
+		t.Errorf("the older script's finished install was not marked: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.bin, "npm.log")); err == nil {
+		t.Errorf("npm ran: %q", b)
+	}
+
+	other := filepath.Join(s.cache, localAWSSQSDir)
+	if err := os.Remove(filepath.Join(other, installedMarker)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.run("install")
+	if err == nil || !strings.Contains(out, "npm install local-aws-sqs@") {
+		t.Errorf("install of a folder without marker or lockfile: %v, %q; want npm install to run (the fake fails)", err, out)
+	}
+}
+
 // TestInstallNeedsNode20 runs install with Debian 12's Node 18 first in PATH.
 func TestInstallNeedsNode20(t *testing.T) {
 	t.Parallel()
