@@ -7,7 +7,8 @@
 #   stack.sh up        install if needed, start all three on free ports, wait
 #                      until each answers from the process this script
 #                      started, write the env file; a port that another
-#                      process takes first is replaced by another free port
+#                      process takes first is replaced by another free port.
+#                      Prints `started`, or `running` when it already was
 #   stack.sh down      stop what `up` started: a process is stopped only while
 #                      its PID and start time match the PID file
 #   stack.sh status    exit 0 when every server we started is running, holds
@@ -283,6 +284,7 @@ up() {
 	mkdir -p "$state"
 	if running quiet; then
 		say "already running ($envfile)"
+		echo running
 		return 0
 	fi
 	down quiet
@@ -325,6 +327,7 @@ ENV
 	say "up: SQS 127.0.0.1:${ports[0]}, DynamoDB 127.0.0.1:${ports[1]}, move tasks 127.0.0.1:${ports[2]}"
 	say "fauxqs and DynamoDB Local listen on every interface, not only 127.0.0.1"
 	say "env file: $envfile"
+	echo started
 }
 
 # stop NAME...: SIGTERM each process we started, wait up to 5 s for them to

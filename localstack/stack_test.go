@@ -502,6 +502,39 @@ func TestStatusNeedsAnAnswer(t *testing.T) {
 	s.mustRun("status")
 }
 
+// TestWithStack runs a command under with-stack.sh: with the stack down it
+// starts it for the command and stops it after; a running stack is used and
+// left running.
+func TestWithStack(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	withStack := func() string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), "bash", filepath.Join(filepath.Dir(s.script), "with-stack.sh"),
+			"sh", "-c", `echo "$SQSONCE_INTEGRATION $AWS_ENDPOINT_URL_SQS"`)
+		cmd.Env = s.environ()
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("with-stack.sh: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+
+	if got := withStack(); !strings.HasPrefix(got, "1 http://127.0.0.1:") {
+		t.Errorf("the command saw %q, want SQSONCE_INTEGRATION=1 and the SQS endpoint", got)
+	}
+	if r := s.running(); len(r) > 0 {
+		t.Errorf("with-stack.sh left running what it started: %v", r)
+	}
+
+	s.mustRun("up")
+	sqs := s.endpoints()["AWS_ENDPOINT_URL_SQS"]
+	if got := withStack(); got != "1 "+sqs {
+		t.Errorf("the command saw %q, want %q", got, "1 "+sqs)
+	}
+	s.mustRun("status")
+}
+
 // dynamoTGZ is what npm pack of amplify-dynamodb-simulator yields, reduced to
 // the files stack.sh uses.
 func dynamoTGZ(t *testing.T, path string) {
