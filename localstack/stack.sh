@@ -69,6 +69,7 @@ need_tools() {
 	if ! command -v java >/dev/null; then
 		if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 			say "java is missing: installing openjdk-17-jre-headless"
+			# shellcheck disable=SC2015 # either step failing is fatal
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null ||
 				die "could not install java: install openjdk-17-jre-headless (Java 17+) by hand"
 		else
@@ -169,7 +170,7 @@ proc_start() {
 # ours NAME: the process named by $state/NAME.pid is still the one we started:
 # same PID and same start time. Sets pid.
 ours() {
-	local f=$state/$1.pid want= start
+	local f=$state/$1.pid want="" start
 	pid=
 	[ -f "$f" ] || return 1
 	read -r pid want <"$f" || true
@@ -205,6 +206,7 @@ env_port() {
 listens() {
 	local hex inode found=
 	hex=$(printf ':%04X' "$2")
+	# shellcheck disable=SC2013 # one inode per line, no spaces
 	for inode in $(awk -v p="$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { print $10 }' /proc/net/tcp /proc/net/tcp6 2>/dev/null); do
 		[ -n "$(find "/proc/$1/fd" -maxdepth 1 -lname "socket:\[$inode\]" 2>/dev/null | head -n 1)" ] || return 1
 		found=1
