@@ -1,0 +1,37 @@
+package idempotency
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Transact hands DynamoDB writes to the middleware instead of making them:
+// when the handler returns, they are committed in one TransactWriteItems
+// with the completed key record holding the handler's response. The work
+// and the stored response commit together or not at all; the client gets
+// the handler's response only once they have. If the commit fails, nothing
+// was written, the key is released and the client gets a problem: 409
+// (TypeWriteConflict, a condition on one of these writes failed; or
+// TypeLeaseLost) or 503 (TypeCommitFailed).
+//
+// Any TransactWriteItem may be added, an outbox event included: call
+// Transact once per source of writes. The store must commit writes (the
+// DynamoDB store does; the memory store answers ErrWritesUnsupported).
+// DynamoDB's limits apply: 100 items per transaction, the record included.
+//
+// It returns ErrNoKey when ctx is not a request holding a key, and
+// ErrResponseStarted when the response was already sent unstored.
+func Transact(ctx context.Context, items ...types.TransactWriteItem) error {
+	st := fromContext(ctx)
+	if st == nil {
+		return ErrNoKey
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.streamed {
+		return ErrResponseStarted
+	}
+	st.writes = append(st.writes, items...)
+	return nil
+}
