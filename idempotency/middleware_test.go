@@ -710,3 +710,46 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// TestTransactResponseTooLarge: a transactional response over the cap
+// cannot be stored with its writes, so nothing is committed: the client
+// gets a 500 problem, not a success that was never recorded.
+func TestTransactResponseTooLarge(t *testing.T) {
+	t.Parallel()
+	var commits atomic.Int64
+	store := &countingStore{Store: idempotency.NewMemory(idempotency.MemoryConfig{}), completes: &commits}
+	m := newMiddleware(t, idempotency.Config{Store: store, MaxResponseBytes: 100})
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := idempotency.Transact(r.Context(), types.TransactWriteItem{}); err != nil {
+			t.Errorf("Transact: %v", err)
+		}
+		w.Write(bytes.Repeat([]byte("x"), 1000))
+	}))
+	w := post(h, http.MethodPost, "/x", "k", "alice", "")
+	if typ := problemType(t, w, http.StatusInternalServerError); typ != idempotency.TypeResponseTooLarge {
+		t.Fatalf("type %s", typ)
+	}
+	if commits.Load() != 0 || m.Count(idempotency.OutcomeNotStored) != 1 {
+		t.Fatalf("completes %d, not_stored %d", commits.Load(), m.Count(idempotency.OutcomeNotStored))
+	}
+	// Streamed first, Transact after: refused.
+	h = m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(bytes.Repeat([]byte("x"), 1000))
+		if err := idempotency.Transact(r.Context(), types.TransactWriteItem{}); !errors.Is(err, idempotency.ErrResponseStarted) {
+			t.Errorf("Transact after streaming: %v, want ErrResponseStarted", err)
+		}
+	}))
+	if w := post(h, http.MethodPost, "/x", "k2", "alice", ""); w.Code != http.StatusOK || w.Body.Len() != 1000 {
+		t.Fatalf("streamed: %d %d bytes", w.Code, w.Body.Len())
+	}
+}
+
+type countingStore struct {
+	idempotency.Store
+	completes *atomic.Int64
+}
+
+func (s *countingStore) Complete(ctx context.Context, key, token string, c idempotency.Completion) error {
+	s.completes.Add(1)
+	return s.Store.Complete(ctx, key, token, c)
+}
