@@ -35,8 +35,8 @@
 //     crash the key runs again once its lease ends; an owner whose lease
 //     was taken over gets its context cancelled ([ErrLeaseLost]) and can
 //     never complete or release the new owner's record.
-//   - Records expire Config.TTL of the store after their last write (24 h
-//     by default), judged on read.
+//   - Records expire the store's TTL after their last write (24 h by
+//     default: MemoryConfig.TTL, dynamo.Config.TTL), judged on read.
 //   - A body over Config.MaxBodyBytes → 413. A response over
 //     Config.MaxResponseBytes is delivered, not stored; the key is released
 //     and the case counted ([OutcomeNotStored], [Middleware.Count],
