@@ -42,7 +42,8 @@
 //     and the case counted ([OutcomeNotStored], [Middleware.Count],
 //     Config.ObserveFunc).
 //
-// Errors are application/problem+json (RFC 9457), one type per case
+// Responses to keyed requests are buffered, not streamed (http.Flusher is
+// not offered), up to MaxResponseBytes. Errors are application/problem+json (RFC 9457), one type per case
 // (TypeKeyMissing, TypeInProgress, ...).
 //
 // # Transactional completion

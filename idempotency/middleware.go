@@ -218,8 +218,8 @@ func (m *Middleware) observe(o Outcome, status int) {
 // Wrap returns next behind the middleware. For each request whose method
 // takes a key:
 //
-//   - No key → 400 (unless KeyOptional), a malformed key → 400, a
-//     ScopeFunc error → 401, a body over MaxBodyBytes → 413.
+//   - A ScopeFunc error → 401, no key → 400 (unless KeyOptional), a
+//     malformed key → 400, a body over MaxBodyBytes → 413.
 //   - The (scope, key) record is claimed with the request's fingerprint.
 //     Another request's fingerprint → 422; running elsewhere → 409 with
 //     Retry-After; completed → the stored response, replayed with
@@ -247,11 +247,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw := r.Header.Values(HeaderKey)
+	if len(raw) == 0 && m.cfg.KeyOptional {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	// The caller first: an unauthenticated request is refused as such,
+	// key or not.
+	scope, err := m.cfg.ScopeFunc(r)
+	if err != nil {
+		m.reject(w, http.StatusUnauthorized, TypeScope, "the caller could not be identified")
+		return
+	}
 	if len(raw) == 0 {
-		if m.cfg.KeyOptional {
-			h.next.ServeHTTP(w, r)
-			return
-		}
 		m.reject(w, http.StatusBadRequest, TypeKeyMissing, "this request needs an Idempotency-Key header")
 		return
 	}
@@ -262,11 +269,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, ok := ParseKey(raw[0])
 	if !ok {
 		m.reject(w, http.StatusBadRequest, TypeKeyInvalid, "an Idempotency-Key is 1 to 255 visible ASCII characters, bare or in double quotes")
-		return
-	}
-	scope, err := m.cfg.ScopeFunc(r)
-	if err != nil {
-		m.reject(w, http.StatusUnauthorized, TypeScope, "the caller could not be identified")
 		return
 	}
 	if r.ContentLength > m.cfg.MaxBodyBytes {

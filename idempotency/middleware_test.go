@@ -753,3 +753,13 @@ func (s *countingStore) Complete(ctx context.Context, key, token string, c idemp
 	s.completes.Add(1)
 	return s.Store.Complete(ctx, key, token, c)
 }
+
+// TestScopeBeforeKey: an unauthenticated request is refused as such, with
+// or without a key.
+func TestScopeBeforeKey(t *testing.T) {
+	t.Parallel()
+	h := newMiddleware(t, idempotency.Config{}).Wrap(&credits{})
+	if typ := problemType(t, post(h, http.MethodPost, "/x", "", "", ""), http.StatusUnauthorized); typ != idempotency.TypeScope {
+		t.Fatalf("type %s", typ)
+	}
+}
