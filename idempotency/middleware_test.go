@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sqsonce/sqsonce/dedupe/dedupetest"
 	"github.com/sqsonce/sqsonce/idempotency"
@@ -762,4 +764,33 @@ func TestScopeBeforeKey(t *testing.T) {
 	if typ := problemType(t, post(h, http.MethodPost, "/x", "", "", ""), http.StatusUnauthorized); typ != idempotency.TypeScope {
 		t.Fatalf("type %s", typ)
 	}
+}
+
+// TestKeyAndScopeNeverLogged: the warnings of a failing store name the
+// record by a prefix of its hash, never by the key or the caller.
+func TestKeyAndScopeNeverLogged(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.DebugLevel)
+	for _, store := range []idempotency.Store{failingStore{}, &failingComplete{Store: idempotency.NewMemory(idempotency.MemoryConfig{})}} {
+		h := newMiddleware(t, idempotency.Config{Store: store, Logger: zap.New(core)}).Wrap(&credits{})
+		post(h, http.MethodPost, "/x", "secret-key-123", "secret-caller", "")
+	}
+	if logs.Len() < 2 {
+		t.Fatalf("%d log entries, want the two store failures", logs.Len())
+	}
+	for _, e := range logs.All() {
+		line := fmt.Sprint(e.Message, e.ContextMap())
+		if strings.Contains(line, "secret-key-123") || strings.Contains(line, "secret-caller") {
+			t.Fatalf("log entry holds the key or the scope: %s", line)
+		}
+		if _, ok := e.ContextMap()["idempotency_record"]; !ok {
+			t.Fatalf("log entry without the record: %s", line)
+		}
+	}
+}
+
+type failingComplete struct{ idempotency.Store }
+
+func (failingComplete) Complete(context.Context, string, string, idempotency.Completion) error {
+	return errors.New("store down")
 }
