@@ -432,14 +432,20 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	released, writes, streamed := st.released, st.writes, st.streamed
 	st.mu.Unlock()
 	resp := rec.response()
+	keep := stored(resp, m.replay)
+	// Headers added after the body was written count too.
+	over := keep.Size() > m.cfg.MaxResponseBytes
 	switch {
-	case streamed:
+	case streamed, over && len(writes) == 0 && !released:
+		if !streamed {
+			rec.deliver()
+		}
 		release()
 		m.log(rk).Warn("idempotency: response too large to store: delivered, key released",
 			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
 		m.observe(OutcomeNotStored, resp.Status)
 		return
-	case rec.discarded:
+	case rec.discarded, over && len(writes) > 0 && !released:
 		release()
 		m.log(rk).Warn("idempotency: transactional response too large to store: nothing committed, key released",
 			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
@@ -452,7 +458,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		m.observe(OutcomeReleased, resp.Status)
 		return
 	}
-	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: stored(resp, m.replay), Writes: writes})
+	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Writes: writes})
 	if err == nil {
 		rec.deliver()
 		m.observe(OutcomeExecuted, resp.Status)

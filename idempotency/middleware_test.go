@@ -794,3 +794,24 @@ type failingComplete struct{ idempotency.Store }
 func (failingComplete) Complete(context.Context, string, string, idempotency.Completion) error {
 	return errors.New("store down")
 }
+
+// TestLargeHeadersNotStored: headers alone over the cap make the response
+// too large to store, even with an empty body.
+func TestLargeHeadersNotStored(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	m := newMiddleware(t, idempotency.Config{MaxResponseBytes: 100, ReplayHeaders: []string{"Location"}})
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Location", "/"+strings.Repeat("l", 200))
+		w.WriteHeader(http.StatusCreated)
+	}))
+	for range 2 {
+		if w := post(h, http.MethodPost, "/x", "k", "alice", ""); w.Code != http.StatusCreated || len(w.Header().Get("Location")) != 201 {
+			t.Fatalf("%d %v", w.Code, w.Header())
+		}
+	}
+	if runs.Load() != 2 || m.Count(idempotency.OutcomeNotStored) != 2 {
+		t.Fatalf("runs %d, not_stored %d", runs.Load(), m.Count(idempotency.OutcomeNotStored))
+	}
+}
