@@ -15,8 +15,17 @@ import (
 // (TypeWriteConflict, a condition on one of these writes failed; or
 // TypeLeaseLost) or 503 (TypeCommitFailed).
 //
-// Any TransactWriteItem may be added, an outbox event included: call
-// Transact once per source of writes. The store must commit writes (the
+// Any TransactWriteItem may be added, outbox events included: call
+// Transact once per source of writes, e.g.
+//
+//	events, err := outboxStore.Put(outbox.Event{Entity: account, Payload: credit})
+//	if err == nil {
+//		err = idempotency.Transact(r.Context(), append(events, putCredit)...)
+//	}
+//
+// An outbox order conflict (another writer committed a later event of the
+// entity first) cancels the commit like any failed condition: 409, the key
+// released, and the client's retry builds fresh events. The store must commit writes (the
 // DynamoDB store does; the memory store answers ErrWritesUnsupported).
 // DynamoDB's limits apply: 100 items per transaction, the record included.
 //
