@@ -101,7 +101,7 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 
 // sweep deletes expired records once the claims since the last sweep
 // reach the number of records it left (at least 1024): amortised O(1) per
-// claim, and expired records never outnumber the claims made since.
+// claim, and the map stays within about twice its live records.
 func (m *Memory) sweep(now time.Time) {
 	m.claims++
 	if m.claims < max(1024, m.sweepAt) {
