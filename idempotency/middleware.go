@@ -73,8 +73,9 @@ type Config struct {
 	// storing it, so a retry runs the handler again. Defaults to false:
 	// a 5xx is stored and replayed like any response (Stripe's rule).
 	ReleaseServerErrors bool
-	// SettleTimeout bounds each store call made after the handler returns
-	// and each lease extension. Defaults to 10 seconds.
+	// SettleTimeout bounds each store call: the claim, each lease
+	// extension, and the completion or release after the handler returns
+	// (made even when the client has gone). Defaults to 10 seconds.
 	SettleTimeout time.Duration
 	// ObserveFunc, when set, is called once per request that takes a key,
 	// with its outcome. Defaults to nil.
@@ -290,7 +291,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rk := RecordKey(scope, key)
 	fp := m.fingerprint(r, body)
-	c, err := m.cfg.Store.Claim(r.Context(), rk, fp, m.cfg.Lease)
+	// A client that hangs up mid-claim must not leave a claim nobody
+	// settles (its retries would wait out the lease): the claim finishes.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
+	c, err := m.cfg.Store.Claim(cctx, rk, fp, m.cfg.Lease)
+	ccancel()
 	if err != nil {
 		m.log(rk).Warn("idempotency: claim failed", zap.Error(err))
 		writeProblem(w, http.StatusServiceUnavailable, TypeStoreUnavailable, "the idempotency store did not answer; nothing ran", 1)
