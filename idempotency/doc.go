@@ -31,6 +31,9 @@
 //     unless Config.ReleaseServerErrors.
 //   - [Release] (a validation failure, a 429) and a panic release the key,
 //     so a corrected retry runs.
+//   - The handler's context is not cancelled when the client hangs up:
+//     the request finishes and the retry of a dropped connection gets its
+//     stored response (or 409 until it is done).
 //   - The lease is extended every Lease/3 while the handler runs. After a
 //     crash the key runs again once its lease ends; an owner whose lease
 //     was taken over gets its context cancelled ([ErrLeaseLost]) and can

@@ -227,7 +227,10 @@ func (m *Middleware) observe(o Outcome, status int) {
 //     Idempotent-Replayed: true.
 //   - Claimed: next runs with its lease extended; its response is
 //     buffered, stored with the completed record (with the writes handed
-//     to [Transact], in one transaction), then sent.
+//     to [Transact], in one transaction), then sent. Its context is not
+//     cancelled when the client hangs up (the retry a dropped connection
+//     brings then gets the stored response), only when the lease is lost
+//     (cause [ErrLeaseLost]).
 //   - [Release], a panic, or a response too large to store release the
 //     key instead, so a retry runs again.
 //
@@ -408,7 +411,9 @@ func Release(ctx context.Context) bool {
 func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim) {
 	m := h.m
 	st := &state{}
-	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), stateKey{}, st))
+	// Not cancelled when the client hangs up: the request finishes and its
+	// response is stored for the retry a dropped connection brings.
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), stateKey{}, st))
 	defer cancel(nil)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -815,3 +815,38 @@ func TestLargeHeadersNotStored(t *testing.T) {
 		t.Fatalf("runs %d, not_stored %d", runs.Load(), m.Count(idempotency.OutcomeNotStored))
 	}
 }
+
+// TestClientHangsUp: the client's connection drops while the handler runs;
+// the handler is not cancelled, its response is stored, and the client's
+// retry gets it.
+func TestClientHangsUp(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	proceed := make(chan struct{})
+	h := newMiddleware(t, idempotency.Config{}).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		<-proceed
+		if err := r.Context().Err(); err != nil {
+			t.Errorf("handler context: %v", err)
+			http.Error(w, "cancelled", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "done")
+	}))
+	ctx, hangUp := context.WithCancel(context.Background())
+	r := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("x")).WithContext(ctx)
+	r.Header.Set(idempotency.HeaderKey, "k")
+	r.Header.Set("Authorization", "Bearer alice")
+	done := make(chan struct{})
+	go func() { h.ServeHTTP(httptest.NewRecorder(), r); close(done) }()
+	hangUp()
+	close(proceed)
+	<-done
+	if w := post(h, http.MethodPost, "/x", "k", "alice", "x"); w.Code != http.StatusCreated || w.Body.String() != "done" || w.Header().Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatalf("retry: %d %q, want the replay of the finished request", w.Code, w.Body)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("runs %d", runs.Load())
+	}
+}
