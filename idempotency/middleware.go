@@ -469,9 +469,22 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		return
 	}
 	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Writes: writes})
-	if err == nil {
+	switch {
+	case err == nil:
 		rec.deliver()
 		m.observe(OutcomeExecuted, resp.Status)
+		return
+	case errors.Is(err, ErrTooLarge) && len(writes) == 0:
+		rec.deliver()
+		release()
+		m.log(rk).Warn("idempotency: response too large for the store: delivered, key released", zap.Error(err))
+		m.observe(OutcomeNotStored, resp.Status)
+		return
+	case errors.Is(err, ErrTooLarge):
+		release()
+		m.log(rk).Warn("idempotency: transactional response too large for the store: nothing committed, key released", zap.Error(err))
+		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's writes; nothing was committed", 0)
+		m.observe(OutcomeNotStored, http.StatusInternalServerError)
 		return
 	}
 	if len(writes) == 0 {

@@ -850,3 +850,39 @@ func TestClientHangsUp(t *testing.T) {
 		t.Fatalf("runs %d", runs.Load())
 	}
 }
+
+type tooLargeStore struct{ idempotency.Store }
+
+func (tooLargeStore) Complete(context.Context, string, string, idempotency.Completion) error {
+	return fmt.Errorf("store: %w", idempotency.ErrTooLarge)
+}
+
+// TestStoreTooLarge: a store's own size limit makes a response unstored
+// like the middleware's cap: delivered and released, or with writes, not
+// committed.
+func TestStoreTooLarge(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	tx := false
+	m := newMiddleware(t, idempotency.Config{Store: tooLargeStore{idempotency.NewMemory(idempotency.MemoryConfig{})}})
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		if tx {
+			idempotency.Transact(r.Context(), types.TransactWriteItem{})
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "big")
+	}))
+	for range 2 {
+		if w := post(h, http.MethodPost, "/x", "k", "alice", ""); w.Code != http.StatusCreated || w.Body.String() != "big" {
+			t.Fatalf("%d %q", w.Code, w.Body)
+		}
+	}
+	tx = true
+	if typ := problemType(t, post(h, http.MethodPost, "/x", "k", "alice", ""), http.StatusInternalServerError); typ != idempotency.TypeResponseTooLarge {
+		t.Fatalf("with writes: type %s", typ)
+	}
+	if runs.Load() != 3 || m.Count(idempotency.OutcomeNotStored) != 3 {
+		t.Fatalf("runs %d, not_stored %d: want every run released", runs.Load(), m.Count(idempotency.OutcomeNotStored))
+	}
+}

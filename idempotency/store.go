@@ -135,6 +135,11 @@ var ErrNotOwner = errors.New("idempotency: not the owner: the claim was taken ov
 // Completion.Writes (the memory store).
 var ErrWritesUnsupported = errors.New("idempotency: this store cannot commit DynamoDB writes")
 
+// ErrTooLarge is returned by Complete when the store cannot hold the
+// response (the DynamoDB store's 400 KB item limit); nothing was written.
+// The middleware then treats the response as too large to store.
+var ErrTooLarge = errors.New("idempotency: the response is too large for the store")
+
 // ConditionError reports a condition on one of the handler's own writes
 // failing at completion: nothing was committed, the record included.
 type ConditionError struct {

@@ -346,10 +346,32 @@ func (s *Store) completeUpdate(key, token string, resp idempotency.Response) *ty
 	}
 }
 
+// MaxItemBytes is DynamoDB's item size limit (400 KB). A response that
+// would make the record larger is refused with idempotency.ErrTooLarge.
+const MaxItemBytes = 400 << 10
+
+// recordSize estimates the completed record's size the way DynamoDB counts
+// it (attribute names plus values), with room for the fixed attributes.
+func (s *Store) recordSize(key string, resp idempotency.Response) int {
+	const fixed = 256 // status, token, fingerprint, expires_at, lease_until and their names
+	n := fixed + len(AttrPK) + len(s.PK(key)) + len(AttrResponseStatus) + 8 +
+		len(AttrResponseHeaders) + 3 + len(AttrResponseBody) + len(resp.Body)
+	for name, vs := range resp.Header {
+		n += len(name) + 4
+		for _, v := range vs {
+			n += len(v) + 1
+		}
+	}
+	return n
+}
+
 // Complete implements [idempotency.Store]. Without writes it is one
 // conditional UpdateItem; with writes, one TransactWriteItems holding the
 // writes and that update, so they commit together or not at all.
 func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.Completion) error {
+	if size := s.recordSize(key, c.Response); size > MaxItemBytes {
+		return fmt.Errorf("dynamo: complete: record of ~%d bytes, DynamoDB's item limit is %d: %w", size, MaxItemBytes, idempotency.ErrTooLarge)
+	}
 	if len(c.Writes) == 0 {
 		u := s.completeUpdate(key, token, c.Response)
 		_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{

@@ -293,3 +293,30 @@ func TestConcurrentRetries(t *testing.T) {
 		t.Fatal("want exactly one credit in DynamoDB")
 	}
 }
+
+// TestResponseTooLargeForItem: a response past DynamoDB's item limit (the
+// middleware's cap raised above it) is delivered, not stored, and the key
+// released: no record is left behind.
+func TestResponseTooLargeForItem(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	m, err := idempotency.New(idempotency.Config{
+		Store:            a.store,
+		ScopeFunc:        func(r *http.Request) (string, error) { return r.Header.Get("Authorization"), nil },
+		MaxResponseBytes: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 500<<10)
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) }))
+	if w := send(h, "k1", ""); w.Code != http.StatusOK || w.Body.Len() != len(big) {
+		t.Fatalf("%d, %d bytes", w.Code, w.Body.Len())
+	}
+	if rec := a.record(t, "k1"); rec != nil {
+		t.Fatalf("record left behind: status %v", rec["status"])
+	}
+	if m.Count(idempotency.OutcomeNotStored) != 1 {
+		t.Fatalf("not_stored %d", m.Count(idempotency.OutcomeNotStored))
+	}
+}
