@@ -56,7 +56,9 @@
 // with the completed record holding the response, and only then is the
 // response sent. The work and the stored response commit together or not
 // at all. Anything that produces a types.TransactWriteItem (an outbox
-// event, for one) is added the same way.
+// event, for one) is added the same way; [TransactFunc] builds writes at
+// commit time and builds them again after a conflict its retry function
+// recognises (an outbox order conflict).
 //
 // # What it cannot do
 //

@@ -164,7 +164,7 @@ func (m *Memory) Complete(ctx context.Context, key, token string, c Completion) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(c.Writes) > 0 {
+	if len(c.Writes) > 0 || len(c.Builds) > 0 {
 		return ErrWritesUnsupported
 	}
 	now := m.now()

@@ -383,6 +383,7 @@ type state struct {
 	mu       sync.Mutex
 	released bool
 	writes   []types.TransactWriteItem
+	builds   []Build
 	streamed bool // the response went out unstored
 }
 
@@ -439,14 +440,15 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	}
 
 	st.mu.Lock()
-	released, writes, streamed := st.released, st.writes, st.streamed
+	released, writes, builds, streamed := st.released, st.writes, st.builds, st.streamed
 	st.mu.Unlock()
+	tx := len(writes) > 0 || len(builds) > 0
 	resp := rec.response()
 	keep := stored(resp, m.replay)
 	// Headers added after the body was written count too.
 	over := keep.Size() > m.cfg.MaxResponseBytes
 	switch {
-	case streamed, over && len(writes) == 0 && !released:
+	case streamed, over && !tx && !released:
 		if !streamed {
 			rec.deliver()
 		}
@@ -455,7 +457,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
 		m.observe(OutcomeNotStored, resp.Status)
 		return
-	case rec.discarded, over && len(writes) > 0 && !released:
+	case rec.discarded, over && tx && !released:
 		release()
 		m.log(rk).Warn("idempotency: transactional response too large to store: nothing committed, key released",
 			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
@@ -468,13 +470,13 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		m.observe(OutcomeReleased, resp.Status)
 		return
 	}
-	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Writes: writes})
+	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Writes: writes, Builds: builds})
 	switch {
 	case err == nil:
 		rec.deliver()
 		m.observe(OutcomeExecuted, resp.Status)
 		return
-	case errors.Is(err, ErrTooLarge) && len(writes) == 0:
+	case errors.Is(err, ErrTooLarge) && !tx:
 		rec.deliver()
 		release()
 		m.log(rk).Warn("idempotency: response too large for the store: delivered, key released", zap.Error(err))
@@ -487,7 +489,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		m.observe(OutcomeNotStored, http.StatusInternalServerError)
 		return
 	}
-	if len(writes) == 0 {
+	if !tx {
 		// The handler's effects happened: its response is the truth, even
 		// unstored.
 		if errors.Is(err, ErrNotOwner) {

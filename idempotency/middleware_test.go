@@ -656,6 +656,17 @@ func TestTransactOnMemory(t *testing.T) {
 	if err := idempotency.Transact(context.Background()); !errors.Is(err, idempotency.ErrNoKey) {
 		t.Fatalf("Transact outside a request: %v", err)
 	}
+	if err := idempotency.TransactFunc(context.Background(), nil, nil); !errors.Is(err, idempotency.ErrNoKey) {
+		t.Fatalf("TransactFunc outside a request: %v", err)
+	}
+	// Builds alone make the request transactional too.
+	h = newMiddleware(t, idempotency.Config{}).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := idempotency.TransactFunc(r.Context(), func() ([]types.TransactWriteItem, error) { return nil, nil }, nil); err != nil {
+			t.Errorf("TransactFunc: %v", err)
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	problemType(t, post(h, http.MethodPost, "/x", "k", "alice", ""), http.StatusServiceUnavailable)
 }
 
 // TestExpiry: a record expires after the TTL (24 h by default), judged on
