@@ -1,0 +1,494 @@
+package dynamo
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/dedupe"
+	dedupedynamo "github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/idempotency"
+)
+
+// Defaults.
+const (
+	// DefaultTable is the table used when Config.Table is empty.
+	DefaultTable = "sqsonce-idempotency"
+	// DefaultNamespace is the key namespace used when Config.Namespace is
+	// empty.
+	DefaultNamespace = "idempotency"
+	// MaxTransactItems is the most writes one TransactWriteItems takes, the
+	// key record included.
+	MaxTransactItems = 100
+)
+
+// Attribute names of a key record: those of a dedupe record, plus the
+// stored response.
+const (
+	AttrPK              = dedupedynamo.AttrPK          // S: "<namespace>#<record key>"
+	AttrStatus          = dedupedynamo.AttrStatus      // S: IN_PROGRESS or COMPLETED
+	AttrLeaseUntil      = dedupedynamo.AttrLeaseUntil  // N: ms since the epoch
+	AttrToken           = dedupedynamo.AttrToken       // S: random per claim
+	AttrFingerprint     = dedupedynamo.AttrFingerprint // S: hash of the request
+	AttrExpiresAt       = dedupedynamo.AttrExpiresAt   // N: s since the epoch; the TTL attribute
+	AttrResponseStatus  = "response_status"            // N: the stored status
+	AttrResponseHeaders = "response_headers"           // M: header name → L of S
+	AttrResponseBody    = "response_body"              // B: the stored body (absent when empty)
+)
+
+// API is the part of the DynamoDB client the store uses (the dedupe
+// store's). *dynamodb.Client implements it.
+type API = dedupedynamo.API
+
+// Config configures a [Store].
+type Config struct {
+	// Client is the DynamoDB client. Required.
+	Client API
+	// Table is the table (see [CreateTable]); it may be the dedupe table.
+	// Defaults to "sqsonce-idempotency".
+	Table string
+	// Namespace prefixes every key: use one per API when several share a
+	// table. Defaults to "idempotency".
+	Namespace string
+	// TTL is how long a record lives after its last write (its
+	// expires_at); a retry after that runs again. Defaults to
+	// idempotency.DefaultTTL (24 hours).
+	TTL time.Duration
+	// ConflictRetries is how many times a completion cancelled by a
+	// TransactionConflict is resubmitted (after a short jittered pause)
+	// before it fails. Defaults to 3.
+	ConflictRetries int
+	// NowFunc is the clock used for leases and expiry. Defaults to
+	// time.Now.
+	NowFunc func() time.Time
+	// Logger receives warnings. Defaults to zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Store is the DynamoDB [idempotency.Store]: one item per key, claimed with
+// a conditional PutItem, fenced by the claim's token, completed with the
+// response (and the handler's writes) in one write.
+type Store struct {
+	client    API
+	table     string
+	ns        string
+	ttl       time.Duration
+	conflicts int
+	now       func() time.Time
+	log       *zap.Logger
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// New returns a Store. It makes no call; run [Store.Check] at start-up.
+func New(cfg Config) (*Store, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("dynamo: Config.Client is required")
+	}
+	if cfg.TTL < 0 || cfg.ConflictRetries < 0 {
+		return nil, errors.New("dynamo: Config.TTL and ConflictRetries must not be negative")
+	}
+	s := &Store{
+		client:    cfg.Client,
+		table:     cmp.Or(cfg.Table, DefaultTable),
+		ns:        cmp.Or(cfg.Namespace, DefaultNamespace),
+		ttl:       cmp.Or(cfg.TTL, idempotency.DefaultTTL),
+		conflicts: cmp.Or(cfg.ConflictRetries, 3),
+		now:       cfg.NowFunc,
+		log:       cfg.Logger,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	return s, nil
+}
+
+// CreateTable creates the table if it does not exist: on-demand billing,
+// partition key pk (S), TTL on expires_at: the dedupe table's schema, so
+// one table can hold both. It waits until the table is ACTIVE and is
+// idempotent.
+func CreateTable(ctx context.Context, client API, table string) error {
+	return dedupedynamo.CreateTable(ctx, client, table)
+}
+
+// Table returns the table name.
+func (s *Store) Table() string { return s.table }
+
+// PK returns the stored partition key of a record key.
+func (s *Store) PK(key string) string { return dedupe.PK(s.ns, key) }
+
+// Check verifies at start-up that the table exists with the key schema
+// the store needs, with an error that says what to fix. A table without
+// TTL on expires_at is only logged.
+func (s *Store) Check(ctx context.Context) error {
+	d, err := dedupedynamo.New(dedupedynamo.Config{Client: s.client, Table: s.table, Namespace: s.ns, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	return d.Check(ctx)
+}
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+// claimCondition is the dedupe store's: no live record.
+const claimCondition = "attribute_not_exists(#pk) OR #exp < :now OR (#st = :in_progress AND #lu < :now_ms)"
+
+// Claim implements [idempotency.Store] with one conditional PutItem; on
+// conflict the old item, stored response included, comes back with the
+// error (no extra read).
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
+	pk := s.PK(key)
+	for attempt := 0; ; attempt++ {
+		now := s.now()
+		token := dedupe.NewToken()
+		until := now.Add(lease)
+		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(s.table),
+			Item: map[string]types.AttributeValue{
+				AttrPK:          str(pk),
+				AttrStatus:      str(idempotency.StatusInProgress),
+				AttrLeaseUntil:  num(until.UnixMilli()),
+				AttrToken:       str(token),
+				AttrFingerprint: str(fingerprint),
+				AttrExpiresAt:   num(now.Add(s.ttl).Unix()),
+			},
+			ConditionExpression:      aws.String(claimCondition),
+			ExpressionAttributeNames: map[string]string{"#pk": AttrPK, "#exp": AttrExpiresAt, "#st": AttrStatus, "#lu": AttrLeaseUntil},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":now":         num(now.Unix()),
+				":now_ms":      num(now.UnixMilli()),
+				":in_progress": str(idempotency.StatusInProgress),
+			},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil {
+			return idempotency.Claim{Status: idempotency.Claimed, Token: token, LeaseUntil: until}, nil
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return idempotency.Claim{}, fmt.Errorf("dynamo: claim: %w", err)
+		}
+		old := parseRecord(ccf.Item)
+		if old.token == token && old.status == idempotency.StatusInProgress {
+			// Our own write, retried by the SDK after a lost answer.
+			return idempotency.Claim{Status: idempotency.Claimed, Token: token, LeaseUntil: until}, nil
+		}
+		c, live := old.conflict(fingerprint, now)
+		if live || attempt >= 2 {
+			return c, nil
+		}
+		// Dead by our clock (expired, or an ended lease): the server and
+		// we disagree on the boundary; claim again.
+	}
+}
+
+// record is a key record as read back.
+type record struct {
+	status      string
+	token       string
+	fingerprint string
+	leaseUntil  time.Time
+	expiresAt   int64 // s
+	resp        idempotency.Response
+}
+
+func parseRecord(item map[string]types.AttributeValue) record {
+	getS := func(name string) string {
+		if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	getN := func(name string) int64 {
+		if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+			n, _ := strconv.ParseInt(v.Value, 10, 64)
+			return n
+		}
+		return 0
+	}
+	r := record{status: getS(AttrStatus), token: getS(AttrToken), fingerprint: getS(AttrFingerprint), expiresAt: getN(AttrExpiresAt)}
+	if ms := getN(AttrLeaseUntil); ms != 0 {
+		r.leaseUntil = time.UnixMilli(ms)
+	}
+	r.resp.Status = int(getN(AttrResponseStatus))
+	if v, ok := item[AttrResponseBody].(*types.AttributeValueMemberB); ok {
+		r.resp.Body = v.Value
+	}
+	if m, ok := item[AttrResponseHeaders].(*types.AttributeValueMemberM); ok {
+		r.resp.Header = http.Header{}
+		for name, v := range m.Value {
+			l, ok := v.(*types.AttributeValueMemberL)
+			if !ok {
+				continue
+			}
+			for _, e := range l.Value {
+				if s, ok := e.(*types.AttributeValueMemberS); ok {
+					r.resp.Header[name] = append(r.resp.Header[name], s.Value)
+				}
+			}
+		}
+	}
+	return r
+}
+
+// conflict turns the record that blocked a claim into the claim's answer.
+// live=false means the record is dead by the client's clock: expiry is
+// checked on read, never left to TTL deletion alone.
+func (r record) conflict(fingerprint string, now time.Time) (c idempotency.Claim, live bool) {
+	if r.status == "" || r.expiresAt < now.Unix() || (r.status == idempotency.StatusInProgress && r.leaseUntil.Before(now)) {
+		return idempotency.Claim{Status: idempotency.InProgress, LeaseUntil: now}, false
+	}
+	c.Fingerprint = r.fingerprint
+	switch {
+	case r.fingerprint != fingerprint:
+		c.Status = idempotency.KeyReused
+	case r.status == idempotency.StatusCompleted:
+		c.Status = idempotency.Completed
+		resp := r.resp
+		c.Response = &resp
+	default:
+		c.Status = idempotency.InProgress
+		c.LeaseUntil = r.leaseUntil
+	}
+	return c, true
+}
+
+// ownedCondition fences Extend, Complete and Release by the claim token.
+const ownedCondition = "#tk = :tk AND #st = :in_progress"
+
+func ownedValues(token string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{":tk": str(token), ":in_progress": str(idempotency.StatusInProgress)}
+}
+
+func (s *Store) key(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrPK: str(s.PK(key))}
+}
+
+// fenced maps a failed fenced write to ErrNotOwner.
+func fenced(op string, err error) error {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("dynamo: %s: %w", op, idempotency.ErrNotOwner)
+	}
+	return fmt.Errorf("dynamo: %s: %w", op, err)
+}
+
+// Extend implements [idempotency.Store].
+func (s *Store) Extend(ctx context.Context, key, token string, lease time.Duration) error {
+	now := s.now()
+	vals := ownedValues(token)
+	vals[":lu"] = num(now.Add(lease).UnixMilli())
+	vals[":exp"] = num(now.Add(s.ttl).Unix())
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(key),
+		UpdateExpression:          aws.String("SET #lu = :lu, #exp = :exp"),
+		ConditionExpression:       aws.String(ownedCondition),
+		ExpressionAttributeNames:  map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#lu": AttrLeaseUntil, "#exp": AttrExpiresAt},
+		ExpressionAttributeValues: vals,
+	})
+	if err != nil {
+		return fenced("extend", err)
+	}
+	return nil
+}
+
+// completeUpdate is the fenced update that marks the record COMPLETED
+// with resp.
+func (s *Store) completeUpdate(key, token string, resp idempotency.Response) *types.Update {
+	vals := ownedValues(token)
+	vals[":completed"] = str(idempotency.StatusCompleted)
+	vals[":exp"] = num(s.now().Add(s.ttl).Unix())
+	vals[":rs"] = num(int64(resp.Status))
+	headers := map[string]types.AttributeValue{}
+	for name, vs := range resp.Header {
+		l := make([]types.AttributeValue, len(vs))
+		for i, v := range vs {
+			l[i] = str(v)
+		}
+		headers[name] = &types.AttributeValueMemberL{Value: l}
+	}
+	vals[":rh"] = &types.AttributeValueMemberM{Value: headers}
+	names := map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#lu": AttrLeaseUntil, "#exp": AttrExpiresAt,
+		"#rs": AttrResponseStatus, "#rh": AttrResponseHeaders}
+	expr := "SET #st = :completed, #exp = :exp, #rs = :rs, #rh = :rh"
+	if len(resp.Body) > 0 {
+		vals[":rb"] = &types.AttributeValueMemberB{Value: resp.Body}
+		names["#rb"] = AttrResponseBody
+		expr += ", #rb = :rb"
+	}
+	return &types.Update{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(key),
+		UpdateExpression:          aws.String(expr + " REMOVE #lu"),
+		ConditionExpression:       aws.String(ownedCondition),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+		// The old item tells a retried completion that had been applied
+		// (same token, COMPLETED) from a lost claim.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// MaxItemBytes is DynamoDB's item size limit (400 KB). A response that
+// would make the record larger is refused with idempotency.ErrTooLarge.
+const MaxItemBytes = 400 << 10
+
+// recordSize estimates the completed record's size the way DynamoDB counts
+// it (attribute names plus values), with room for the fixed attributes.
+func (s *Store) recordSize(key string, resp idempotency.Response) int {
+	const fixed = 256 // status, token, fingerprint, expires_at, lease_until and their names
+	n := fixed + len(AttrPK) + len(s.PK(key)) + len(AttrResponseStatus) + 8 +
+		len(AttrResponseHeaders) + 3 + len(AttrResponseBody) + len(resp.Body)
+	for name, vs := range resp.Header {
+		n += len(name) + 4
+		for _, v := range vs {
+			n += len(v) + 1
+		}
+	}
+	return n
+}
+
+// Complete implements [idempotency.Store]. Without writes it is one
+// conditional UpdateItem; with writes, one TransactWriteItems holding the
+// writes and that update, so they commit together or not at all. A
+// cancelled transaction is tried again with freshly built writes when a
+// Build's Retry asks (5 attempts in all), and resubmitted after a
+// TransactionConflict (Config.ConflictRetries).
+func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.Completion) error {
+	if size := s.recordSize(key, c.Response); size > MaxItemBytes {
+		return fmt.Errorf("dynamo: complete: record of ~%d bytes, DynamoDB's item limit is %d: %w", size, MaxItemBytes, idempotency.ErrTooLarge)
+	}
+	if len(c.Writes) == 0 && len(c.Builds) == 0 {
+		u := s.completeUpdate(key, token, c.Response)
+		_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+			ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
+			ExpressionAttributeValues:           u.ExpressionAttributeValues,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			if old := parseRecord(ccf.Item); old.token == token && old.status == idempotency.StatusCompleted {
+				return nil
+			}
+		}
+		if err != nil {
+			return fenced("complete", err)
+		}
+		return nil
+	}
+	rebuilds := 0
+	for conflicts := 0; ; {
+		writes, err := build(c)
+		if err != nil {
+			return fmt.Errorf("dynamo: complete: build writes: %w", err)
+		}
+		if n := len(writes) + 1; n > MaxTransactItems {
+			return fmt.Errorf("dynamo: complete: %d writes with the key record, DynamoDB takes at most %d in one transaction", n, MaxTransactItems)
+		}
+		err = s.commit(ctx, key, token, writes, c.Response)
+		if err == nil {
+			return nil
+		}
+		var can *types.TransactionCanceledException
+		if !errors.As(err, &can) {
+			return fmt.Errorf("dynamo: complete: transaction: %w", err)
+		}
+		reasons := can.CancellationReasons
+		if len(reasons) != len(writes)+1 {
+			return fmt.Errorf("dynamo: complete: transaction cancelled (%d reasons for %d writes): %w", len(reasons), len(writes)+1, err)
+		}
+		own := reasons[len(writes)]
+		if aws.ToString(own.Code) == dedupedynamo.ReasonConditionalCheck {
+			if old := parseRecord(own.Item); old.token == token && old.status == idempotency.StatusCompleted {
+				return nil // a retry of a transaction that had committed
+			}
+			return fmt.Errorf("dynamo: complete: %w", idempotency.ErrNotOwner)
+		}
+		// A build that asks for another attempt judges first (an outbox
+		// order conflict is a failed condition it knows how to fix).
+		if rebuilds < maxRebuilds-1 && slices.ContainsFunc(c.Builds, func(b idempotency.Build) bool { return b.Retry != nil && b.Retry(err) }) {
+			rebuilds++
+			continue
+		}
+		conflict := aws.ToString(own.Code) == dedupedynamo.ReasonTransactionConflict
+		for i, r := range reasons[:len(writes)] {
+			switch aws.ToString(r.Code) {
+			case dedupedynamo.ReasonConditionalCheck:
+				return &idempotency.ConditionError{Index: i, Reason: aws.ToString(r.Message), Err: err}
+			case dedupedynamo.ReasonTransactionConflict:
+				conflict = true
+			}
+		}
+		if !conflict || conflicts >= s.conflicts {
+			return fmt.Errorf("dynamo: complete: transaction cancelled: %w", err)
+		}
+		conflicts++
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dynamo: complete: transaction conflict: %w", context.Cause(ctx))
+		case <-time.After(time.Duration(rand.Int64N(int64(20*time.Millisecond) << conflicts))):
+		}
+	}
+}
+
+// maxRebuilds is how many attempts a completion with builds makes when
+// they keep asking for another (idempotency.TransactFunc).
+const maxRebuilds = 5
+
+// build returns c's writes for one attempt: the fixed ones, then each
+// build's, in order.
+func build(c idempotency.Completion) ([]types.TransactWriteItem, error) {
+	writes := slices.Clone(c.Writes)
+	for _, b := range c.Builds {
+		w, err := b.Func()
+		if err != nil {
+			return nil, err
+		}
+		writes = append(writes, w...)
+	}
+	return writes, nil
+}
+
+// commit sends one fresh TransactWriteItemsInput (never reused: the SDK
+// keeps its idempotency token in it).
+func (s *Store) commit(ctx context.Context, key, token string, writes []types.TransactWriteItem, resp idempotency.Response) error {
+	items := make([]types.TransactWriteItem, 0, len(writes)+1)
+	items = append(items, writes...)
+	items = append(items, types.TransactWriteItem{Update: s.completeUpdate(key, token, resp)})
+	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	return err
+}
+
+// Release implements [idempotency.Store].
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(key),
+		ConditionExpression:       aws.String(ownedCondition),
+		ExpressionAttributeNames:  map[string]string{"#tk": AttrToken, "#st": AttrStatus},
+		ExpressionAttributeValues: ownedValues(token),
+	})
+	if err != nil {
+		return fenced("release", err)
+	}
+	return nil
+}

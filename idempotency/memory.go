@@ -1,0 +1,198 @@
+package idempotency
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sqsonce/sqsonce/dedupe"
+)
+
+// MemoryConfig configures a [Memory] store.
+type MemoryConfig struct {
+	// Namespace prefixes every key (see dedupe.PK). Defaults to "".
+	Namespace string
+	// TTL is how long a record lives after its last write. Defaults to
+	// [DefaultTTL] (24 hours).
+	TTL time.Duration
+	// NowFunc is the clock. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Memory is an in-process [Store] with the same semantics as the DynamoDB
+// store, for tests and for a single process that needs no durability. It
+// cannot commit DynamoDB writes ([ErrWritesUnsupported]). Its zero value
+// is not usable; call [NewMemory].
+type Memory struct {
+	ns  string
+	ttl time.Duration
+	now func() time.Time
+
+	mu      sync.Mutex
+	records map[string]memRecord
+	claims  int // since the last sweep
+	sweepAt int // claims that trigger the next sweep
+}
+
+type memRecord struct {
+	status      string
+	token       string
+	fingerprint string
+	leaseUntil  time.Time
+	expiresAt   time.Time
+	resp        *Response
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory Store.
+func NewMemory(cfg MemoryConfig) *Memory {
+	m := &Memory{
+		ns:      cfg.Namespace,
+		ttl:     cmp.Or(cfg.TTL, DefaultTTL),
+		now:     cfg.NowFunc,
+		records: map[string]memRecord{},
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	return m
+}
+
+// Claim implements [Store].
+func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return Claim{}, err
+	}
+	pk := dedupe.PK(m.ns, key)
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sweep(now)
+	r, ok := m.records[pk]
+	// The DynamoDB store's condition: absent, expired, or an IN_PROGRESS
+	// claim whose lease has ended.
+	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now)) {
+		r = memRecord{
+			status:      StatusInProgress,
+			token:       dedupe.NewToken(),
+			fingerprint: fingerprint,
+			leaseUntil:  now.Add(lease),
+			expiresAt:   now.Add(m.ttl),
+		}
+		m.records[pk] = r
+		return Claim{Status: Claimed, Token: r.token, LeaseUntil: r.leaseUntil}, nil
+	}
+	c := Claim{Fingerprint: r.fingerprint}
+	switch {
+	case r.fingerprint != fingerprint:
+		c.Status = KeyReused
+	case r.status == StatusCompleted:
+		c.Status = Completed
+		c.Response = cloneResponse(r.resp)
+	default:
+		c.Status = InProgress
+		c.LeaseUntil = r.leaseUntil
+	}
+	return c, nil
+}
+
+// sweep deletes expired records once the claims since the last sweep
+// reach the number of records it left (at least 1024): amortised O(1) per
+// claim, and the map stays within about twice its live records.
+func (m *Memory) sweep(now time.Time) {
+	m.claims++
+	if m.claims < max(1024, m.sweepAt) {
+		return
+	}
+	for pk, r := range m.records {
+		if r.expiresAt.Before(now) {
+			delete(m.records, pk)
+		}
+	}
+	m.claims, m.sweepAt = 0, len(m.records)
+}
+
+// Len returns how many records the store holds, expired ones not yet
+// swept included.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.records)
+}
+
+func cloneResponse(r *Response) *Response {
+	if r == nil {
+		return &Response{}
+	}
+	return &Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
+}
+
+// owned returns the IN_PROGRESS record held by token, or ErrNotOwner.
+func (m *Memory) owned(key, token string) (string, memRecord, error) {
+	pk := dedupe.PK(m.ns, key)
+	r, ok := m.records[pk]
+	if !ok || r.token != token || r.status != StatusInProgress {
+		return pk, r, ErrNotOwner
+	}
+	return pk, r, nil
+}
+
+// Extend implements [Store].
+func (m *Memory) Extend(ctx context.Context, key, token string, lease time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pk, r, err := m.owned(key, token)
+	if err != nil {
+		return err
+	}
+	r.leaseUntil = now.Add(lease)
+	r.expiresAt = now.Add(m.ttl)
+	m.records[pk] = r
+	return nil
+}
+
+// Complete implements [Store]. Writes are not supported: with any, it
+// returns [ErrWritesUnsupported] and changes nothing.
+func (m *Memory) Complete(ctx context.Context, key, token string, c Completion) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(c.Writes) > 0 || len(c.Builds) > 0 {
+		return ErrWritesUnsupported
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pk, r, err := m.owned(key, token)
+	if err != nil {
+		return err
+	}
+	r.status = StatusCompleted
+	r.leaseUntil = time.Time{}
+	r.expiresAt = now.Add(m.ttl)
+	r.resp = cloneResponse(&c.Response)
+	m.records[pk] = r
+	return nil
+}
+
+// Release implements [Store].
+func (m *Memory) Release(ctx context.Context, key, token string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pk, _, err := m.owned(key, token)
+	if err != nil {
+		return err
+	}
+	delete(m.records, pk)
+	return nil
+}

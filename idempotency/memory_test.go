@@ -1,0 +1,72 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sqsonce/sqsonce/dedupe/dedupetest"
+	"github.com/sqsonce/sqsonce/idempotency"
+	"github.com/sqsonce/sqsonce/idempotency/idemtest"
+)
+
+func TestMemoryConformance(t *testing.T) {
+	t.Parallel()
+	idemtest.Run(t, func(t *testing.T, now func() time.Time) idempotency.Store {
+		return idempotency.NewMemory(idempotency.MemoryConfig{NowFunc: now})
+	})
+}
+
+// TestMemoryRefusesWrites: the memory store cannot commit DynamoDB writes,
+// so it must not complete the record without them.
+func TestMemoryRefusesWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := idempotency.NewMemory(idempotency.MemoryConfig{})
+	c, err := s.Claim(ctx, "k", "fp", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Complete(ctx, "k", c.Token, idempotency.Completion{Writes: []types.TransactWriteItem{{}}})
+	if !errors.Is(err, idempotency.ErrWritesUnsupported) {
+		t.Fatalf("Complete with writes: %v, want ErrWritesUnsupported", err)
+	}
+	if got, _ := s.Claim(ctx, "k", "fp", time.Minute); got.Status != idempotency.InProgress {
+		t.Fatalf("after a refused Complete: %s, want in_progress", got.Status)
+	}
+}
+
+// TestMemorySweepsExpired: expired records are deleted as claims go on, so
+// a long-running process does not keep every key forever.
+func TestMemorySweepsExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := dedupetest.NewClock(time.Now())
+	s := idempotency.NewMemory(idempotency.MemoryConfig{NowFunc: clock.Now})
+	claim := func(prefix string, n int) {
+		for i := range n {
+			c, err := s.Claim(ctx, fmt.Sprint(prefix, i), "fp", time.Minute)
+			if err != nil || c.Status != idempotency.Claimed {
+				t.Fatalf("claim: %v %v", c, err)
+			}
+			if err := s.Complete(ctx, fmt.Sprint(prefix, i), c.Token, idempotency.Completion{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	claim("old-", 3000)
+	clock.Advance(idempotency.DefaultTTL + time.Second)
+	// A sweep runs once the claims since the last one reach the number of
+	// records: within 6000 claims here.
+	claim("new-", 8000)
+	if n := s.Len(); n != 8000 {
+		t.Fatalf("%d records held, want the 8000 live ones (the 3000 expired swept)", n)
+	}
+	if c, _ := s.Claim(ctx, "new-1", "fp", time.Minute); c.Status != idempotency.Completed {
+		t.Fatalf("a live record was swept: %s", c.Status)
+	}
+}

@@ -1,0 +1,69 @@
+package idempotency
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Problem types: the "type" of each application/problem+json (RFC 9457)
+// the middleware answers with.
+const (
+	// TypeKeyMissing: 400, the request has no Idempotency-Key.
+	TypeKeyMissing = "urn:sqsonce:idempotency:key-missing"
+	// TypeKeyInvalid: 400, the key is not 1–255 visible ASCII characters
+	// (or the header appears twice).
+	TypeKeyInvalid = "urn:sqsonce:idempotency:key-invalid"
+	// TypeScope: 401, Config.ScopeFunc could not name the caller.
+	TypeScope = "urn:sqsonce:idempotency:scope"
+	// TypeBodyTooLarge: 413, the body is over Config.MaxBodyBytes.
+	TypeBodyTooLarge = "urn:sqsonce:idempotency:body-too-large"
+	// TypeBodyUnreadable: 400, reading the body failed.
+	TypeBodyUnreadable = "urn:sqsonce:idempotency:body-unreadable"
+	// TypeKeyReused: 422, the key was used for a different request.
+	TypeKeyReused = "urn:sqsonce:idempotency:key-reused"
+	// TypeInProgress: 409 with Retry-After, the first request with this
+	// key is still running.
+	TypeInProgress = "urn:sqsonce:idempotency:in-progress"
+	// TypeStoreUnavailable: 503 with Retry-After, the store did not answer
+	// the claim; nothing ran.
+	TypeStoreUnavailable = "urn:sqsonce:idempotency:store-unavailable"
+	// TypeCommitFailed: 503 with Retry-After, the transactional completion
+	// failed; nothing was committed and the key was released.
+	TypeCommitFailed = "urn:sqsonce:idempotency:commit-failed"
+	// TypeWriteConflict: 409, a condition on one of the handler's own
+	// writes failed at commit; nothing was committed, the key was released.
+	TypeWriteConflict = "urn:sqsonce:idempotency:write-conflict"
+	// TypeLeaseLost: 409 with Retry-After, the request's lease was taken
+	// over before its transactional completion; nothing was committed.
+	TypeLeaseLost = "urn:sqsonce:idempotency:lease-lost"
+	// TypeResponseTooLarge: 500, a transactional handler's response is over
+	// Config.MaxResponseBytes, so it could not be stored with its writes;
+	// nothing was committed and the key was released.
+	TypeResponseTooLarge = "urn:sqsonce:idempotency:response-too-large"
+)
+
+// ProblemContentType is the media type of the middleware's errors.
+const ProblemContentType = "application/problem+json"
+
+// problem is an RFC 9457 problem details object.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// writeProblem answers with a problem; retryAfter > 0 adds Retry-After in
+// whole seconds.
+func writeProblem(w http.ResponseWriter, status int, typ, detail string, retryAfter int) {
+	h := w.Header()
+	h.Set("Content-Type", ProblemContentType)
+	h.Set("Cache-Control", "no-store")
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	w.WriteHeader(status)
+	b, _ := json.Marshal(problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail})
+	_, _ = w.Write(append(b, '\n'))
+}

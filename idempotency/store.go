@@ -1,0 +1,182 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Store keeps one record per (scope, key) with the record model of package
+// dedupe (docs/architecture.md): IN_PROGRESS under a lease, fenced by the
+// claim's token, then COMPLETED with the stored response. A record expires
+// at its expires_at, judged by the store's clock on every read.
+//
+// Keys reach a Store already hashed (see [RecordKey]): a Store never sees
+// the client's key or the caller's scope.
+//
+// Implementations must pass
+// [github.com/sqsonce/sqsonce/idempotency/idemtest.Run].
+type Store interface {
+	// Claim tries to take key for lease. It succeeds (Status Claimed, with
+	// a fresh Token) when there is no record, the record has expired, or
+	// the record is IN_PROGRESS with a lease that has ended (a takeover:
+	// the previous owner crashed). Otherwise it reports KeyReused (the
+	// record's fingerprint differs; checked first), Completed (with the
+	// stored Response) or InProgress (with the owner's LeaseUntil).
+	Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error)
+	// Extend moves the lease of the claim holding token to now+lease.
+	Extend(ctx context.Context, key, token string, lease time.Duration) error
+	// Complete marks the claim holding token COMPLETED with c.Response,
+	// committing c.Writes and the writes of c.Builds in the same
+	// transaction: all or nothing. A store that cannot commit writes
+	// returns [ErrWritesUnsupported] when given some, and commits nothing.
+	Complete(ctx context.Context, key, token string, c Completion) error
+	// Release deletes the IN_PROGRESS claim holding token, so the next
+	// claim of key runs at once.
+	Release(ctx context.Context, key, token string) error
+}
+
+// Status is the result of a [Store.Claim].
+type Status int
+
+const (
+	// Claimed: the caller owns the key until its lease ends.
+	Claimed Status = iota + 1
+	// Completed: the key's request ran; Claim.Response is its response.
+	Completed
+	// InProgress: another owner holds the key until Claim.LeaseUntil.
+	InProgress
+	// KeyReused: the key's record was written for a different request.
+	KeyReused
+)
+
+// String returns the status as logged.
+func (s Status) String() string {
+	switch s {
+	case Claimed:
+		return "claimed"
+	case Completed:
+		return "completed"
+	case InProgress:
+		return "in_progress"
+	case KeyReused:
+		return "key_reused"
+	}
+	return "unknown"
+}
+
+// Claim is the answer to [Store.Claim].
+type Claim struct {
+	Status Status
+	// Token fences the claim (Claimed only): pass it to Extend, Complete
+	// and Release.
+	Token string
+	// LeaseUntil is the caller's lease end when Claimed, the other owner's
+	// when InProgress.
+	LeaseUntil time.Time
+	// Fingerprint is the stored record's fingerprint (all but Claimed).
+	Fingerprint string
+	// Response is the stored response (Completed only).
+	Response *Response
+}
+
+// Response is a stored response: replayed byte for byte.
+type Response struct {
+	Status int
+	// Header holds the allow-listed headers only (never Set-Cookie).
+	Header http.Header
+	Body   []byte
+}
+
+// Size is the response's size as counted against Config.MaxResponseBytes:
+// the body plus every header name and value.
+func (r *Response) Size() int {
+	n := len(r.Body)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v)
+		}
+	}
+	return n
+}
+
+// Completion is what [Store.Complete] commits.
+type Completion struct {
+	// Response is stored on the record and replayed to retries.
+	Response Response
+	// Writes are the handler's DynamoDB writes (see [Transact]), committed
+	// in one TransactWriteItems with the completed record.
+	Writes []types.TransactWriteItem
+	// Builds make more writes for each attempt of that transaction (see
+	// [TransactFunc]).
+	Builds []Build
+}
+
+// Build makes writes at commit time (see [TransactFunc]).
+type Build struct {
+	// Func returns the writes for one attempt of the commit.
+	Func func() ([]types.TransactWriteItem, error)
+	// Retry reports whether a commit cancelled with err is worth another
+	// attempt with freshly built writes. Nil means never.
+	Retry func(err error) bool
+}
+
+// Record statuses as stored (the same as package dedupe's).
+const (
+	StatusInProgress = "IN_PROGRESS"
+	StatusCompleted  = "COMPLETED"
+)
+
+// DefaultTTL is how long a record is kept after its last write: 24 hours,
+// Stripe's window. A retry after that runs the request again.
+const DefaultTTL = 24 * time.Hour
+
+// ErrNotOwner is returned by Extend, Complete and Release when the token no
+// longer holds the key: the lease was taken over by another owner, or the
+// record was released, completed or expired.
+var ErrNotOwner = errors.New("idempotency: not the owner: the claim was taken over, released or completed")
+
+// ErrWritesUnsupported is returned by a Store that cannot commit
+// Completion.Writes (the memory store).
+var ErrWritesUnsupported = errors.New("idempotency: this store cannot commit DynamoDB writes")
+
+// ErrTooLarge is returned by Complete when the store cannot hold the
+// response (the DynamoDB store's 400 KB item limit); nothing was written.
+// The middleware then treats the response as too large to store.
+var ErrTooLarge = errors.New("idempotency: the response is too large for the store")
+
+// ConditionError reports a condition on one of the handler's own writes
+// failing at completion: nothing was committed, the record included.
+type ConditionError struct {
+	// Index is the failed write's index in Completion.Writes.
+	Index int
+	// Reason is the store's reason for the failure.
+	Reason string
+	Err    error
+}
+
+func (e *ConditionError) Error() string {
+	return fmt.Sprintf("idempotency: condition failed on write %d: %s", e.Index, e.Reason)
+}
+
+func (e *ConditionError) Unwrap() error { return e.Err }
+
+// RecordKey is the key a Store is given for the client's key within a
+// caller's scope: the hex SHA-256 of both, each length-prefixed so no two
+// (scope, key) pairs collide. Neither is recoverable from it.
+func RecordKey(scope, key string) string {
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(scope)))
+	h.Write(n[:])
+	h.Write([]byte(scope))
+	h.Write([]byte(key))
+	return hex.EncodeToString(h.Sum(nil))
+}
