@@ -3,14 +3,13 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-TAGS := integration
 STACK := localstack/stack.sh
 WITH_STACK := bash localstack/with-stack.sh
 TEST_TIMEOUT ?= 15m
 
 FUZZTIME ?= 10s
 
-.PHONY: help build test test-unit test-reliability fuzz lint stack-up stack-down demo bench
+.PHONY: help build test test-unit test-reliability fuzz lint tidy-check bench-once stack-up stack-down demo bench
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -27,18 +26,32 @@ test-unit: ## unit tests only, no stack (integration tests skip)
 test-reliability: ## the full reliability suite (six scenarios at full size) with a summary per scenario
 	$(WITH_STACK) env SQSONCE_RELIABILITY=full $(GO) test -count=1 -timeout 60m -v -run . ./reliability/ 2>&1 | tee .stack/reliability.log | grep -E '^(RELIABILITY|--- |PASS|FAIL|ok)'
 
-fuzz: ## run every fuzz target for FUZZTIME (10s) each
-	@set -e; for pkg in $$($(GO) list ./...); do \
-		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-			echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
-		done; done
+fuzz: ## run every fuzz target for FUZZTIME (10s) each, with go test's output; a failing input is printed
+	@set -e; stamp=$$(mktemp); trap 'rm -f "$$stamp"' EXIT; failed=; \
+	for dir in $$($(GO) list -f '{{.Dir}}' ./...); do pkg=.$${dir#$$PWD}; \
+		for f in $$(cat "$$dir"/*_test.go 2>/dev/null | sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p'); do \
+			echo "== fuzz $$f in $$pkg"; touch "$$stamp"; \
+			if ! $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) "$$pkg"; then \
+				failed="$$failed $$f"; \
+				for c in $$(find "$$dir/testdata/fuzz/$$f" -type f -newer "$$stamp" 2>/dev/null); do \
+					echo "== failing input of $$f ($$c):"; cat "$$c"; echo; \
+				done; \
+			fi; \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed"; exit 1; fi
 
-lint: ## go vet (every build tag, and for macOS and Windows too) and staticcheck
-	$(GO) vet ./...
-	$(GO) vet -tags '$(TAGS)' ./...
+lint: ## go vet for Linux, macOS and Windows, and staticcheck
+	GOOS=linux $(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
 	GOOS=windows $(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum (prints the diff)
+	$(GO) mod tidy -diff
+
+bench-once: ## run every testing.B benchmark once (-benchtime=1x) so none rots (starts the stack if needed)
+	$(WITH_STACK) $(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
 
 stack-up: ## install (once) and start the no-Docker local stack; writes .stack/env
 	bash $(STACK) up

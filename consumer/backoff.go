@@ -33,3 +33,11 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	limit := cmp.Or(b.Cap, DefaultBackoffCap)
 	return backoff.FullJitter(base, limit, attempt, b.RandFunc)
 }
+
+// Ceiling returns the largest delay [Backoff.Delay] can return for the
+// given 1-based attempt: min(Cap, Base·2^(attempt-1)), without jitter. It
+// is the delay of a retry that must not come back at once (a dead letter
+// that SQS refused).
+func (b Backoff) Ceiling(attempt int) time.Duration {
+	return backoff.Ceiling(cmp.Or(b.Base, DefaultBackoffBase), cmp.Or(b.Cap, DefaultBackoffCap), attempt)
+}

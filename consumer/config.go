@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -90,6 +92,16 @@ type Config struct {
 	Logger *zap.Logger
 	// Observer receives metrics events. Defaults to [NopObserver].
 	Observer Observer
+	// TracerProvider, when set, gives every message a process span,
+	// parented to the producer's trace context carried in the message's
+	// traceparent/tracestate attributes (see docs/observability in the
+	// README). Defaults to nil: no spans, no cost.
+	TracerProvider trace.TracerProvider
+	// MeterProvider, when set, records the consumer's metrics (messages
+	// received, settled by outcome, in flight, handler duration, SQS calls
+	// and errors, receive batch sizes, heartbeat failures, lost leases,
+	// dead letters). Defaults to nil: no metrics, no cost.
+	MeterProvider metric.MeterProvider
 	// NowFunc returns the current time (failed_at of dead letters).
 	// Defaults to time.Now.
 	NowFunc func() time.Time

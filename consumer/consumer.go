@@ -44,6 +44,9 @@ type queueInfo struct {
 	fifo       bool
 	visibility time.Duration
 	dlqURL     string
+	// dlqMaxSize is the dead-letter queue's MaximumMessageSize; 0 when
+	// not known.
+	dlqMaxSize int
 }
 
 // Validate makes the start-up checks Run makes (the queue exists, the
@@ -73,6 +76,7 @@ func (c *Consumer) setup(ctx context.Context) (queueInfo, error) {
 			types.QueueAttributeNameVisibilityTimeout,
 			types.QueueAttributeNameFifoQueue,
 			types.QueueAttributeNameRedrivePolicy,
+			types.QueueAttributeNameMaximumMessageSize,
 		},
 	})
 	if err != nil {
@@ -109,7 +113,7 @@ func (c *Consumer) setup(ctx context.Context) (queueInfo, error) {
 	}
 	dout, err := cfg.Client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(q.dlqURL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue},
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue, types.QueueAttributeNameMaximumMessageSize},
 	})
 	if err != nil {
 		if isQueueMissing(err) {
@@ -120,6 +124,12 @@ func (c *Consumer) setup(ctx context.Context) (queueInfo, error) {
 	dlqFIFO := dout.Attributes[string(types.QueueAttributeNameFifoQueue)] == "true" || strings.HasSuffix(q.dlqURL, ".fifo")
 	if dlqFIFO != q.fifo {
 		return q, fmt.Errorf("consumer: queue %s is %s but its dead-letter queue %s is %s: SQS needs both of the same kind", q.url, kind(q.fifo), q.dlqURL, kind(dlqFIFO))
+	}
+	q.dlqMaxSize, _ = strconv.Atoi(dout.Attributes[string(types.QueueAttributeNameMaximumMessageSize)])
+	if srcMax, _ := strconv.Atoi(attrs[string(types.QueueAttributeNameMaximumMessageSize)]); q.dlqMaxSize > 0 && srcMax > q.dlqMaxSize {
+		cfg.Logger.Warn("consumer: the dead-letter queue's MaximumMessageSize is smaller than the queue's: a large message may not fit in it, and is then left to the queue's maxReceiveCount; raise the dead-letter queue's MaximumMessageSize",
+			zap.String("queue_url", q.url), zap.String("dlq_url", q.dlqURL),
+			zap.Int("queue_max_message_size", srcMax), zap.Int("dlq_max_message_size", q.dlqMaxSize))
 	}
 	return q, nil
 }
@@ -219,6 +229,7 @@ type lane struct {
 }
 
 func newRunner(cfg Config, q queueInfo) (*runner, error) {
+	cfg = instrument(cfg, q.url)
 	r := &runner{
 		cfg:      cfg,
 		q:        q,
@@ -257,6 +268,8 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	}
 	r.hb = hb
 	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, 8, r.log)
+	r.settler.obs = cfg.Observer
+	r.settler.hold = hb
 	if q.fifo {
 		// A FIFO message blocks its group until deleted: once every
 		// received message is queued, send what is queued without waiting
@@ -357,12 +370,27 @@ func (r *runner) run(ctx context.Context) error {
 
 // receive is one receiver's loop: reserve free capacity, long-poll for at
 // most that many messages, hand them to the dispatcher.
+//
+// On a FIFO queue every receive carries a ReceiveRequestAttemptId. When a
+// receive fails (its response may have been lost after SQS handed out the
+// messages and locked their groups), the next try repeats it with the same
+// attempt id and size, so SQS returns the same messages instead of keeping
+// their groups locked for a whole visibility timeout. A successful receive,
+// or one retried for longer than SQS keeps an attempt id, starts a new id.
 func (r *runner) receive(ctx context.Context, id int) {
 	failures := 0
+	var (
+		attemptID    string    // FIFO: the id of the receive being retried, "" for a new one
+		attemptStart time.Time // when that receive was first made
+		n            int       // slots held for the receive being retried
+	)
+	defer func() { r.capacity.release(n) }()
 	for {
-		n, err := r.capacity.reserve(ctx, settleBatch)
-		if err != nil {
-			return
+		if n == 0 {
+			var err error
+			if n, err = r.capacity.reserve(ctx, settleBatch); err != nil {
+				return
+			}
 		}
 		in := &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(r.q.url),
@@ -375,15 +403,26 @@ func (r *runner) receive(ctx context.Context, id int) {
 			in.VisibilityTimeout = int32(r.cfg.VisibilityTimeout / time.Second)
 		}
 		start := time.Now()
+		if r.q.fifo {
+			if attemptID == "" || start.Sub(attemptStart) > maxAttemptAge {
+				attemptID, attemptStart = newAttemptID(), start
+			}
+			in.ReceiveRequestAttemptId = aws.String(attemptID)
+			start = attemptStart // SQS's 12 hours may count from the first try
+		}
 		// A response lost on a reused connection must not hang the
 		// receiver: bound the call by the long-poll wait plus a margin.
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTime+10*time.Second)
 		out, err := r.cfg.Client.ReceiveMessage(cctx, in)
+		returned := time.Now()
 		cancel()
 		if err != nil {
-			r.capacity.release(n)
 			if ctx.Err() != nil {
 				return
+			}
+			if !r.q.fifo {
+				r.capacity.release(n)
+				n = 0
 			}
 			failures++
 			r.log.Warn("consumer: receive failed", zap.Int("receiver", id), zap.Int("failures", failures), zap.Error(err))
@@ -395,10 +434,12 @@ func (r *runner) receive(ctx context.Context, id int) {
 			}
 			continue
 		}
+		attemptID = ""
 		failures = 0
 		if extra := n - len(out.Messages); extra > 0 {
 			r.capacity.release(extra)
 		}
+		n = 0
 		now := r.cfg.NowFunc()
 		r.unsettled.Add(int64(len(out.Messages)))
 		for _, raw := range out.Messages {
@@ -407,11 +448,22 @@ func (r *runner) receive(ctx context.Context, id int) {
 				handle:    aws.ToString(raw.ReceiptHandle),
 				recvStart: start,
 			}
-			r.hb.Add(m.handle, start, func(err error) { r.leaseLost(m, err) })
+			// The visibility runs from the response (a message can arrive
+			// late in a long poll), SQS's 12 hours from the call.
+			r.hb.AddReceived(m.handle, start, returned, func(err error) { r.leaseLost(m, err) })
 			r.obs.Received(m.msg)
 			r.dispatch(m)
 		}
 	}
+}
+
+// maxAttemptAge is how long a receive is retried with the same
+// ReceiveRequestAttemptId: SQS keeps one for 5 minutes.
+const maxAttemptAge = 4 * time.Minute
+
+// newAttemptID returns a fresh ReceiveRequestAttemptId.
+func newAttemptID() string {
+	return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
 }
 
 // dispatch queues m for the next free worker (standard queues) or
@@ -521,14 +573,20 @@ func (r *runner) release(m *inflight, why error) {
 
 // settle stops heartbeating m, then queues its delete (secs < 0) or its
 // visibility change to secs.
+//
+// A delete only suspends m's handle in the heartbeat: the settler forgets
+// it once the delete is resolved, and hands it back to the heartbeat when
+// the delete fails, so the message stays invisible (and is not handled
+// again) while the delete is tried again.
 func (r *runner) settle(m *inflight, secs int32) {
-	r.hb.Remove(m.handle)
 	r.unsettled.Add(-1)
 	if secs < 0 {
-		r.settler.delete(m.handle, m.msg.ID, r.slotDone)
+		r.hb.Suspend(m.handle)
+		r.settler.delete(m.handle, m.msg, r.slotDone)
 		return
 	}
-	r.settler.changeVisibility(m.handle, m.msg.ID, secs, r.slotDone)
+	r.hb.Remove(m.handle)
+	r.settler.changeVisibility(m.handle, m.msg, secs, r.slotDone)
 }
 
 // process runs m's handler and settles it.
@@ -565,11 +623,22 @@ func (r *runner) process(m *inflight) Result {
 	case OutcomeDeadLetter:
 		if err := r.deadLetter(m, res); err != nil {
 			// Not dead-lettered, so not deleted: retry it later instead.
-			r.log.Error("consumer: dead-letter send failed; retrying the message later",
-				zap.String("message_id", m.msg.ID), zap.String("dlq_url", r.q.dlqURL), zap.Error(err))
 			res.Outcome = OutcomeRetry
-			res.Delay = r.cfg.Backoff.Delay(max(m.msg.ReceiveCount, 1))
 			res.Err = fmt.Errorf("%w (dead-letter send failed: %v)", res.Err, err)
+			attempt := max(m.msg.ReceiveCount, 1)
+			if errors.Is(err, ErrDeadLetterRefused) {
+				// Sending it again cannot help: leave the message to the
+				// queue's maxReceiveCount, never in a tight loop.
+				r.log.Error("consumer: dead letter refused by SQS; the message is retried after a backoff and left to the queue's maxReceiveCount",
+					zap.String("message_id", m.msg.ID), zap.String("dlq_url", r.q.dlqURL),
+					zap.Int("receive_count", m.msg.ReceiveCount), zap.Error(err))
+				r.obs.DeadLetterRefused(m.msg, err)
+				res.Delay = r.cfg.Backoff.Ceiling(attempt)
+			} else {
+				r.log.Error("consumer: dead-letter send failed; retrying the message later",
+					zap.String("message_id", m.msg.ID), zap.String("dlq_url", r.q.dlqURL), zap.Error(err))
+				res.Delay = r.cfg.Backoff.Delay(attempt)
+			}
 			r.settle(m, r.visibilitySeconds(m, res.Delay))
 			break
 		}
@@ -593,7 +662,14 @@ func (r *runner) deadLetter(m *inflight, res Result) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.workBase), settleCallTimeout)
 	defer cancel()
-	_, err := r.cfg.Client.SendMessage(ctx, in)
+	dropped, err := SendDeadLetter(ctx, r.cfg.Client, in, r.q.dlqMaxSize)
+	if len(dropped) > 0 {
+		r.log.Warn("consumer: dead letter shrunk to fit the dead-letter queue's MaximumMessageSize",
+			zap.String("message_id", m.msg.ID), zap.Strings("dropped", dropped))
+	}
+	if err != nil {
+		err = fmt.Errorf("consumer: send to dead-letter queue %s: %w", r.q.dlqURL, err)
+	}
 	r.obs.DeadLettered(m.msg, err)
 	if err == nil {
 		r.log.Warn("consumer: dead-lettered", zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()),

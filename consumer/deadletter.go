@@ -1,12 +1,15 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -40,9 +43,7 @@ func DeadLetterInput(msg *Message, res Result, sourceQueueURL, dlqURL string, fi
 	if reason == "" && res.Err != nil {
 		reason = res.Err.Error()
 	}
-	if len(reason) > maxReasonLen {
-		reason = reason[:maxReasonLen] + "…"
-	}
+	reason = truncate(reason, maxReasonLen)
 	class := res.Class
 	if class == "" {
 		class = ClassPermanent
@@ -73,7 +74,7 @@ func DeadLetterInput(msg *Message, res Result, sourceQueueURL, dlqURL string, fi
 		attrs[AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(id)}
 	}
 	attrs[AttrFailure] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(fj))}
-	for _, name := range droppable(attrs) {
+	for _, name := range droppable(attrs, MaxMessageAttributes) {
 		delete(attrs, name)
 	}
 
@@ -93,6 +94,122 @@ func DeadLetterInput(msg *Message, res Result, sourceQueueURL, dlqURL string, fi
 	return in
 }
 
+// MaxMessageSize is SQS's largest message, and the default
+// MaximumMessageSize of a queue: 1 MiB.
+const MaxMessageSize = 1 << 20
+
+// Lengths the failure's reason is cut to, in turn, by [FitDeadLetter].
+var fitReasonLens = []int{256, 64}
+
+// ErrDeadLetterRefused is wrapped by the error of [SendDeadLetter] when SQS
+// will not take a dead letter whatever is tried: it is larger than the
+// dead-letter queue's MaximumMessageSize even once shrunk, or SQS refuses
+// its contents. Sending it again cannot help: the message is best left to
+// the source queue's maxReceiveCount.
+var ErrDeadLetterRefused = errors.New("dead letter refused")
+
+// FitDeadLetter shrinks a dead letter built by [DeadLetterInput] until it
+// is at most maxSize bytes as SQS counts them (the body, plus each message
+// attribute's name, data type and value); maxSize is the dead-letter
+// queue's MaximumMessageSize, 0 meaning [MaxMessageSize]. What sqsonce
+// adds goes first: the failure's reason is cut to 256, then 64 bytes. Then
+// the original attributes are dropped one at a time by the rule of
+// [DeadLetterInput] (names that sort last first, other sqsonce-* names
+// last, sqsonce-id and sqsonce-failure never). The body is never changed.
+// It returns the names of the dropped attributes and whether in now fits.
+func FitDeadLetter(in *sqs.SendMessageInput, maxSize int) (dropped []string, fits bool) {
+	if maxSize <= 0 {
+		maxSize = MaxMessageSize
+	}
+	if messageSize(in) <= maxSize {
+		return nil, true
+	}
+	if v, ok := in.MessageAttributes[AttrFailure]; ok {
+		var f Failure
+		if json.Unmarshal([]byte(aws.ToString(v.StringValue)), &f) == nil {
+			for _, n := range fitReasonLens {
+				f.Error = truncate(f.Error, n)
+				fj, _ := json.Marshal(f)
+				v.StringValue = aws.String(string(fj))
+				in.MessageAttributes[AttrFailure] = v
+				if messageSize(in) <= maxSize {
+					return nil, true
+				}
+			}
+		}
+	}
+	order := droppable(in.MessageAttributes, 0)
+	for _, name := range order {
+		delete(in.MessageAttributes, name)
+		dropped = append(dropped, name)
+		if messageSize(in) <= maxSize {
+			return dropped, true
+		}
+	}
+	return dropped, false
+}
+
+// DeadLetterSender is the call [SendDeadLetter] makes; *sqs.Client and
+// [SQSAPI] satisfy it.
+type DeadLetterSender interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// SendDeadLetter sends a dead letter built by [DeadLetterInput], fitted
+// first to maxSize (the dead-letter queue's MaximumMessageSize, 0 when not
+// known; see [FitDeadLetter]). When SQS refuses it all the same (its limit
+// was not known, or it objects to something else), it is shrunk as far as
+// it goes and sent once more. It returns the names of the attributes
+// dropped, and an error wrapping [ErrDeadLetterRefused] when the dead
+// letter cannot be sent at all; any other error (throttling, network) may
+// succeed on a later try.
+func SendDeadLetter(ctx context.Context, client DeadLetterSender, in *sqs.SendMessageInput, maxSize int) (dropped []string, err error) {
+	dropped, fits := FitDeadLetter(in, maxSize)
+	if !fits {
+		return dropped, fmt.Errorf("%w: %d bytes even with its reason cut and its attributes dropped, more than the dead-letter queue's MaximumMessageSize of %d",
+			ErrDeadLetterRefused, messageSize(in), cmp.Or(maxSize, MaxMessageSize))
+	}
+	_, err = client.SendMessage(ctx, in)
+	if err == nil || !sqserr.MessageRefused(err) {
+		return dropped, err
+	}
+	before := messageSize(in)
+	more, _ := FitDeadLetter(in, 1) // as small as it goes
+	if messageSize(in) == before {
+		return dropped, fmt.Errorf("%w: %w", ErrDeadLetterRefused, err)
+	}
+	dropped = append(dropped, more...)
+	if _, err2 := client.SendMessage(ctx, in); err2 != nil {
+		if sqserr.MessageRefused(err2) {
+			return dropped, fmt.Errorf("%w, even shrunk to %d bytes: %w", ErrDeadLetterRefused, messageSize(in), err2)
+		}
+		return dropped, err2
+	}
+	return dropped, nil
+}
+
+// messageSize is SQS's size of a message: its body plus each message
+// attribute's name, data type and value.
+func messageSize(in *sqs.SendMessageInput) int {
+	n := len(aws.ToString(in.MessageBody))
+	for name, v := range in.MessageAttributes {
+		n += len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
+
+// truncate cuts s to at most n bytes at a rune boundary, marking the cut
+// with "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // DroppedAttributes returns the names of msg's attributes that
 // [DeadLetterInput] drops to stay within SQS's 10-attribute limit (usually
 // none).
@@ -103,15 +220,15 @@ func DroppedAttributes(msg *Message) []string {
 	}
 	names[AttrID] = types.MessageAttributeValue{}
 	names[AttrFailure] = types.MessageAttributeValue{}
-	return droppable(names)
+	return droppable(names, MaxMessageAttributes)
 }
 
-// droppable lists the attributes to remove so that at most
-// MaxMessageAttributes remain: never sqsonce-id or sqsonce-failure; other
-// names last in sort order first, other sqsonce-* names only when that is
-// not enough.
-func droppable(attrs map[string]types.MessageAttributeValue) []string {
-	extra := len(attrs) - MaxMessageAttributes
+// droppable lists, in the order they go, the attributes to remove so that
+// at most keep remain: never sqsonce-id or sqsonce-failure; other names
+// last in sort order first, other sqsonce-* names only when that is not
+// enough.
+func droppable(attrs map[string]types.MessageAttributeValue, keep int) []string {
+	extra := len(attrs) - keep
 	if extra <= 0 {
 		return nil
 	}

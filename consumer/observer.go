@@ -22,6 +22,17 @@ type Observer interface {
 	// DeadLettered is called after a send to the dead-letter queue; err is
 	// nil when the send succeeded.
 	DeadLettered(msg *Message, err error)
+	// DeadLetterRefused is called when SQS refuses a message's dead letter
+	// for good (too large for the dead-letter queue even once what sqsonce
+	// adds was shrunk, or otherwise invalid): the message is not deleted
+	// but retried after a backoff, and left to the queue's own
+	// maxReceiveCount.
+	DeadLetterRefused(msg *Message, err error)
+	// SettleFailed is called when deleting a message (op "delete") or
+	// changing its visibility (op "change visibility") still failed after
+	// its retries. A failed delete is tried again later while the heartbeat
+	// keeps the message invisible; it is reported each time it fails.
+	SettleFailed(msg *Message, op string, err error)
 }
 
 // NopObserver implements [Observer] with methods that do nothing.
@@ -44,5 +55,11 @@ func (NopObserver) LeaseLost(*Message, error) {}
 
 // DeadLettered does nothing.
 func (NopObserver) DeadLettered(*Message, error) {}
+
+// DeadLetterRefused does nothing.
+func (NopObserver) DeadLetterRefused(*Message, error) {}
+
+// SettleFailed does nothing.
+func (NopObserver) SettleFailed(*Message, string, error) {}
 
 var _ Observer = NopObserver{}

@@ -11,12 +11,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
 
 // askingSQS records the MaxNumberOfMessages of every receive and the most
 // messages held (received, not yet settled) at once.
 type askingSQS struct {
-	*fakeSQS
+	*sqsfake.Fake
+	q       string
 	mu      sync.Mutex
 	asks    []int32
 	held    int
@@ -28,7 +30,7 @@ type askingSQS struct {
 }
 
 func (a *askingSQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	out, err := a.fakeSQS.DeleteMessageBatch(ctx, in, o...)
+	out, err := a.Fake.DeleteMessageBatch(ctx, in, o...)
 	if err == nil {
 		a.mu.Lock()
 		a.undeleted -= len(out.Successful)
@@ -38,7 +40,7 @@ func (a *askingSQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessag
 }
 
 func (a *askingSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	out, err := a.fakeSQS.ReceiveMessage(ctx, in, o...)
+	out, err := a.Fake.ReceiveMessage(ctx, in, o...)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.asks = append(a.asks, in.MaxNumberOfMessages)
@@ -59,11 +61,12 @@ func (a *askingSQS) settled() {
 
 func runAsking(t *testing.T, n, groups int, cfg consumer.Config) *askingSQS {
 	t.Helper()
-	a := &askingSQS{fakeSQS: newFakeSQS(groups > 0, 30*time.Second)}
+	f, q, _ := onFake(groups > 0, map[string]string{"VisibilityTimeout": "30"}, nil)
+	a := &askingSQS{Fake: f, q: q}
 	for i := range n {
-		a.send(fmt.Sprint(i), fmt.Sprintf("g%d", i%max(groups, 1)))
+		f.Put(q, fmt.Sprint(i), fmt.Sprintf("g%d", i%max(groups, 1)))
 	}
-	cfg.Client, cfg.QueueURL = a, a.queueURL
+	cfg.Client, cfg.QueueURL = a, q
 	cfg.Observer = &recordingObserver{onSettled: func(*consumer.Message, consumer.Result) { a.settled() }}
 	cfg.Handler = consumer.HandlerFunc(func(context.Context, *consumer.Message) error {
 		time.Sleep(10 * time.Millisecond)
@@ -76,13 +79,14 @@ func runAsking(t *testing.T, n, groups int, cfg consumer.Config) *askingSQS {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(ctx) }()
-	for len(a.live()) > 0 {
+	for len(f.Messages(q)) > 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
+	checkProblems(t, f)
 	return a
 }
 

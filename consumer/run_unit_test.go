@@ -11,26 +11,8 @@ import (
 	"time"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
-
-// startFake runs a consumer on f inside the current synctest bubble and
-// returns a stop function.
-func startFake(t *testing.T, f *fakeSQS, cfg consumer.Config) (stop func() error) {
-	t.Helper()
-	cfg.Client = f
-	cfg.QueueURL = f.queueURL
-	c, err := consumer.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
-	return func() error {
-		cancel()
-		return <-errc
-	}
-}
 
 // TestFIFOLanesSeveralPerGroup: real SQS returns several messages of one
 // group in one receive. Handlers of a group never overlap and run in
@@ -38,11 +20,11 @@ func startFake(t *testing.T, f *fakeSQS, cfg consumer.Config) (stop func() error
 // not run.
 func TestFIFOLanesSeveralPerGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeSQS(true, 30*time.Second)
+		f, q, _ := onFake(true, map[string]string{"VisibilityTimeout": "30"}, nil)
 		const groups, per = 4, 12
 		for i := range per {
 			for g := range groups {
-				f.send(fmt.Sprintf("g%d-%02d", g, i), fmt.Sprintf("g%d", g))
+				f.Put(q, fmt.Sprintf("g%d-%02d", g, i), fmt.Sprintf("g%d", g))
 			}
 		}
 		var mu sync.Mutex
@@ -58,7 +40,7 @@ func TestFIFOLanesSeveralPerGroup(t *testing.T) {
 				mu.Unlock()
 			}
 		}}
-		stop := startFake(t, f, consumer.Config{
+		stop := startOnFake(t, f, q, consumer.Config{
 			Concurrency: 4,
 			Prefetch:    20, // receives of 10: several messages of a group per receive
 			Receivers:   1,  // the first receive holds g1-00, g1-01 and g1-02
@@ -92,7 +74,7 @@ func TestFIFOLanesSeveralPerGroup(t *testing.T) {
 				return nil
 			}),
 		})
-		for len(f.live()) > 0 {
+		for len(f.Messages(q)) > 0 {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if err := stop(); err != nil {
@@ -118,12 +100,10 @@ func TestFIFOLanesSeveralPerGroup(t *testing.T) {
 		if released == 0 {
 			t.Errorf("no message was released after g1-00 failed; its group's later messages in the batch should have been")
 		}
-		if f.count("ReceiveMessage") >= groups*per {
-			t.Errorf("%d receives for %d messages: receives did not return several messages", f.count("ReceiveMessage"), groups*per)
+		if n := f.Calls("ReceiveMessage"); n >= groups*per {
+			t.Errorf("%d receives for %d messages: receives did not return several messages", n, groups*per)
 		}
-		for _, p := range f.problems {
-			t.Error(p)
-		}
+		checkProblems(t, f)
 	})
 }
 
@@ -136,6 +116,26 @@ type recordingObserver struct {
 	received  int
 	lost      []error
 	hbFailed  int
+	// settleFailed and refused count SettleFailed and DeadLetterRefused.
+	settleFailed, refused int
+}
+
+func (o *recordingObserver) SettleFailed(*consumer.Message, string, error) {
+	o.mu.Lock()
+	o.settleFailed++
+	o.mu.Unlock()
+}
+
+func (o *recordingObserver) DeadLetterRefused(*consumer.Message, error) {
+	o.mu.Lock()
+	o.refused++
+	o.mu.Unlock()
+}
+
+func (o *recordingObserver) counts() (settleFailed, refused, lost int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.settleFailed, o.refused, len(o.lost)
 }
 
 func (o *recordingObserver) Received(*consumer.Message) {
@@ -185,16 +185,16 @@ func (o *recordingObserver) receivedCount() int {
 // ErrShutdown at ShutdownTimeout and their messages released too.
 func TestFIFOShutdownReleasesLanes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeSQS(true, 30*time.Second)
+		f, q, _ := onFake(true, map[string]string{"VisibilityTimeout": "30"}, nil)
 		for i := range 5 {
 			for g := range 3 {
-				f.send(fmt.Sprintf("g%d-%d", g, i), fmt.Sprintf("g%d", g))
+				f.Put(q, fmt.Sprintf("g%d-%d", g, i), fmt.Sprintf("g%d", g))
 			}
 		}
 		obs := &recordingObserver{}
 		var mu sync.Mutex
 		var causes []error
-		stop := startFake(t, f, consumer.Config{
+		stop := startOnFake(t, f, q, consumer.Config{
 			Concurrency: 3, Prefetch: 12, Receivers: 1,
 			ShutdownTimeout: 10 * time.Second,
 			Observer:        obs,
@@ -234,13 +234,12 @@ func TestFIFOShutdownReleasesLanes(t *testing.T) {
 				t.Errorf("cause %v, want ErrShutdown", c)
 			}
 		}
-		now := time.Now()
-		for _, m := range f.live() {
-			if m.visibleAt.After(now) {
-				t.Errorf("%s still invisible after the drain", m.body)
+		for _, m := range f.Messages(q) {
+			if m.State != sqsfake.Visible {
+				t.Errorf("%s still %s after the drain", m.Body, m.State)
 			}
 		}
-		if n := len(f.live()); n != 15 {
+		if n := len(f.Messages(q)); n != 15 {
 			t.Errorf("%d messages left, want all 15", n)
 		}
 	})

@@ -53,13 +53,14 @@ func BenchmarkSettle(b *testing.B) {
 			s := newSettler(f, "https://sqs.test/123456789012/q", time.Hour, 8, zap.NewNop())
 			go s.run()
 			b.ReportAllocs()
+			msg := &Message{ID: "m"}
 			i := 0
 			for b.Loop() {
 				h := handles[i&(len(handles)-1)]
 				if tc.visEvery > 0 && i%tc.visEvery == 0 {
-					s.changeVisibility(h, h, 5, nil)
+					s.changeVisibility(h, msg, 5, nil)
 				} else {
-					s.delete(h, h, nil)
+					s.delete(h, msg, nil)
 				}
 				i++
 			}

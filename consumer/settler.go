@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -25,64 +26,113 @@ var batchIDs = func() (ids [settleBatch]*string) {
 	return ids
 }()
 
-// settleCallTimeout bounds each settle call. Settle calls outlive Run's
-// context (a settle is never dropped on shutdown) but not this.
+// settleCallTimeout bounds each settle call: the batch call and every
+// single-entry retry get their own. Settle calls outlive Run's context (a
+// settle is never dropped on shutdown) but not this.
 const settleCallTimeout = 20 * time.Second
+
+// Delays before a delete that failed after its retries is tried again
+// (while the heartbeat keeps its message invisible): doubling from the
+// first to the last.
+const (
+	redeleteFirst = time.Second
+	redeleteMax   = time.Minute
+)
 
 // settleOp is one delete (visibility < 0) or visibility change.
 type settleOp struct {
 	handle     string
-	messageID  string
+	msg        *Message
 	visibility int32  // seconds; -1 means delete
-	done       func() // when not nil, called once the op's call (and retries) returned
+	done       func() // when not nil, called once the op is resolved: sent, or given up
+	// tries counts the rounds a delete failed after its retries; 0 for a
+	// new op.
+	tries int
+	// final marks the last round, at close: a failure is then given up.
+	final bool
+}
+
+// holder keeps messages invisible while their delete is unresolved:
+// *heartbeat.Heartbeat. Suspend stops extending a handle (waiting for an
+// extension in flight) and reports whether it is still tracked; Resume
+// hands it back to the heartbeat; Remove forgets it.
+type holder interface {
+	Suspend(handle string) bool
+	Resume(handle string) bool
+	Remove(handle string) bool
 }
 
 // settler batches deletes and visibility changes: a batch is sent when it
 // holds 10 entries or when the oldest entry has waited FlushInterval.
-// Entries that fail in a batch are retried one by one.
+// Entries that fail in a batch are retried one by one, each call with its
+// own timeout. A delete that still fails is logged, counted in the
+// Observer, handed back to the heartbeat (when hold is set) and tried
+// again later, until it succeeds, its handle is gone, or the settler
+// closes.
 type settler struct {
 	client   SQSAPI
 	queueURL string
 	interval time.Duration
 	parallel int
 	log      *zap.Logger
+	obs      Observer
+	// hold, when set, keeps messages whose delete is unresolved invisible.
+	// Ops must then be queued with their handle suspended in it.
+	hold holder
+	// callTimeout bounds each call. Defaults to settleCallTimeout.
+	callTimeout time.Duration
 
 	// idle, when set, reports that no more ops are coming soon: a partial
 	// batch is then sent at once instead of after interval.
 	idle func() bool
 
-	ops     chan settleOp
-	done    chan struct{}
-	batches chan []settleOp // to the parallel senders
-	wg      sync.WaitGroup  // the senders
+	ops      chan settleOp
+	done     chan struct{}
+	batches  chan []settleOp // to the parallel senders
+	wg       sync.WaitGroup  // the senders
+	inflight sync.WaitGroup  // batches handed to the senders and not yet returned
+
+	mu      sync.Mutex
+	pending []pendingOp   // deletes to try again later
+	wake    chan struct{} // signals a new pending op to run
+}
+
+type pendingOp struct {
+	op  settleOp
+	due time.Time
 }
 
 func newSettler(client SQSAPI, queueURL string, interval time.Duration, parallel int, log *zap.Logger) *settler {
 	return &settler{
-		client:   client,
-		queueURL: queueURL,
-		interval: interval,
-		parallel: parallel,
-		log:      log,
-		ops:      make(chan settleOp, 2*settleBatch),
-		done:     make(chan struct{}),
-		batches:  make(chan []settleOp),
+		client:      client,
+		queueURL:    queueURL,
+		interval:    interval,
+		parallel:    parallel,
+		log:         log,
+		obs:         NopObserver{},
+		callTimeout: settleCallTimeout,
+		ops:         make(chan settleOp, 2*settleBatch),
+		done:        make(chan struct{}),
+		batches:     make(chan []settleOp),
+		wake:        make(chan struct{}, 1),
 	}
 }
 
-// delete queues a delete; done (when not nil) is called after it was sent.
-func (s *settler) delete(handle, messageID string, done func()) {
-	s.ops <- settleOp{handle: handle, messageID: messageID, visibility: -1, done: done}
+// delete queues a delete; done (when not nil) is called once it is
+// resolved.
+func (s *settler) delete(handle string, msg *Message, done func()) {
+	s.ops <- settleOp{handle: handle, msg: msg, visibility: -1, done: done}
 }
 
 // changeVisibility queues a visibility change; done (when not nil) is
 // called after it was sent.
-func (s *settler) changeVisibility(handle, messageID string, secs int32, done func()) {
-	s.ops <- settleOp{handle: handle, messageID: messageID, visibility: max(secs, 0), done: done}
+func (s *settler) changeVisibility(handle string, msg *Message, secs int32, done func()) {
+	s.ops <- settleOp{handle: handle, msg: msg, visibility: max(secs, 0), done: done}
 }
 
-// run batches ops until close is called, then flushes everything and waits
-// for every call to return.
+// run batches ops until close is called, then flushes everything, makes a
+// last attempt at every delete still pending, and waits for every call to
+// return.
 func (s *settler) run() {
 	defer close(s.done)
 	// Long-lived senders: a goroutine per call would grow a fresh stack
@@ -91,6 +141,7 @@ func (s *settler) run() {
 		s.wg.Go(func() {
 			for ops := range s.batches {
 				s.call(ops)
+				s.inflight.Done()
 			}
 		})
 	}
@@ -109,6 +160,23 @@ func (s *settler) run() {
 			timer, timerC = nil, nil
 		}
 	}
+	addDelete := func(op settleOp) {
+		if dels == nil {
+			dels = make([]settleOp, 0, settleBatch)
+		}
+		dels = append(dels, op)
+		if len(dels) == settleBatch {
+			s.send(dels)
+			dels = nil
+		}
+	}
+	var later *time.Timer
+	defer func() {
+		if later != nil {
+			later.Stop()
+		}
+	}()
+	var laterC <-chan time.Time
 	for {
 		select {
 		case op, ok := <-s.ops:
@@ -118,19 +186,13 @@ func (s *settler) run() {
 				}
 				s.send(dels)
 				s.send(vis)
+				s.finish()
 				close(s.batches)
 				s.wg.Wait()
 				return
 			}
 			if op.visibility < 0 {
-				if dels == nil {
-					dels = make([]settleOp, 0, settleBatch)
-				}
-				dels = append(dels, op)
-				if len(dels) == settleBatch {
-					s.send(dels)
-					dels = nil
-				}
+				addDelete(op)
 			} else {
 				if vis == nil {
 					vis = make([]settleOp, 0, settleBatch)
@@ -153,8 +215,71 @@ func (s *settler) run() {
 			s.send(dels)
 			s.send(vis)
 			dels, vis = nil, nil
+		case <-s.wake:
+		case <-laterC:
+		}
+		// Deletes due to be tried again join the next batch.
+		due, next := s.due(time.Now())
+		for _, op := range due {
+			addDelete(op)
+		}
+		if len(due) > 0 {
+			s.send(dels)
+			dels = nil
+			disarm()
+		}
+		if later != nil {
+			later.Stop()
+			later, laterC = nil, nil
+		}
+		if !next.IsZero() {
+			later = time.NewTimer(time.Until(next))
+			laterC = later.C
 		}
 	}
+}
+
+// due takes the pending deletes due at now and returns them with the time
+// the next one is due (zero when none is pending).
+func (s *settler) due(now time.Time) (due []settleOp, next time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rest := s.pending[:0]
+	for _, p := range s.pending {
+		if !p.due.After(now) {
+			due = append(due, p.op)
+			continue
+		}
+		rest = append(rest, p)
+		if next.IsZero() || p.due.Before(next) {
+			next = p.due
+		}
+	}
+	clear(s.pending[len(rest):])
+	s.pending = rest
+	return due, next
+}
+
+// finish runs at close, once every queued op was handed to a sender: it
+// waits for the calls in flight, then makes one last attempt at every
+// pending delete, now, and waits for those.
+func (s *settler) finish() {
+	s.inflight.Wait()
+	s.mu.Lock()
+	pending := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	var batch []settleOp
+	for _, p := range pending {
+		p.op.final = true
+		batch = append(batch, p.op)
+		if len(batch) == settleBatch {
+			s.send(batch)
+			batch = nil
+		}
+	}
+	s.send(batch)
+	s.inflight.Wait()
 }
 
 // close flushes and stops the settler; no op may be queued after it.
@@ -169,60 +294,132 @@ func (s *settler) send(ops []settleOp) {
 	if len(ops) == 0 {
 		return
 	}
+	s.inflight.Add(1)
 	s.batches <- ops
 }
 
-// call makes one batch call for ops, then calls their done functions.
+// call makes one batch call for ops, then calls the done functions of
+// those resolved.
 func (s *settler) call(ops []settleOp) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleCallTimeout)
-	defer cancel()
-	if ops[0].visibility < 0 {
-		s.deleteBatch(ctx, ops)
-	} else {
-		s.visibilityBatch(ctx, ops)
+	if ops[0].visibility < 0 && s.hold != nil {
+		// A delete tried again: take its handle back from the heartbeat.
+		// A handle the heartbeat dropped meanwhile (its visibility ran
+		// out) is gone: nothing is left to delete with it.
+		live := ops[:0:0]
+		for _, op := range ops {
+			if op.tries > 0 && !s.hold.Suspend(op.handle) {
+				s.log.Warn("consumer: delete given up: the message's visibility ran out before it could be deleted",
+					zap.String("message_id", op.msg.ID))
+				s.resolved(op)
+				continue
+			}
+			live = append(live, op)
+		}
+		if ops = live; len(ops) == 0 {
+			return
+		}
 	}
-	for _, op := range ops {
-		if op.done != nil {
-			op.done()
+	if ops[0].visibility < 0 {
+		s.deleteBatch(ops)
+	} else {
+		s.visibilityBatch(ops)
+		for _, op := range ops {
+			s.resolved(op)
 		}
 	}
 }
 
-func (s *settler) deleteBatch(ctx context.Context, ops []settleOp) {
+// resolved ends op: its handle is forgotten and its done called.
+func (s *settler) resolved(op settleOp) {
+	if op.visibility < 0 && s.hold != nil {
+		s.hold.Remove(op.handle)
+	}
+	if op.done != nil {
+		op.done()
+	}
+}
+
+func (s *settler) deleteBatch(ops []settleOp) {
 	in := &sqs.DeleteMessageBatchInput{QueueUrl: &s.queueURL, Entries: make([]types.DeleteMessageBatchRequestEntry, len(ops))}
 	for i := range ops {
 		in.Entries[i] = types.DeleteMessageBatchRequestEntry{Id: batchIDs[i], ReceiptHandle: &ops[i].handle}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.callTimeout)
 	out, err := s.client.DeleteMessageBatch(ctx, in)
+	cancel()
 	var failed []types.BatchResultErrorEntry
 	if out != nil {
 		failed = out.Failed
 	}
-	for _, op := range s.failed(ops, failed, err, "delete batch") {
-		s.retry(ctx, op, "delete", func(ctx context.Context) error {
+	retry := s.failed(ops, failed, err, "delete batch")
+	for _, op := range ops {
+		if !slices.ContainsFunc(retry, func(r settleOp) bool { return r.handle == op.handle }) {
+			s.resolved(op)
+		}
+	}
+	for _, op := range retry {
+		err := s.retry(op, "delete", func(ctx context.Context) error {
 			_, err := s.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.queueURL), ReceiptHandle: aws.String(op.handle)})
 			return err
 		})
+		if err == nil {
+			s.resolved(op)
+			continue
+		}
+		s.deleteFailed(op, err)
 	}
 }
 
-func (s *settler) visibilityBatch(ctx context.Context, ops []settleOp) {
+// deleteFailed handles a delete that failed after its retries: it is
+// logged and counted, and, unless this was the last attempt, its message
+// is handed back to the heartbeat and the delete tried again later.
+func (s *settler) deleteFailed(op settleOp, err error) {
+	s.obs.SettleFailed(op.msg, "delete", err)
+	if op.final || s.hold == nil || !s.hold.Resume(op.handle) {
+		s.log.Error("consumer: delete failed; the message will be received again",
+			zap.String("message_id", op.msg.ID), zap.Error(err))
+		s.resolved(op)
+		return
+	}
+	delay := min(redeleteFirst<<min(op.tries, 16), redeleteMax)
+	op.tries++
+	s.log.Error("consumer: delete failed; the message is kept invisible and its delete tried again",
+		zap.String("message_id", op.msg.ID), zap.Int("round", op.tries), zap.Duration("retry_in", delay), zap.Error(err))
+	s.mu.Lock()
+	s.pending = append(s.pending, pendingOp{op: op, due: time.Now().Add(delay)})
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *settler) visibilityBatch(ops []settleOp) {
 	in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &s.queueURL, Entries: make([]types.ChangeMessageVisibilityBatchRequestEntry, len(ops))}
 	for i := range ops {
 		in.Entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: batchIDs[i], ReceiptHandle: &ops[i].handle, VisibilityTimeout: ops[i].visibility}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.callTimeout)
 	out, err := s.client.ChangeMessageVisibilityBatch(ctx, in)
+	cancel()
 	var failed []types.BatchResultErrorEntry
 	if out != nil {
 		failed = out.Failed
 	}
 	for _, op := range s.failed(ops, failed, err, "change visibility batch") {
-		s.retry(ctx, op, "change visibility", func(ctx context.Context) error {
+		err := s.retry(op, "change visibility", func(ctx context.Context) error {
 			_, err := s.client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 				QueueUrl: aws.String(s.queueURL), ReceiptHandle: aws.String(op.handle), VisibilityTimeout: op.visibility,
 			})
 			return err
 		})
+		if err != nil {
+			// The message keeps its current visibility: it comes back
+			// later than asked, never lost.
+			s.obs.SettleFailed(op.msg, "change visibility", err)
+			s.log.Warn("consumer: change visibility failed; the message comes back when its visibility timeout ends",
+				zap.String("message_id", op.msg.ID), zap.Int32("visibility_seconds", op.visibility), zap.Error(err))
+		}
 	}
 }
 
@@ -244,24 +441,27 @@ func (s *settler) failed(ops []settleOp, failed []types.BatchResultErrorEntry, e
 	return retry
 }
 
-// retry makes a single-entry call up to 3 times, stopping early when SQS
-// says the handle can no longer be used.
-func (s *settler) retry(ctx context.Context, op settleOp, what string, call func(context.Context) error) {
+// retry makes a single-entry call up to 3 times, each with its own
+// timeout, stopping early when SQS says the handle can no longer be used
+// (then the op is done: nil is returned). It returns the last error.
+func (s *settler) retry(op settleOp, what string, call func(context.Context) error) error {
 	var err error
 	for attempt := range 3 {
 		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
-			}
+			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 		}
-		if err = call(ctx); err == nil || handleGone(err) || ctx.Err() != nil {
-			break
+		ctx, cancel := context.WithTimeout(context.Background(), s.callTimeout)
+		err = call(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if handleGone(err) {
+			s.log.Debug("consumer: "+what+": the receipt handle is no longer valid", zap.String("message_id", op.msg.ID), zap.Error(err))
+			return nil
 		}
 	}
-	if err != nil {
-		s.log.Warn("consumer: "+what+" failed", zap.String("message_id", op.messageID), zap.Error(err))
-	}
+	return err
 }
 
 // handleGone reports whether err says the receipt handle cannot be used

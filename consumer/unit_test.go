@@ -15,26 +15,27 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/consumer/consumertest"
+	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
 
 // TestSettledLogLines: one debug line per settled message with the fields
 // the issue names, whatever the outcome.
 func TestSettledLogLines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeSQS(false, 30*time.Second)
+		f, q, dlq := onFake(false, map[string]string{"VisibilityTimeout": "30"}, nil)
 		bodies := map[string]string{}
 		for _, b := range []string{"ok", "dup", "retry", "dead"} {
-			bodies[f.send(b, "")] = b
+			bodies[f.Put(q, b, "")] = b
 		}
 		core, logs := observer.New(zapcore.DebugLevel)
-		stop := startFake(t, f, consumer.Config{
+		stop := startOnFake(t, f, q, consumer.Config{
 			Logger:  zap.New(core),
 			KeyFunc: func(m *consumer.Message) string { return "key-" + m.Body },
 			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
@@ -85,8 +86,8 @@ func TestSettledLogLines(t *testing.T) {
 				}
 			}
 		}
-		if len(f.dlq) != 1 {
-			t.Errorf("%d dead letters, want 1", len(f.dlq))
+		if n := len(f.Sent(dlq)); n != 1 {
+			t.Errorf("%d dead letters, want 1", n)
 		}
 	})
 }
@@ -131,16 +132,17 @@ func TestLoggerConfigDoesNotSample(t *testing.T) {
 // handler's context with a cause wrapping ErrLeaseLost.
 func TestLeaseLostCancelsHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeSQS(false, 3*time.Second)
-		f.send("slow", "")
+		f, q, _ := onFake(false, map[string]string{"VisibilityTimeout": "3"}, nil)
+		f.Put(q, "slow", "")
 		obs := &recordingObserver{}
 		var cause atomic.Value
-		stop := startFake(t, f, consumer.Config{
+		stop := startOnFake(t, f, q, consumer.Config{
+			// The running handler holds the only slot: the consumer does
+			// not receive while it runs, so the thief below gets the message.
+			Concurrency: 1, Prefetch: consumer.NoPrefetch,
 			Observer: obs,
 			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
-				f.mu.Lock()
-				f.failVisibility[aws.ToString(m.Raw.ReceiptHandle)] = true
-				f.mu.Unlock()
+				steal(t, f, q, aws.ToString(m.Raw.ReceiptHandle))
 				<-ctx.Done()
 				cause.Store(context.Cause(ctx))
 				return ctx.Err()
@@ -167,13 +169,13 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 // error cancels the handler with ErrLeaseLost.
 func TestOnHeartbeatErrorCancelsHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeSQS(false, 30*time.Second)
-		f.send("x", "")
+		f, q, _ := onFake(false, map[string]string{"VisibilityTimeout": "30"}, nil)
+		f.Put(q, "x", "")
 		var beats atomic.Int64
 		errLease := errors.New("dedupe lease taken over")
 		var cause atomic.Value
 		var ran atomic.Int64
-		stop := startFake(t, f, consumer.Config{
+		stop := startOnFake(t, f, q, consumer.Config{
 			Middleware: []consumer.Middleware{func(next consumer.Handler) consumer.Handler {
 				return consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 					m.OnHeartbeat(func(ctx context.Context) error {
@@ -213,19 +215,36 @@ func TestOnHeartbeatErrorCancelsHandler(t *testing.T) {
 // are retried one by one.
 func TestSettlerRetriesFailedEntries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeSQS(false, 30*time.Second)
+		f, q, _ := onFake(false, map[string]string{"VisibilityTimeout": "30"}, nil)
 		for i := range 5 {
-			f.send(fmt.Sprint(i), "")
+			f.Put(q, fmt.Sprint(i), "")
 		}
-		flaky := &flakyDeletes{fakeSQS: f, fail: map[string]bool{}}
+		var mu sync.Mutex
+		fail := map[string]bool{}
+		// DeleteMessageBatch reports the chosen handles as failed (without
+		// deleting them).
+		f.Inject(func(op string, in any) sqsfake.Fault {
+			if op != "DeleteMessageBatch" {
+				return sqsfake.Fault{}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			failed := map[string]string{}
+			for _, e := range in.(*sqs.DeleteMessageBatchInput).Entries {
+				if fail[aws.ToString(e.ReceiptHandle)] {
+					failed[aws.ToString(e.Id)] = "InternalError"
+				}
+			}
+			return sqsfake.Fault{FailEntries: failed}
+		})
 		var n atomic.Int64
 		c, err := consumer.New(consumer.Config{
-			Client: flaky, QueueURL: f.queueURL,
+			Client: f, QueueURL: q,
 			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 				if m.Body == "1" || m.Body == "3" {
-					flaky.mu.Lock()
-					flaky.fail[aws.ToString(m.Raw.ReceiptHandle)] = true
-					flaky.mu.Unlock()
+					mu.Lock()
+					fail[aws.ToString(m.Raw.ReceiptHandle)] = true
+					mu.Unlock()
 				}
 				n.Add(1)
 				return nil
@@ -237,7 +256,7 @@ func TestSettlerRetriesFailedEntries(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- c.Run(ctx) }()
-		for len(f.live()) > 0 {
+		for len(f.Messages(q)) > 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
 		cancel()
@@ -247,57 +266,41 @@ func TestSettlerRetriesFailedEntries(t *testing.T) {
 		if n.Load() != 5 {
 			t.Errorf("%d handled, want 5", n.Load())
 		}
-		if got := f.count("DeleteMessage"); got != 2 {
+		if got := f.Calls("DeleteMessage"); got != 2 {
 			t.Errorf("%d single DeleteMessage retries, want 2", got)
 		}
+		checkProblems(t, f)
 	})
 }
 
-// flakyDeletes reports chosen handles as failed in DeleteMessageBatch
-// (without deleting them).
-type flakyDeletes struct {
-	*fakeSQS
-	fail map[string]bool
-}
-
-func (f *flakyDeletes) DeleteMessageBatch(ctx context.Context, in *sqsDeleteBatchInput, o ...sqsOpt) (*sqsDeleteBatchOutput, error) {
-	f.mu.Lock()
-	var keep []types.DeleteMessageBatchRequestEntry
-	var failed []types.BatchResultErrorEntry
-	for _, e := range in.Entries {
-		if f.fail[aws.ToString(e.ReceiptHandle)] {
-			failed = append(failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), SenderFault: false})
-			continue
-		}
-		keep = append(keep, e)
+// steal makes handle stale, as when the message's visibility ran out and
+// another consumer received it: the message is made visible and received
+// again, straight from the fake.
+func steal(t *testing.T, f *sqsfake.Fake, q, handle string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := f.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(q), ReceiptHandle: aws.String(handle)}); err != nil {
+		t.Errorf("steal: %v", err)
+		return
 	}
-	f.mu.Unlock()
-	out := &sqsDeleteBatchOutput{}
-	if len(keep) > 0 {
-		in2 := *in
-		in2.Entries = keep
-		o2, err := f.fakeSQS.DeleteMessageBatch(ctx, &in2, o...)
-		if err != nil {
-			return nil, err
-		}
-		out.Successful = o2.Successful
+	out, err := f.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q), MaxNumberOfMessages: 1, VisibilityTimeout: 3600})
+	if err != nil || len(out.Messages) != 1 {
+		t.Errorf("steal: received %v, %v", out, err)
 	}
-	out.Failed = failed
-	return out, nil
 }
 
 // TestLostBeforeStartNotRun: a message waiting for a worker whose
 // visibility cannot be extended is not run (another consumer may have it).
 func TestLostBeforeStartNotRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeSQS(false, 3*time.Second)
-		f.send("first", "")
-		f.send("second", "")
+		f, q, _ := onFake(false, map[string]string{"VisibilityTimeout": "3"}, nil)
+		f.Put(q, "first", "")
+		f.Put(q, "second", "")
 		release := make(chan struct{})
 		var mu sync.Mutex
 		var ran []string
 		obs := &recordingObserver{}
-		stop := startFake(t, f, consumer.Config{
+		stop := startOnFake(t, f, q, consumer.Config{
 			Concurrency: 1, Prefetch: 1, Receivers: 1, Observer: obs,
 			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 				mu.Lock()
@@ -305,15 +308,15 @@ func TestLostBeforeStartNotRun(t *testing.T) {
 				first := len(ran) == 1
 				mu.Unlock()
 				if first {
-					// Make the waiting message's extension fail, then keep
-					// the only worker busy past its visibility.
-					f.mu.Lock()
-					for _, fm := range f.msgs {
-						if fm.body != m.Body {
-							f.failVisibility[fm.handle] = true
+					// Another consumer takes the waiting message (both
+					// slots are held: this consumer does not receive
+					// meanwhile), so its extension fails; then keep the
+					// only worker busy past its visibility.
+					for _, fm := range f.Messages(q) {
+						if fm.Body != m.Body {
+							steal(t, f, q, fm.ReceiptHandle)
 						}
 					}
-					f.mu.Unlock()
 					<-release
 				}
 				return nil

@@ -15,7 +15,8 @@
 //		return err
 //	}
 //	go hb.Run(ctx)
-//	hb.Add(handle, receiveStartedAt, func(err error) { cancelHandler(err) })
+//	// The visibility counts from the response, SQS's 12 hours from the call.
+//	hb.AddReceived(handle, receiveCalledAt, receiveReturnedAt, func(err error) { cancelHandler(err) })
 //	// ... handle the message ...
 //	hb.Remove(handle) // before deleting or changing its visibility
 package heartbeat

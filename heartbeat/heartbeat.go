@@ -94,11 +94,12 @@ type Heartbeat struct {
 }
 
 type entry struct {
-	handle   string
-	limit    time.Time // never visible-until past this
-	deadline time.Time // when the current visibility runs out
-	lost     func(error)
-	inflight chan struct{} // closed when the extension carrying this entry returns
+	handle    string
+	limit     time.Time // never visible-until past this
+	deadline  time.Time // when the current visibility runs out
+	lost      func(error)
+	inflight  chan struct{} // closed when the extension carrying this entry returns
+	suspended bool          // neither extended nor expired until resumed
 }
 
 // New checks cfg and returns a Heartbeat. Call Run to start ticking.
@@ -132,15 +133,29 @@ func New(cfg Config) (*Heartbeat, error) {
 	return &Heartbeat{cfg: cfg, log: log, entries: map[string]*entry{}}, nil
 }
 
-// Add tracks handle, received at receivedAt (use the time the receive call
-// was made: SQS's 12 hours count from then). lost, when not nil, is called
-// at most once, from the heartbeat's goroutine, if the handle's visibility
-// can no longer be kept; the handle is then no longer tracked.
+// Add tracks handle, received at receivedAt: both its visibility and
+// SQS's 12 hours are counted from then. lost, when not nil, is called at
+// most once, from the heartbeat's goroutine, if the handle's visibility can
+// no longer be kept; the handle is then no longer tracked. For a handle
+// from a long poll, use [Heartbeat.AddReceived].
 func (h *Heartbeat) Add(handle string, receivedAt time.Time, lost func(error)) {
+	h.AddReceived(handle, receivedAt, receivedAt, lost)
+}
+
+// AddReceived tracks handle, returned by a receive call made at callStart
+// whose response came at returned. SQS's 12 hours are counted from
+// callStart (the earliest the message can have been received), the
+// visibility from returned: SQS starts a message's visibility when the
+// receive picks it, which in a long poll can be up to WaitTimeSeconds after
+// the call was made. lost is as for [Heartbeat.Add].
+func (h *Heartbeat) AddReceived(handle string, callStart, returned time.Time, lost func(error)) {
+	if returned.Before(callStart) {
+		returned = callStart
+	}
 	e := &entry{
 		handle:   handle,
-		limit:    receivedAt.Add(h.cfg.MaxLifetime),
-		deadline: receivedAt.Add(h.cfg.Visibility),
+		limit:    callStart.Add(h.cfg.MaxLifetime),
+		deadline: returned.Add(h.cfg.Visibility),
 		lost:     lost,
 	}
 	if e.deadline.After(e.limit) {
@@ -168,6 +183,43 @@ func (h *Heartbeat) Remove(handle string) bool {
 	h.mu.Unlock()
 	if wait != nil {
 		<-wait
+	}
+	return ok
+}
+
+// Suspend stops extending handle without forgetting it, and reports
+// whether it is still tracked. Like Remove, it waits for an extension in
+// flight that includes handle, so a delete made after Suspend never races
+// an extension. A suspended handle is neither extended nor reported lost
+// until [Heartbeat.Resume]; use it while a delete is tried, so that a
+// delete that fails can be handed back to the heartbeat.
+func (h *Heartbeat) Suspend(handle string) bool {
+	h.mu.Lock()
+	e, ok := h.entries[handle]
+	if !ok {
+		h.mu.Unlock()
+		return false
+	}
+	e.suspended = true
+	wait := e.inflight
+	h.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.entries[handle] == e
+}
+
+// Resume extends a suspended handle again from the next tick (reporting
+// it lost there if its visibility ran out meanwhile), and reports whether
+// it is still tracked.
+func (h *Heartbeat) Resume(handle string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.entries[handle]
+	if ok {
+		e.suspended = false
 	}
 	return ok
 }
@@ -210,7 +262,7 @@ func (h *Heartbeat) Tick(ctx context.Context) {
 
 	h.mu.Lock()
 	for _, e := range h.entries {
-		if e.inflight != nil || !e.deadline.Before(horizon) {
+		if e.inflight != nil || e.suspended || !e.deadline.Before(horizon) {
 			continue
 		}
 		if !now.Before(e.deadline) {

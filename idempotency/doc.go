@@ -31,6 +31,9 @@
 //     unless Config.ReleaseServerErrors.
 //   - [Release] (a validation failure, a 429) and a panic release the key,
 //     so a corrected retry runs.
+//   - The handler's context is not cancelled when the client hangs up:
+//     the request finishes and the retry of a dropped connection gets its
+//     stored response (or 409 until it is done).
 //   - The lease is extended every Lease/3 while the handler runs. After a
 //     crash the key runs again once its lease ends; an owner whose lease
 //     was taken over gets its context cancelled ([ErrLeaseLost]) and can
@@ -42,7 +45,8 @@
 //     and the case counted ([OutcomeNotStored], [Middleware.Count],
 //     Config.ObserveFunc).
 //
-// Errors are application/problem+json (RFC 9457), one type per case
+// Responses to keyed requests are buffered, not streamed (http.Flusher is
+// not offered), up to MaxResponseBytes. Errors are application/problem+json (RFC 9457), one type per case
 // (TypeKeyMissing, TypeInProgress, ...).
 //
 // # Transactional completion
@@ -52,7 +56,9 @@
 // with the completed record holding the response, and only then is the
 // response sent. The work and the stored response commit together or not
 // at all. Anything that produces a types.TransactWriteItem (an outbox
-// event, for one) is added the same way.
+// event, for one) is added the same way; [TransactFunc] builds writes at
+// commit time and builds them again after a conflict its retry function
+// recognises (an outbox order conflict).
 //
 // # What it cannot do
 //

@@ -3,11 +3,13 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsonce/sqsonce/dedupe/dedupetest"
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/idempotency/idemtest"
 )
@@ -35,5 +37,36 @@ func TestMemoryRefusesWrites(t *testing.T) {
 	}
 	if got, _ := s.Claim(ctx, "k", "fp", time.Minute); got.Status != idempotency.InProgress {
 		t.Fatalf("after a refused Complete: %s, want in_progress", got.Status)
+	}
+}
+
+// TestMemorySweepsExpired: expired records are deleted as claims go on, so
+// a long-running process does not keep every key forever.
+func TestMemorySweepsExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := dedupetest.NewClock(time.Now())
+	s := idempotency.NewMemory(idempotency.MemoryConfig{NowFunc: clock.Now})
+	claim := func(prefix string, n int) {
+		for i := range n {
+			c, err := s.Claim(ctx, fmt.Sprint(prefix, i), "fp", time.Minute)
+			if err != nil || c.Status != idempotency.Claimed {
+				t.Fatalf("claim: %v %v", c, err)
+			}
+			if err := s.Complete(ctx, fmt.Sprint(prefix, i), c.Token, idempotency.Completion{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	claim("old-", 3000)
+	clock.Advance(idempotency.DefaultTTL + time.Second)
+	// A sweep runs once the claims since the last one reach the number of
+	// records: within 6000 claims here.
+	claim("new-", 8000)
+	if n := s.Len(); n != 8000 {
+		t.Fatalf("%d records held, want the 8000 live ones (the 3000 expired swept)", n)
+	}
+	if c, _ := s.Claim(ctx, "new-1", "fp", time.Minute); c.Status != idempotency.Completed {
+		t.Fatalf("a live record was swept: %s", c.Status)
 	}
 }

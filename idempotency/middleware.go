@@ -73,8 +73,9 @@ type Config struct {
 	// storing it, so a retry runs the handler again. Defaults to false:
 	// a 5xx is stored and replayed like any response (Stripe's rule).
 	ReleaseServerErrors bool
-	// SettleTimeout bounds each store call made after the handler returns
-	// and each lease extension. Defaults to 10 seconds.
+	// SettleTimeout bounds each store call: the claim, each lease
+	// extension, and the completion or release after the handler returns
+	// (made even when the client has gone). Defaults to 10 seconds.
 	SettleTimeout time.Duration
 	// ObserveFunc, when set, is called once per request that takes a key,
 	// with its outcome. Defaults to nil.
@@ -218,15 +219,18 @@ func (m *Middleware) observe(o Outcome, status int) {
 // Wrap returns next behind the middleware. For each request whose method
 // takes a key:
 //
-//   - No key → 400 (unless KeyOptional), a malformed key → 400, a
-//     ScopeFunc error → 401, a body over MaxBodyBytes → 413.
+//   - A ScopeFunc error → 401, no key → 400 (unless KeyOptional), a
+//     malformed key → 400, a body over MaxBodyBytes → 413.
 //   - The (scope, key) record is claimed with the request's fingerprint.
 //     Another request's fingerprint → 422; running elsewhere → 409 with
 //     Retry-After; completed → the stored response, replayed with
 //     Idempotent-Replayed: true.
 //   - Claimed: next runs with its lease extended; its response is
 //     buffered, stored with the completed record (with the writes handed
-//     to [Transact], in one transaction), then sent.
+//     to [Transact], in one transaction), then sent. Its context is not
+//     cancelled when the client hangs up (the retry a dropped connection
+//     brings then gets the stored response), only when the lease is lost
+//     (cause [ErrLeaseLost]).
 //   - [Release], a panic, or a response too large to store release the
 //     key instead, so a retry runs again.
 //
@@ -247,11 +251,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw := r.Header.Values(HeaderKey)
+	if len(raw) == 0 && m.cfg.KeyOptional {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	// The caller first: an unauthenticated request is refused as such,
+	// key or not.
+	scope, err := m.cfg.ScopeFunc(r)
+	if err != nil {
+		m.reject(w, http.StatusUnauthorized, TypeScope, "the caller could not be identified")
+		return
+	}
 	if len(raw) == 0 {
-		if m.cfg.KeyOptional {
-			h.next.ServeHTTP(w, r)
-			return
-		}
 		m.reject(w, http.StatusBadRequest, TypeKeyMissing, "this request needs an Idempotency-Key header")
 		return
 	}
@@ -262,11 +273,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, ok := ParseKey(raw[0])
 	if !ok {
 		m.reject(w, http.StatusBadRequest, TypeKeyInvalid, "an Idempotency-Key is 1 to 255 visible ASCII characters, bare or in double quotes")
-		return
-	}
-	scope, err := m.cfg.ScopeFunc(r)
-	if err != nil {
-		m.reject(w, http.StatusUnauthorized, TypeScope, "the caller could not be identified")
 		return
 	}
 	if r.ContentLength > m.cfg.MaxBodyBytes {
@@ -288,7 +294,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rk := RecordKey(scope, key)
 	fp := m.fingerprint(r, body)
-	c, err := m.cfg.Store.Claim(r.Context(), rk, fp, m.cfg.Lease)
+	// A client that hangs up mid-claim must not leave a claim nobody
+	// settles (its retries would wait out the lease): the claim finishes.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
+	c, err := m.cfg.Store.Claim(cctx, rk, fp, m.cfg.Lease)
+	ccancel()
 	if err != nil {
 		m.log(rk).Warn("idempotency: claim failed", zap.Error(err))
 		writeProblem(w, http.StatusServiceUnavailable, TypeStoreUnavailable, "the idempotency store did not answer; nothing ran", 1)
@@ -373,6 +383,7 @@ type state struct {
 	mu       sync.Mutex
 	released bool
 	writes   []types.TransactWriteItem
+	builds   []Build
 	streamed bool // the response went out unstored
 }
 
@@ -401,7 +412,9 @@ func Release(ctx context.Context) bool {
 func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim) {
 	m := h.m
 	st := &state{}
-	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), stateKey{}, st))
+	// Not cancelled when the client hangs up: the request finishes and its
+	// response is stored for the retry a dropped connection brings.
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), stateKey{}, st))
 	defer cancel(nil)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -427,17 +440,24 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	}
 
 	st.mu.Lock()
-	released, writes, streamed := st.released, st.writes, st.streamed
+	released, writes, builds, streamed := st.released, st.writes, st.builds, st.streamed
 	st.mu.Unlock()
+	tx := len(writes) > 0 || len(builds) > 0
 	resp := rec.response()
+	keep := stored(resp, m.replay)
+	// Headers added after the body was written count too.
+	over := keep.Size() > m.cfg.MaxResponseBytes
 	switch {
-	case streamed:
+	case streamed, over && !tx && !released:
+		if !streamed {
+			rec.deliver()
+		}
 		release()
 		m.log(rk).Warn("idempotency: response too large to store: delivered, key released",
 			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
 		m.observe(OutcomeNotStored, resp.Status)
 		return
-	case rec.discarded:
+	case rec.discarded, over && tx && !released:
 		release()
 		m.log(rk).Warn("idempotency: transactional response too large to store: nothing committed, key released",
 			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
@@ -450,13 +470,26 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		m.observe(OutcomeReleased, resp.Status)
 		return
 	}
-	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: stored(resp, m.replay), Writes: writes})
-	if err == nil {
+	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Writes: writes, Builds: builds})
+	switch {
+	case err == nil:
 		rec.deliver()
 		m.observe(OutcomeExecuted, resp.Status)
 		return
+	case errors.Is(err, ErrTooLarge) && !tx:
+		rec.deliver()
+		release()
+		m.log(rk).Warn("idempotency: response too large for the store: delivered, key released", zap.Error(err))
+		m.observe(OutcomeNotStored, resp.Status)
+		return
+	case errors.Is(err, ErrTooLarge):
+		release()
+		m.log(rk).Warn("idempotency: transactional response too large for the store: nothing committed, key released", zap.Error(err))
+		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's writes; nothing was committed", 0)
+		m.observe(OutcomeNotStored, http.StatusInternalServerError)
+		return
 	}
-	if len(writes) == 0 {
+	if !tx {
 		// The handler's effects happened: its response is the truth, even
 		// unstored.
 		if errors.Is(err, ErrNotOwner) {

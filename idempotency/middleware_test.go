@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sqsonce/sqsonce/dedupe/dedupetest"
 	"github.com/sqsonce/sqsonce/idempotency"
@@ -654,6 +656,17 @@ func TestTransactOnMemory(t *testing.T) {
 	if err := idempotency.Transact(context.Background()); !errors.Is(err, idempotency.ErrNoKey) {
 		t.Fatalf("Transact outside a request: %v", err)
 	}
+	if err := idempotency.TransactFunc(context.Background(), nil, nil); !errors.Is(err, idempotency.ErrNoKey) {
+		t.Fatalf("TransactFunc outside a request: %v", err)
+	}
+	// Builds alone make the request transactional too.
+	h = newMiddleware(t, idempotency.Config{}).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := idempotency.TransactFunc(r.Context(), func() ([]types.TransactWriteItem, error) { return nil, nil }, nil); err != nil {
+			t.Errorf("TransactFunc: %v", err)
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	problemType(t, post(h, http.MethodPost, "/x", "k", "alice", ""), http.StatusServiceUnavailable)
 }
 
 // TestExpiry: a record expires after the TTL (24 h by default), judged on
@@ -752,4 +765,135 @@ type countingStore struct {
 func (s *countingStore) Complete(ctx context.Context, key, token string, c idempotency.Completion) error {
 	s.completes.Add(1)
 	return s.Store.Complete(ctx, key, token, c)
+}
+
+// TestScopeBeforeKey: an unauthenticated request is refused as such, with
+// or without a key.
+func TestScopeBeforeKey(t *testing.T) {
+	t.Parallel()
+	h := newMiddleware(t, idempotency.Config{}).Wrap(&credits{})
+	if typ := problemType(t, post(h, http.MethodPost, "/x", "", "", ""), http.StatusUnauthorized); typ != idempotency.TypeScope {
+		t.Fatalf("type %s", typ)
+	}
+}
+
+// TestKeyAndScopeNeverLogged: the warnings of a failing store name the
+// record by a prefix of its hash, never by the key or the caller.
+func TestKeyAndScopeNeverLogged(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.DebugLevel)
+	for _, store := range []idempotency.Store{failingStore{}, &failingComplete{Store: idempotency.NewMemory(idempotency.MemoryConfig{})}} {
+		h := newMiddleware(t, idempotency.Config{Store: store, Logger: zap.New(core)}).Wrap(&credits{})
+		post(h, http.MethodPost, "/x", "secret-key-123", "secret-caller", "")
+	}
+	if logs.Len() < 2 {
+		t.Fatalf("%d log entries, want the two store failures", logs.Len())
+	}
+	for _, e := range logs.All() {
+		line := fmt.Sprint(e.Message, e.ContextMap())
+		if strings.Contains(line, "secret-key-123") || strings.Contains(line, "secret-caller") {
+			t.Fatalf("log entry holds the key or the scope: %s", line)
+		}
+		if _, ok := e.ContextMap()["idempotency_record"]; !ok {
+			t.Fatalf("log entry without the record: %s", line)
+		}
+	}
+}
+
+type failingComplete struct{ idempotency.Store }
+
+func (failingComplete) Complete(context.Context, string, string, idempotency.Completion) error {
+	return errors.New("store down")
+}
+
+// TestLargeHeadersNotStored: headers alone over the cap make the response
+// too large to store, even with an empty body.
+func TestLargeHeadersNotStored(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	m := newMiddleware(t, idempotency.Config{MaxResponseBytes: 100, ReplayHeaders: []string{"Location"}})
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Location", "/"+strings.Repeat("l", 200))
+		w.WriteHeader(http.StatusCreated)
+	}))
+	for range 2 {
+		if w := post(h, http.MethodPost, "/x", "k", "alice", ""); w.Code != http.StatusCreated || len(w.Header().Get("Location")) != 201 {
+			t.Fatalf("%d %v", w.Code, w.Header())
+		}
+	}
+	if runs.Load() != 2 || m.Count(idempotency.OutcomeNotStored) != 2 {
+		t.Fatalf("runs %d, not_stored %d", runs.Load(), m.Count(idempotency.OutcomeNotStored))
+	}
+}
+
+// TestClientHangsUp: the client's connection drops while the handler runs;
+// the handler is not cancelled, its response is stored, and the client's
+// retry gets it.
+func TestClientHangsUp(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	proceed := make(chan struct{})
+	h := newMiddleware(t, idempotency.Config{}).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		<-proceed
+		if err := r.Context().Err(); err != nil {
+			t.Errorf("handler context: %v", err)
+			http.Error(w, "cancelled", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "done")
+	}))
+	ctx, hangUp := context.WithCancel(context.Background())
+	r := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("x")).WithContext(ctx)
+	r.Header.Set(idempotency.HeaderKey, "k")
+	r.Header.Set("Authorization", "Bearer alice")
+	done := make(chan struct{})
+	go func() { h.ServeHTTP(httptest.NewRecorder(), r); close(done) }()
+	hangUp()
+	close(proceed)
+	<-done
+	if w := post(h, http.MethodPost, "/x", "k", "alice", "x"); w.Code != http.StatusCreated || w.Body.String() != "done" || w.Header().Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatalf("retry: %d %q, want the replay of the finished request", w.Code, w.Body)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("runs %d", runs.Load())
+	}
+}
+
+type tooLargeStore struct{ idempotency.Store }
+
+func (tooLargeStore) Complete(context.Context, string, string, idempotency.Completion) error {
+	return fmt.Errorf("store: %w", idempotency.ErrTooLarge)
+}
+
+// TestStoreTooLarge: a store's own size limit makes a response unstored
+// like the middleware's cap: delivered and released, or with writes, not
+// committed.
+func TestStoreTooLarge(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	tx := false
+	m := newMiddleware(t, idempotency.Config{Store: tooLargeStore{idempotency.NewMemory(idempotency.MemoryConfig{})}})
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		if tx {
+			idempotency.Transact(r.Context(), types.TransactWriteItem{})
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "big")
+	}))
+	for range 2 {
+		if w := post(h, http.MethodPost, "/x", "k", "alice", ""); w.Code != http.StatusCreated || w.Body.String() != "big" {
+			t.Fatalf("%d %q", w.Code, w.Body)
+		}
+	}
+	tx = true
+	if typ := problemType(t, post(h, http.MethodPost, "/x", "k", "alice", ""), http.StatusInternalServerError); typ != idempotency.TypeResponseTooLarge {
+		t.Fatalf("with writes: type %s", typ)
+	}
+	if runs.Load() != 3 || m.Count(idempotency.OutcomeNotStored) != 3 {
+		t.Fatalf("runs %d, not_stored %d: want every run released", runs.Load(), m.Count(idempotency.OutcomeNotStored))
+	}
 }

@@ -60,7 +60,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 		return r.buf.Write(p)
 	}
 	r.st.mu.Lock()
-	if len(r.st.writes) > 0 {
+	if len(r.st.writes) > 0 || len(r.st.builds) > 0 {
 		r.discarded = true
 	} else {
 		r.streaming = true

@@ -34,9 +34,9 @@ type Store interface {
 	// Extend moves the lease of the claim holding token to now+lease.
 	Extend(ctx context.Context, key, token string, lease time.Duration) error
 	// Complete marks the claim holding token COMPLETED with c.Response,
-	// committing c.Writes in the same transaction: all or nothing. A store
-	// that cannot commit writes returns [ErrWritesUnsupported] when given
-	// some, and commits nothing.
+	// committing c.Writes and the writes of c.Builds in the same
+	// transaction: all or nothing. A store that cannot commit writes
+	// returns [ErrWritesUnsupported] when given some, and commits nothing.
 	Complete(ctx context.Context, key, token string, c Completion) error
 	// Release deletes the IN_PROGRESS claim holding token, so the next
 	// claim of key runs at once.
@@ -114,6 +114,18 @@ type Completion struct {
 	// Writes are the handler's DynamoDB writes (see [Transact]), committed
 	// in one TransactWriteItems with the completed record.
 	Writes []types.TransactWriteItem
+	// Builds make more writes for each attempt of that transaction (see
+	// [TransactFunc]).
+	Builds []Build
+}
+
+// Build makes writes at commit time (see [TransactFunc]).
+type Build struct {
+	// Func returns the writes for one attempt of the commit.
+	Func func() ([]types.TransactWriteItem, error)
+	// Retry reports whether a commit cancelled with err is worth another
+	// attempt with freshly built writes. Nil means never.
+	Retry func(err error) bool
 }
 
 // Record statuses as stored (the same as package dedupe's).
@@ -134,6 +146,11 @@ var ErrNotOwner = errors.New("idempotency: not the owner: the claim was taken ov
 // ErrWritesUnsupported is returned by a Store that cannot commit
 // Completion.Writes (the memory store).
 var ErrWritesUnsupported = errors.New("idempotency: this store cannot commit DynamoDB writes")
+
+// ErrTooLarge is returned by Complete when the store cannot hold the
+// response (the DynamoDB store's 400 KB item limit); nothing was written.
+// The middleware then treats the response as too large to store.
+var ErrTooLarge = errors.New("idempotency: the response is too large for the store")
 
 // ConditionError reports a condition on one of the handler's own writes
 // failing at completion: nothing was committed, the record included.

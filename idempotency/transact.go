@@ -15,8 +15,19 @@ import (
 // (TypeWriteConflict, a condition on one of these writes failed; or
 // TypeLeaseLost) or 503 (TypeCommitFailed).
 //
-// Any TransactWriteItem may be added, an outbox event included: call
-// Transact once per source of writes. The store must commit writes (the
+// Any TransactWriteItem may be added, outbox events included: call
+// Transact once per source of writes, e.g.
+//
+//	events, err := outboxStore.Put(outbox.Event{Entity: account, Payload: credit})
+//	if err == nil {
+//		err = idempotency.Transact(r.Context(), append(events, putCredit)...)
+//	}
+//
+// An outbox order conflict (another writer committed a later event of the
+// entity first) then cancels the commit like any failed condition: 409,
+// the key released, and the client's retry builds fresh events.
+// [TransactFunc] builds them at commit time and retries at once instead.
+// The store must commit writes (the
 // DynamoDB store does; the memory store answers ErrWritesUnsupported).
 // DynamoDB's limits apply: 100 items per transaction, the record included.
 //
@@ -33,5 +44,32 @@ func Transact(ctx context.Context, items ...types.TransactWriteItem) error {
 		return ErrResponseStarted
 	}
 	st.writes = append(st.writes, items...)
+	return nil
+}
+
+// TransactFunc is [Transact] with writes built at commit time: the store
+// calls build for each attempt of the transaction, and when an attempt is
+// cancelled and retry(err) reports true it builds them afresh and tries
+// again (up to 5 attempts in all). Use it for writes that depend on state
+// another writer may move on, such as outbox events, whose order records
+// are stamped when built:
+//
+//	err := idempotency.TransactFunc(r.Context(), func() ([]types.TransactWriteItem, error) {
+//		return outboxStore.Put(outbox.Event{Entity: account, Payload: credit})
+//	}, outboxStore.IsOrderConflict)
+//
+// build may run several times and after the handler returned; it must not
+// write anything itself. retry may be nil (no retry).
+func TransactFunc(ctx context.Context, build func() ([]types.TransactWriteItem, error), retry func(err error) bool) error {
+	st := fromContext(ctx)
+	if st == nil {
+		return ErrNoKey
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.streamed {
+		return ErrResponseStarted
+	}
+	st.builds = append(st.builds, Build{Func: build, Retry: retry})
 	return nil
 }

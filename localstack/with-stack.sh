@@ -6,12 +6,10 @@
 # server is unreachable.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-started=
-if ! bash "$here/stack.sh" status >/dev/null 2>&1; then
-	bash "$here/stack.sh" up
-	started=1
-fi
-cleanup() { [ -z "$started" ] || bash "$here/stack.sh" down; }
+# up says whether it started the stack, so a stack that only looked down for
+# a moment is never stopped here.
+started=$(bash "$here/stack.sh" up)
+cleanup() { [ "$started" != started ] || bash "$here/stack.sh" down; }
 trap cleanup EXIT
 # shellcheck disable=SC1090
 . "$(bash "$here/stack.sh" env)"

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,10 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sqsonce/sqsonce/internal/backoff"
+	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
 
 // AttrID is the message attribute that carries a message's dedupe id; the
@@ -83,6 +86,13 @@ type Config struct {
 	// Logger receives one warning per failed message (its id and the
 	// reason, never the body). Defaults to zap.NewNop().
 	Logger *zap.Logger
+	// NoTraceContext stops the producer from adding the W3C trace context
+	// (traceparent, tracestate attributes) of the ctx passed to Send and
+	// SendBatch. By default it is added whenever ctx carries a span and the
+	// message has room for it under SQS's 10 attributes: the message's own
+	// attributes always win, the trace context is what is left out. (The
+	// AWSTraceHeader system attribute, X-Ray's, is not set.)
+	NoTraceContext bool
 }
 
 // Message is one message to send.
@@ -176,11 +186,26 @@ func (p *Producer) Send(ctx context.Context, m Message) (Result, error) {
 // call; spread work over groups (an entity each) for throughput.
 func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 	results := make([]Result, len(msgs))
+	msgs = slices.Clone(msgs) // trace context is added to the copies
 	var pending []int
 	for i, m := range msgs {
 		results[i].ID = m.ID
 		if m.ID == "" {
 			results[i].ID = p.cfg.NewIDFunc()
+		}
+		if !p.cfg.NoTraceContext && trace.SpanContextFromContext(ctx).IsValid() {
+			attrs := maps.Clone(m.Attributes)
+			if attrs == nil {
+				attrs = map[string]types.MessageAttributeValue{}
+			}
+			// One slot stays for sqsonce-id.
+			room := MaxMessageAttributes
+			if _, ok := attrs[AttrID]; !ok {
+				room--
+			}
+			if telemetry.Inject(ctx, attrs, room) {
+				msgs[i].Attributes = attrs
+			}
 		}
 		if err := p.check(m); err != nil {
 			results[i].Err = err

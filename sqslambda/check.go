@@ -38,8 +38,9 @@ func (e *TimeoutError) Error() string {
 // invocation); the check then runs on the first invocation.
 var ErrUnknownTimeouts = errors.New("sqslambda: timeout check deferred to the first invocation: the queue URL or the function timeout is not known yet")
 
-// Check is the start-up check, to call from main or init: it compares
-// the function timeout (Config.FunctionTimeout, AWS_LAMBDA_FUNCTION_TIMEOUT)
+// Check is the start-up check, to call from main or init: it warns when
+// the dead-letter queue's MaximumMessageSize is smaller than the queue's,
+// and compares the function timeout (Config.FunctionTimeout, AWS_LAMBDA_FUNCTION_TIMEOUT)
 // with the visibility timeout of Config.QueueURL and logs a warning, and
 // returns a [*TimeoutError], when the visibility is less than
 // VisibilityFactor times the timeout. It returns [ErrUnknownTimeouts] when
@@ -56,6 +57,9 @@ func (h *Handler) Check(ctx context.Context) error {
 		h.log.Warn("sqslambda: timeout check: cannot read the queue's visibility timeout", zap.String("queue_url", q.url), zap.Error(err))
 		return err
 	}
+	// Warns when the dead-letter queue takes smaller messages than the
+	// queue; a queue without one is not this check's business.
+	_, _, _, _ = h.deadLetterQueue(ctx, q)
 	return h.checkQueue(q)
 }
 

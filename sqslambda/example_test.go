@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
@@ -17,8 +15,9 @@ import (
 // batch item failure). In a function, pass h.Handle to lambda.Start and an
 // *sqs.Client as Client.
 func ExampleHandler_Handle() {
+	fake := newFake() // the tests' in-process SQS
 	h, err := sqslambda.New(sqslambda.Config{
-		Client: newFake(), // an *sqs.Client in a real function
+		Client: fake, // an *sqs.Client in a real function
 		Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 			switch m.Body {
 			case "malformed":
@@ -32,11 +31,13 @@ func ExampleHandler_Handle() {
 	if err != nil {
 		panic(err)
 	}
-	resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+	// The batch an event source mapping would pass: three messages
+	// received from the queue.
+	resp, _ := h.Handle(context.Background(), fake.event(
 		rec(stdARN, "m1", "order", ""),
 		rec(stdARN, "m2", "malformed", ""),
 		rec(stdARN, "m3", "busy", ""),
-	}})
+	))
 	for _, f := range resp.BatchItemFailures {
 		fmt.Println("retry:", f.ItemIdentifier)
 	}

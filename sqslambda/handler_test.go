@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"go.uber.org/goleak"
 
 	"github.com/sqsonce/sqsonce/consumer"
@@ -173,7 +174,7 @@ func TestHandleOutcomes(t *testing.T) {
 			fake := newFake()
 			h := &scripted{}
 			a := newHandler(t, fake, h, func(c *sqslambda.Config) { c.Concurrency = tt.concurrency })
-			resp, err := a.Handle(context.Background(), events.SQSEvent{Records: tt.records})
+			resp, err := a.Handle(context.Background(), fake.event(tt.records...))
 			if err != nil {
 				t.Fatalf("Handle: %v", err)
 			}
@@ -246,8 +247,10 @@ func TestDeadLetterFailureIsReported(t *testing.T) {
 		setup func(*fakeSQS)
 	}{
 		{"send fails", func(f *fakeSQS) { f.sendErr = errors.New("throttled") }},
-		{"no redrive policy", func(f *fakeSQS) { delete(f.attrs[stdURL], "RedrivePolicy") }},
-		{"dead-letter queue missing", func(f *fakeSQS) { delete(f.urls, dlqName) }},
+		{"no redrive policy", func(f *fakeSQS) { dropRedrivePolicy(f, stdURL) }},
+		{"dead-letter queue missing", func(f *fakeSQS) {
+			_, _ = f.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(dlqURL)})
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -255,9 +258,9 @@ func TestDeadLetterFailureIsReported(t *testing.T) {
 			fake := newFake()
 			tt.setup(fake)
 			a := newHandler(t, fake, &scripted{}, nil)
-			resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+			resp, _ := a.Handle(context.Background(), fake.event(
 				rec(stdARN, "m1", "perm", ""), rec(stdARN, "m2", "ack", ""),
-			}})
+			))
 			if got := failures(resp); got != "m1" {
 				t.Errorf("batchItemFailures = %q, want m1 (a dead letter that was not sent must come back)", got)
 			}
@@ -268,16 +271,26 @@ func TestDeadLetterFailureIsReported(t *testing.T) {
 	}
 }
 
+// dropRedrivePolicy removes a queue's RedrivePolicy.
+func dropRedrivePolicy(f *fakeSQS, url string) {
+	if _, err := f.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{
+		QueueUrl: aws.String(url), Attributes: map[string]string{"RedrivePolicy": ""},
+	}); err != nil {
+		panic(err)
+	}
+}
+
 func TestConfiguredDeadLetterQueue(t *testing.T) {
 	t.Parallel()
 	fake := newFake()
-	delete(fake.attrs[stdURL], "RedrivePolicy")
-	a := newHandler(t, fake, &scripted{}, func(c *sqslambda.Config) { c.DeadLetterQueueURL = "https://example.com/1/elsewhere" })
-	resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec(stdARN, "m1", "perm", "")}})
+	dropRedrivePolicy(fake, stdURL)
+	elsewhere := fake.AddQueue("elsewhere", nil)
+	a := newHandler(t, fake, &scripted{}, func(c *sqslambda.Config) { c.DeadLetterQueueURL = elsewhere })
+	resp, _ := a.Handle(context.Background(), fake.event(rec(stdARN, "m1", "perm", "")))
 	if got := failures(resp); got != "" {
 		t.Errorf("batchItemFailures = %q, want none", got)
 	}
-	if s := fake.sent(); len(s) != 1 || aws.ToString(s[0].QueueUrl) != "https://example.com/1/elsewhere" {
+	if s := fake.sent(); len(s) != 1 || aws.ToString(s[0].QueueUrl) != elsewhere {
 		t.Errorf("dead letters = %v, want one to the configured queue", s)
 	}
 }
@@ -288,9 +301,9 @@ func TestUnresolvableQueue(t *testing.T) {
 	fake.urlErr = errors.New("access denied")
 	h := &scripted{}
 	a := newHandler(t, fake, h, nil)
-	resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+	resp, _ := a.Handle(context.Background(), fake.event(
 		rec(stdARN, "m1", "ack", ""), rec(stdARN, "m2", "perm", ""),
-	}})
+	))
 	if got := failures(resp); got != "m1,m2" {
 		t.Errorf("batchItemFailures = %q, want m1,m2", got)
 	}
@@ -301,7 +314,7 @@ func TestUnresolvableQueue(t *testing.T) {
 	fake.mu.Lock()
 	fake.urlErr = nil
 	fake.mu.Unlock()
-	resp, _ = a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec(stdARN, "m1", "ack", "")}})
+	resp, _ = a.Handle(context.Background(), fake.event(rec(stdARN, "m1", "ack", "")))
 	if got := failures(resp); got != "" {
 		t.Errorf("after recovery: batchItemFailures = %q, want none", got)
 	}
@@ -312,18 +325,17 @@ func TestQueueLookupsAreCached(t *testing.T) {
 	fake := newFake()
 	a := newHandler(t, fake, &scripted{}, nil)
 	for i := range 3 {
-		_, _ = a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		_, _ = a.Handle(context.Background(), fake.event(
 			rec(stdARN, fmt.Sprint("p", i), "perm", ""), rec(stdARN, fmt.Sprint("a", i), "ack", ""),
-		}})
+		))
 	}
-	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	// One GetQueueUrl for the queue, one for its DLQ; one GetQueueAttributes.
-	if fake.urlCalls != 2 || fake.attrCalls != 1 {
-		t.Errorf("GetQueueUrl ×%d, GetQueueAttributes ×%d; want 2 and 1", fake.urlCalls, fake.attrCalls)
+	// One GetQueueUrl for the queue, one for its DLQ; one GetQueueAttributes
+	// for the queue, one for its DLQ's MaximumMessageSize.
+	if u, a := fake.Calls("GetQueueUrl"), fake.Calls("GetQueueAttributes"); u != 2 || a != 2 {
+		t.Errorf("GetQueueUrl ×%d, GetQueueAttributes ×%d; want 2 and 2", u, a)
 	}
-	if len(fake.sends) != 3 {
-		t.Errorf("%d dead letters, want 3", len(fake.sends))
+	if n := len(fake.sent()); n != 3 {
+		t.Errorf("%d dead letters, want 3", n)
 	}
 }
 
@@ -334,7 +346,7 @@ func TestMaxAttempts(t *testing.T) {
 	r1 := rec(stdARN, "m1", "fail", "")
 	r3 := rec(stdARN, "m3", "fail", "")
 	r3.Attributes["ApproximateReceiveCount"] = "3"
-	resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{r1, r3}})
+	resp, _ := a.Handle(context.Background(), fake.event(r1, r3))
 	if got := failures(resp); got != "m1" {
 		t.Errorf("batchItemFailures = %q, want m1", got)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 )
@@ -56,6 +57,9 @@ type queue struct {
 	redrive    string        // the RedrivePolicy attribute
 	dlqURL     string
 	dlqFIFO    bool
+	maxSize    int  // the queue's MaximumMessageSize; 0 when unknown
+	dlqMaxSize int  // the dead-letter queue's MaximumMessageSize; 0 when unknown
+	dlqSized   bool // dlqMaxSize was read (or could not be)
 	checked    bool // the timeout check ran for this queue
 }
 
@@ -118,11 +122,13 @@ func (h *Handler) readAttributes(ctx context.Context, q *queue) error {
 		AttributeNames: []types.QueueAttributeName{
 			types.QueueAttributeNameVisibilityTimeout,
 			types.QueueAttributeNameRedrivePolicy,
+			types.QueueAttributeNameMaximumMessageSize,
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("sqslambda: read attributes of queue %s: %w", q.url, err)
 	}
+	q.maxSize, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)])
 	if s, ok := out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]; ok {
 		if secs, err := strconv.Atoi(s); err == nil && secs >= 0 {
 			q.visibility = time.Duration(secs) * time.Second
@@ -138,8 +144,39 @@ func (h *Handler) readAttributes(ctx context.Context, q *queue) error {
 // a dead-letter queue.
 var ErrNoDeadLetterQueue = errors.New("sqslambda: no dead-letter queue: set Config.DeadLetterQueueURL or give the queue a RedrivePolicy")
 
-// deadLetterQueue returns the DLQ URL and whether it is FIFO.
-func (h *Handler) deadLetterQueue(ctx context.Context, q *queue) (string, bool, error) {
+// deadLetterQueue returns the DLQ URL, whether it is FIFO, and its
+// MaximumMessageSize (0 when not known). The first time, it reads the
+// DLQ's MaximumMessageSize and warns when it is smaller than the source
+// queue's.
+func (h *Handler) deadLetterQueue(ctx context.Context, q *queue) (url string, fifo bool, maxSize int, err error) {
+	url, fifo, err = h.resolveDeadLetterQueue(ctx, q)
+	if err != nil {
+		return "", false, 0, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.dlqSized {
+		q.dlqSized = true
+		out, err := h.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl:       aws.String(url),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
+		})
+		if err != nil {
+			h.log.Debug("sqslambda: cannot read the dead-letter queue's MaximumMessageSize", zap.String("dlq_url", url), zap.Error(err))
+		} else {
+			q.dlqMaxSize, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)])
+		}
+		if q.dlqMaxSize > 0 && q.maxSize > q.dlqMaxSize {
+			h.log.Warn("sqslambda: the dead-letter queue's MaximumMessageSize is smaller than the queue's: a large message may not fit in it, and is then left to the queue's maxReceiveCount; raise the dead-letter queue's MaximumMessageSize",
+				zap.String("queue_url", q.url), zap.String("dlq_url", url),
+				zap.Int("queue_max_message_size", q.maxSize), zap.Int("dlq_max_message_size", q.dlqMaxSize))
+		}
+	}
+	return url, fifo, q.dlqMaxSize, nil
+}
+
+// resolveDeadLetterQueue returns the DLQ URL and whether it is FIFO.
+func (h *Handler) resolveDeadLetterQueue(ctx context.Context, q *queue) (string, bool, error) {
 	if h.cfg.DeadLetterQueueURL != "" {
 		return h.cfg.DeadLetterQueueURL, strings.HasSuffix(h.cfg.DeadLetterQueueURL, ".fifo"), nil
 	}

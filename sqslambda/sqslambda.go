@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
@@ -101,6 +103,12 @@ type Config struct {
 	Logger *zap.Logger
 	// Observer receives metrics events. Defaults to consumer.NopObserver.
 	Observer consumer.Observer
+	// TracerProvider and MeterProvider, when set, give each record a
+	// process span (parented to the producer's trace context in its
+	// attributes) and record the consumer's metrics, as in a worker.
+	// Default to nil: no spans, no metrics, no cost.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
 }
@@ -145,6 +153,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxAttempts < 0 {
 		return nil, fmt.Errorf("sqslambda: Config.MaxAttempts %d is negative", cfg.MaxAttempts)
 	}
+	cfg = instrument(cfg)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 1)
 	cfg.DeadlineMargin = cmp.Or(cfg.DeadlineMargin, DefaultDeadlineMargin)
 	if cfg.FunctionTimeout == 0 {
@@ -363,9 +372,6 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 // run processes one record and settles it.
 func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
 	res := h.pipeline.Process(r.ctx, r.msg)
-	if r.hb != nil {
-		r.hb.Remove(r.ev.ReceiptHandle)
-	}
 	h.settle(ctx, r, &res)
 	consumer.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
@@ -376,9 +382,6 @@ func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
 // visible again at once.
 func (h *Handler) skip(ctx context.Context, r *record, cause error) consumer.Outcome {
 	res := consumer.Result{Outcome: consumer.OutcomeRelease, Err: cause}
-	if r.hb != nil {
-		r.hb.Remove(r.ev.ReceiptHandle)
-	}
 	h.settle(ctx, r, &res)
 	consumer.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
@@ -387,6 +390,11 @@ func (h *Handler) skip(ctx context.Context, r *record, cause error) consumer.Out
 
 // settle applies res to r and records whether r is reported as a failure.
 // ctx is the invocation's context (not cut short by DeadlineMargin).
+//
+// A record that succeeds (acked, duplicate, dead-lettered) stays under the
+// heartbeat: Lambda deletes it only when the invocation returns, and until
+// then it must not become visible again, however long the rest of the
+// batch runs. A failure leaves the heartbeat before its visibility is set.
 func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
 	switch res.Outcome {
 	case consumer.OutcomeAck, consumer.OutcomeDuplicate:
@@ -400,10 +408,21 @@ func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
 		if err != nil {
 			// Not dead-lettered, so not deleted: retry it later instead, as
 			// the consumer does.
-			h.log.Error("sqslambda: dead-letter send failed; the message is reported as a failure and retried later",
-				zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()), zap.Error(err))
 			res.Outcome = consumer.OutcomeRetry
-			res.Delay = h.cfg.Backoff.Delay(max(r.msg.ReceiveCount, 1))
+			attempt := max(r.msg.ReceiveCount, 1)
+			if errors.Is(err, consumer.ErrDeadLetterRefused) {
+				// Sending it again cannot help: leave the message to the
+				// queue's maxReceiveCount, never in a tight loop.
+				h.log.Error("sqslambda: dead letter refused by SQS; the message is reported as a failure, retried after a backoff and left to the queue's maxReceiveCount",
+					zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()),
+					zap.Int("receive_count", r.msg.ReceiveCount), zap.Error(err))
+				h.obs.DeadLetterRefused(r.msg, err)
+				res.Delay = h.cfg.Backoff.Ceiling(attempt)
+			} else {
+				h.log.Error("sqslambda: dead-letter send failed; the message is reported as a failure and retried later",
+					zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()), zap.Error(err))
+				res.Delay = h.cfg.Backoff.Delay(attempt)
+			}
 			res.Err = fmt.Errorf("%w (dead-letter send failed: %v)", res.Err, err)
 			r.failed = true
 			h.changeVisibility(ctx, r, visibilitySeconds(res.Delay))
@@ -418,7 +437,7 @@ func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
 }
 
 func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result) error {
-	dlq, fifo, err := h.deadLetterQueue(ctx, r.q)
+	dlq, fifo, maxSize, err := h.deadLetterQueue(ctx, r.q)
 	if err != nil {
 		return err
 	}
@@ -427,16 +446,24 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result
 			zap.String("message_id", r.msg.ID), zap.Strings("dropped", dropped))
 	}
 	in := consumer.DeadLetterInput(r.msg, res, r.url, dlq, fifo, h.now())
-	if _, err := h.client.SendMessage(ctx, in); err != nil {
+	dropped, err := consumer.SendDeadLetter(ctx, h.client, in, maxSize)
+	if len(dropped) > 0 {
+		h.log.Warn("sqslambda: dead letter shrunk to fit the dead-letter queue's MaximumMessageSize",
+			zap.String("message_id", r.msg.ID), zap.Strings("dropped", dropped))
+	}
+	if err != nil {
 		return fmt.Errorf("sqslambda: send to dead-letter queue %s: %w", dlq, err)
 	}
 	return nil
 }
 
-// changeVisibility sets the visibility of a record reported as a failure.
-// When it fails the message keeps its current visibility: it comes back
-// later than asked, never lost.
+// changeVisibility takes a record reported as a failure off the heartbeat
+// and sets its visibility. When that fails the message keeps its current
+// visibility: it comes back later than asked, never lost.
 func (h *Handler) changeVisibility(ctx context.Context, r *record, secs int32) {
+	if r.hb != nil {
+		r.hb.Remove(r.ev.ReceiptHandle)
+	}
 	if r.url == "" || r.ev.ReceiptHandle == "" {
 		return
 	}

@@ -9,7 +9,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -66,9 +65,9 @@ func TestDeadlineCapsTheLease(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
-		resp, _ := a.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		resp, _ := a.Handle(ctx, fake.event(
 			rec(stdARN, "m1", "x", ""), rec(stdARN, "m2", "y", ""), rec(stdARN, "m3", "z", ""),
-		}})
+		))
 		if got := failures(resp); got != "m2,m3" {
 			t.Errorf("batchItemFailures = %q, want m2,m3 (m2 cut short at the deadline, m3 never started)", got)
 		}
@@ -103,9 +102,9 @@ func TestHeartbeatExtendsLongBatches(t *testing.T) {
 		a := newHandler(t, fake, sleeper(7*time.Second, &ran, &mu), func(c *sqslambda.Config) {
 			c.Visibility = 3 * time.Second
 		})
-		resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		resp, _ := a.Handle(context.Background(), fake.event(
 			rec(stdARN, "m1", "x", ""), rec(stdARN, "m2", "y", ""),
-		}})
+		))
 		if got := failures(resp); got != "" {
 			t.Errorf("batchItemFailures = %q, want none", got)
 		}
@@ -145,9 +144,9 @@ func TestLostVisibilityCancelsTheHandler(t *testing.T) {
 			}
 		})
 		a := newHandler(t, refusingSQS{fake}, h, func(c *sqslambda.Config) { c.Visibility = 3 * time.Second })
-		resp, _ := a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		resp, _ := a.Handle(context.Background(), fake.event(
 			rec(stdARN, "m1", "x", ""), rec(stdARN, "m2", "y", ""),
-		}})
+		))
 		if got := failures(resp); got != "m1,m2" {
 			t.Errorf("batchItemFailures = %q, want m1,m2", got)
 		}
@@ -162,9 +161,9 @@ func TestLostVisibilityCancelsTheHandler(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return nil })
-	newChecked := func(t *testing.T, mod func(*sqslambda.Config)) (*sqslambda.Handler, *observer.ObservedLogs) {
+	newChecked := func(t *testing.T, fake *fakeSQS, mod func(*sqslambda.Config)) (*sqslambda.Handler, *observer.ObservedLogs) {
 		core, logs := observer.New(zapcore.WarnLevel)
-		cfg := sqslambda.Config{Client: newFake(), Handler: h, Logger: zap.New(core)}
+		cfg := sqslambda.Config{Client: fake, Handler: h, Logger: zap.New(core)}
 		mod(&cfg)
 		a, err := sqslambda.New(cfg)
 		if err != nil {
@@ -177,7 +176,8 @@ func TestCheck(t *testing.T) {
 	}
 
 	t.Run("configured timeout too long for the queue", func(t *testing.T) {
-		a, logs := newChecked(t, func(c *sqslambda.Config) { c.QueueURL = stdURL; c.FunctionTimeout = 200 * time.Second })
+		fake := newFake()
+		a, logs := newChecked(t, fake, func(c *sqslambda.Config) { c.QueueURL = stdURL; c.FunctionTimeout = 200 * time.Second })
 		err := a.Check(context.Background())
 		var te *sqslambda.TimeoutError
 		if !errors.As(err, &te) || te.Visibility != 600*time.Second || te.FunctionTimeout != 200*time.Second {
@@ -187,13 +187,13 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%d warnings, want 1", warnings(logs))
 		}
 		// The first invocation does not warn again.
-		_, _ = a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec(stdARN, "m1", "x", "")}})
+		_, _ = a.Handle(context.Background(), fake.event(rec(stdARN, "m1", "x", "")))
 		if warnings(logs) != 1 {
 			t.Errorf("%d warnings after an invocation, want still 1", warnings(logs))
 		}
 	})
 	t.Run("within the recommendation", func(t *testing.T) {
-		a, logs := newChecked(t, func(c *sqslambda.Config) { c.QueueURL = stdURL; c.FunctionTimeout = 100 * time.Second })
+		a, logs := newChecked(t, newFake(), func(c *sqslambda.Config) { c.QueueURL = stdURL; c.FunctionTimeout = 100 * time.Second })
 		if err := a.Check(context.Background()); err != nil {
 			t.Fatalf("Check = %v, want nil", err)
 		}
@@ -203,7 +203,7 @@ func TestCheck(t *testing.T) {
 	})
 	t.Run("timeout from the environment", func(t *testing.T) {
 		t.Setenv("AWS_LAMBDA_FUNCTION_TIMEOUT", "300")
-		a, _ := newChecked(t, func(c *sqslambda.Config) { c.QueueURL = stdURL })
+		a, _ := newChecked(t, newFake(), func(c *sqslambda.Config) { c.QueueURL = stdURL })
 		var te *sqslambda.TimeoutError
 		if err := a.Check(context.Background()); !errors.As(err, &te) || te.FunctionTimeout != 300*time.Second {
 			t.Fatalf("Check = %v, want a TimeoutError with the 300s timeout from the environment", err)
@@ -211,14 +211,15 @@ func TestCheck(t *testing.T) {
 	})
 	t.Run("learned from the first invocation", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			a, logs := newChecked(t, func(*sqslambda.Config) {})
+			fake := newFake()
+			a, logs := newChecked(t, fake, func(*sqslambda.Config) {})
 			if err := a.Check(context.Background()); !errors.Is(err, sqslambda.ErrUnknownTimeouts) {
 				t.Fatalf("Check = %v, want ErrUnknownTimeouts", err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 900*time.Second)
 			defer cancel()
 			for range 2 {
-				_, _ = a.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{rec(stdARN, "m1", "ack", "")}})
+				_, _ = a.Handle(ctx, fake.event(rec(stdARN, "m1", "ack", "")))
 			}
 			if warnings(logs) != 1 {
 				t.Fatalf("%d warnings, want 1 (600s visibility, 900s timeout)", warnings(logs))
@@ -234,10 +235,11 @@ func TestCheck(t *testing.T) {
 func TestSettledLogLines(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zapcore.DebugLevel)
-	a := newHandler(t, newFake(), &scripted{}, func(c *sqslambda.Config) { c.Logger = zap.New(core) })
-	_, _ = a.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+	fake := newFake()
+	a := newHandler(t, fake, &scripted{}, func(c *sqslambda.Config) { c.Logger = zap.New(core) })
+	_, _ = a.Handle(context.Background(), fake.event(
 		rec(fifoARN, "a1", "ack", "A"), rec(fifoARN, "a2", "retry", "A"), rec(fifoARN, "a3", "ack", "A"), rec(fifoARN, "b1", "perm", "B"),
-	}})
+	))
 	got := map[string]string{}
 	for _, e := range logs.FilterMessage(consumer.SettledMessage).All() {
 		f := e.ContextMap()

@@ -47,9 +47,11 @@
 // condition failing on a write cancels everything (the client gets 409,
 // the key is released); a record taken over by another owner cancels
 // everything too (409, lease lost). DynamoDB's limits apply: 99 writes
-// besides the record, 4 MB per transaction, 400 KB per item (the stored
-// response must fit in the record: keep the middleware's MaxResponseBytes
-// at its 256 KiB default or lower).
+// besides the record, 4 MB per transaction, 400 KB per item: a response
+// that would not fit in the record is refused with
+// idempotency.ErrTooLarge, which the middleware treats like a response
+// over its MaxResponseBytes (256 KiB by default): delivered and released,
+// or, with writes, not committed.
 //
 // # Table
 //

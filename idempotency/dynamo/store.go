@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -346,11 +347,36 @@ func (s *Store) completeUpdate(key, token string, resp idempotency.Response) *ty
 	}
 }
 
+// MaxItemBytes is DynamoDB's item size limit (400 KB). A response that
+// would make the record larger is refused with idempotency.ErrTooLarge.
+const MaxItemBytes = 400 << 10
+
+// recordSize estimates the completed record's size the way DynamoDB counts
+// it (attribute names plus values), with room for the fixed attributes.
+func (s *Store) recordSize(key string, resp idempotency.Response) int {
+	const fixed = 256 // status, token, fingerprint, expires_at, lease_until and their names
+	n := fixed + len(AttrPK) + len(s.PK(key)) + len(AttrResponseStatus) + 8 +
+		len(AttrResponseHeaders) + 3 + len(AttrResponseBody) + len(resp.Body)
+	for name, vs := range resp.Header {
+		n += len(name) + 4
+		for _, v := range vs {
+			n += len(v) + 1
+		}
+	}
+	return n
+}
+
 // Complete implements [idempotency.Store]. Without writes it is one
 // conditional UpdateItem; with writes, one TransactWriteItems holding the
-// writes and that update, so they commit together or not at all.
+// writes and that update, so they commit together or not at all. A
+// cancelled transaction is tried again with freshly built writes when a
+// Build's Retry asks (5 attempts in all), and resubmitted after a
+// TransactionConflict (Config.ConflictRetries).
 func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.Completion) error {
-	if len(c.Writes) == 0 {
+	if size := s.recordSize(key, c.Response); size > MaxItemBytes {
+		return fmt.Errorf("dynamo: complete: record of ~%d bytes, DynamoDB's item limit is %d: %w", size, MaxItemBytes, idempotency.ErrTooLarge)
+	}
+	if len(c.Writes) == 0 && len(c.Builds) == 0 {
 		u := s.completeUpdate(key, token, c.Response)
 		_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
@@ -369,11 +395,16 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 		}
 		return nil
 	}
-	if n := len(c.Writes) + 1; n > MaxTransactItems {
-		return fmt.Errorf("dynamo: complete: %d writes with the key record, DynamoDB takes at most %d in one transaction", n, MaxTransactItems)
-	}
-	for conflicts := 0; ; conflicts++ {
-		err := s.commit(ctx, key, token, c)
+	rebuilds := 0
+	for conflicts := 0; ; {
+		writes, err := build(c)
+		if err != nil {
+			return fmt.Errorf("dynamo: complete: build writes: %w", err)
+		}
+		if n := len(writes) + 1; n > MaxTransactItems {
+			return fmt.Errorf("dynamo: complete: %d writes with the key record, DynamoDB takes at most %d in one transaction", n, MaxTransactItems)
+		}
+		err = s.commit(ctx, key, token, writes, c.Response)
 		if err == nil {
 			return nil
 		}
@@ -382,18 +413,24 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 			return fmt.Errorf("dynamo: complete: transaction: %w", err)
 		}
 		reasons := can.CancellationReasons
-		if len(reasons) != len(c.Writes)+1 {
-			return fmt.Errorf("dynamo: complete: transaction cancelled (%d reasons for %d writes): %w", len(reasons), len(c.Writes)+1, err)
+		if len(reasons) != len(writes)+1 {
+			return fmt.Errorf("dynamo: complete: transaction cancelled (%d reasons for %d writes): %w", len(reasons), len(writes)+1, err)
 		}
-		own := reasons[len(c.Writes)]
+		own := reasons[len(writes)]
 		if aws.ToString(own.Code) == dedupedynamo.ReasonConditionalCheck {
 			if old := parseRecord(own.Item); old.token == token && old.status == idempotency.StatusCompleted {
 				return nil // a retry of a transaction that had committed
 			}
 			return fmt.Errorf("dynamo: complete: %w", idempotency.ErrNotOwner)
 		}
+		// A build that asks for another attempt judges first (an outbox
+		// order conflict is a failed condition it knows how to fix).
+		if rebuilds < maxRebuilds-1 && slices.ContainsFunc(c.Builds, func(b idempotency.Build) bool { return b.Retry != nil && b.Retry(err) }) {
+			rebuilds++
+			continue
+		}
 		conflict := aws.ToString(own.Code) == dedupedynamo.ReasonTransactionConflict
-		for i, r := range reasons[:len(c.Writes)] {
+		for i, r := range reasons[:len(writes)] {
 			switch aws.ToString(r.Code) {
 			case dedupedynamo.ReasonConditionalCheck:
 				return &idempotency.ConditionError{Index: i, Reason: aws.ToString(r.Message), Err: err}
@@ -404,6 +441,7 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 		if !conflict || conflicts >= s.conflicts {
 			return fmt.Errorf("dynamo: complete: transaction cancelled: %w", err)
 		}
+		conflicts++
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("dynamo: complete: transaction conflict: %w", context.Cause(ctx))
@@ -412,12 +450,30 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 	}
 }
 
+// maxRebuilds is how many attempts a completion with builds makes when
+// they keep asking for another (idempotency.TransactFunc).
+const maxRebuilds = 5
+
+// build returns c's writes for one attempt: the fixed ones, then each
+// build's, in order.
+func build(c idempotency.Completion) ([]types.TransactWriteItem, error) {
+	writes := slices.Clone(c.Writes)
+	for _, b := range c.Builds {
+		w, err := b.Func()
+		if err != nil {
+			return nil, err
+		}
+		writes = append(writes, w...)
+	}
+	return writes, nil
+}
+
 // commit sends one fresh TransactWriteItemsInput (never reused: the SDK
 // keeps its idempotency token in it).
-func (s *Store) commit(ctx context.Context, key, token string, c idempotency.Completion) error {
-	items := make([]types.TransactWriteItem, 0, len(c.Writes)+1)
-	items = append(items, c.Writes...)
-	items = append(items, types.TransactWriteItem{Update: s.completeUpdate(key, token, c.Response)})
+func (s *Store) commit(ctx context.Context, key, token string, writes []types.TransactWriteItem, resp idempotency.Response) error {
+	items := make([]types.TransactWriteItem, 0, len(writes)+1)
+	items = append(items, writes...)
+	items = append(items, types.TransactWriteItem{Update: s.completeUpdate(key, token, resp)})
 	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -227,5 +228,95 @@ func TestTransactionalStaleOwner(t *testing.T) {
 	}
 	if b, _ := a.record(t, "k1")["response_body"].(*types.AttributeValueMemberB); b == nil || string(b.Value) != "fresh" {
 		t.Fatalf("stored body %v, want the new owner's", b)
+	}
+}
+
+// TestConcurrentRetries: clients race one key over real connections while
+// the first request runs: one execution, one credit in DynamoDB, 409s with
+// Retry-After for the others, and replays afterwards.
+func TestConcurrentRetries(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	var runs atomic.Int64
+	started, finish := make(chan struct{}, 100), make(chan struct{})
+	srv := httptest.NewServer(a.middleware(t).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := fmt.Sprintf("credit-%d", runs.Add(1))
+		started <- struct{}{}
+		<-finish
+		if err := idempotency.Transact(r.Context(), a.putCredit(id)); err != nil {
+			t.Errorf("Transact: %v", err)
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, id)
+	})))
+	defer srv.Close()
+	send := func() (int, string, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/credits", strings.NewReader("x"))
+		req.Header.Set(idempotency.HeaderKey, "same")
+		req.Header.Set("Authorization", "alice")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Errorf("post: %v", err)
+			return 0, "", ""
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), resp.Header.Get("Retry-After")
+	}
+	const n = 10
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			code, _, ra := send()
+			if code == http.StatusConflict && ra == "" {
+				t.Errorf("409 without Retry-After")
+			}
+			codes <- code
+		})
+	}
+	<-started
+	count := map[int]int{}
+	for range n - 1 {
+		count[<-codes]++
+	}
+	close(finish)
+	wg.Wait()
+	count[<-codes]++
+	if count[http.StatusCreated] != 1 || count[http.StatusConflict] != n-1 || runs.Load() != 1 {
+		t.Fatalf("statuses %v, runs %d: want one 201 and %d 409s", count, runs.Load(), n-1)
+	}
+	if code, body, _ := send(); code != http.StatusCreated || body != "credit-1" {
+		t.Fatalf("replay: %d %q", code, body)
+	}
+	if a.credit(t, "credit-1") == nil || a.credit(t, "credit-2") != nil {
+		t.Fatal("want exactly one credit in DynamoDB")
+	}
+}
+
+// TestResponseTooLargeForItem: a response past DynamoDB's item limit (the
+// middleware's cap raised above it) is delivered, not stored, and the key
+// released: no record is left behind.
+func TestResponseTooLargeForItem(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t)
+	m, err := idempotency.New(idempotency.Config{
+		Store:            a.store,
+		ScopeFunc:        func(r *http.Request) (string, error) { return r.Header.Get("Authorization"), nil },
+		MaxResponseBytes: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 500<<10)
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) }))
+	if w := send(h, "k1", ""); w.Code != http.StatusOK || w.Body.Len() != len(big) {
+		t.Fatalf("%d, %d bytes", w.Code, w.Body.Len())
+	}
+	if rec := a.record(t, "k1"); rec != nil {
+		t.Fatalf("record left behind: status %v", rec["status"])
+	}
+	if m.Count(idempotency.OutcomeNotStored) != 1 {
+		t.Fatalf("not_stored %d", m.Count(idempotency.OutcomeNotStored))
 	}
 }

@@ -4,6 +4,7 @@ package sqserr
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
@@ -21,6 +22,27 @@ func QueueMissing(err error) bool {
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
 		case "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue":
+			return true
+		}
+	}
+	return false
+}
+
+// MessageRefused reports whether err says SQS refused a message itself
+// (too large for the queue's MaximumMessageSize, invalid characters, bad
+// attributes): sending the same message again fails again. SQS reports a
+// message over the size limit as InvalidParameterValue.
+func MessageRefused(err error) bool {
+	var contents *types.InvalidMessageContents
+	var attrName *types.InvalidAttributeName
+	var attrValue *types.InvalidAttributeValue
+	if errors.As(err, &contents) || errors.As(err, &attrName) || errors.As(err, &attrValue) {
+		return true
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch strings.TrimPrefix(ae.ErrorCode(), "AWS.SimpleQueueService.") {
+		case "InvalidParameterValue", "InvalidMessageContents", "InvalidAttributeName", "InvalidAttributeValue":
 			return true
 		}
 	}

@@ -30,3 +30,24 @@ func TestQueueMissing(t *testing.T) {
 		}
 	}
 }
+
+func TestMessageRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&types.InvalidMessageContents{}, true},
+		{fmt.Errorf("wrapped: %w", &types.InvalidAttributeValue{}), true},
+		{&smithy.GenericAPIError{Code: "AWS.SimpleQueueService.InvalidParameterValue", Message: "Message must be shorter than 1024 bytes."}, true},
+		{&smithy.GenericAPIError{Code: "InvalidParameterValue"}, true},
+		{&smithy.GenericAPIError{Code: "ThrottlingException"}, false},
+		{&types.QueueDoesNotExist{}, false},
+		{errors.New("InvalidParameterValue"), false},
+		{nil, false},
+	} {
+		if got := sqserr.MessageRefused(tc.err); got != tc.want {
+			t.Errorf("MessageRefused(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

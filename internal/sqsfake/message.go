@@ -542,6 +542,7 @@ func (m *msg) toSDK(q *queue, in *sqs.ReceiveMessageInput) types.Message {
 	for _, n := range in.MessageSystemAttributeNames {
 		sysNames = append(sysNames, string(n))
 	}
+	//lint:ignore SA1019 SQS still honours the deprecated field, so the fake does too.
 	for _, n := range in.AttributeNames {
 		sysNames = append(sysNames, string(n))
 	}

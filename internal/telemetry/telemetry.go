@@ -1,0 +1,272 @@
+// Package telemetry is sqsonce's OpenTelemetry instrumentation, shared by
+// the consumer and the Lambda adapter: one span per message processed,
+// parented to the producer's trace context carried in the message
+// attributes, and the metrics listed in the README's Observability
+// section. It depends on the OpenTelemetry API only and knows nothing of
+// the consumer's types, so both runtimes adapt to it.
+package telemetry
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of every span and metric.
+const ScopeName = "github.com/sqsonce/sqsonce"
+
+// Propagator is the trace-context format carried in message attributes:
+// W3C traceparent and tracestate.
+var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
+
+// Carrier adapts SQS message attributes to a propagation carrier: each
+// field is a String attribute of the same name.
+type Carrier map[string]types.MessageAttributeValue
+
+// Get returns the String value of an attribute.
+func (c Carrier) Get(key string) string {
+	if v, ok := c[key]; ok && aws.ToString(v.DataType) == "String" {
+		return aws.ToString(v.StringValue)
+	}
+	return ""
+}
+
+// Set adds a String attribute.
+func (c Carrier) Set(key, value string) {
+	c[key] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(value)}
+}
+
+// Keys lists the attributes' names.
+func (c Carrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// Fields are the attribute names a trace context uses.
+func Fields() []string { return Propagator.Fields() }
+
+// Inject adds ctx's trace context to attrs when room is left under max
+// attributes; it reports whether it did. A message's own attributes win:
+// the trace context is the part left out when there is no room.
+func Inject(ctx context.Context, attrs map[string]types.MessageAttributeValue, max int) bool {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return false
+	}
+	c := Carrier{}
+	Propagator.Inject(ctx, c)
+	n := len(attrs)
+	for k := range c {
+		if _, ok := attrs[k]; !ok {
+			n++
+		}
+	}
+	if n > max {
+		return false
+	}
+	for k, v := range c {
+		attrs[k] = v
+	}
+	return true
+}
+
+// Consumer instruments one queue's consumer (or Lambda event source).
+// A nil *Consumer does nothing.
+type Consumer struct {
+	tracer trace.Tracer
+	system []attribute.KeyValue
+
+	received, settled, deadLetters, leaseLost, hbFailed, calls, errs, settleFailed metric.Int64Counter
+	inFlight                                                                       metric.Int64UpDownCounter
+	processDur, callDur                                                            metric.Float64Histogram
+	batch                                                                          metric.Int64Histogram
+
+	spans sync.Map // message key (pointer) → trace.Span
+}
+
+// NewConsumer returns the instrumentation of queueURL, or nil when both
+// providers are nil (telemetry off: nothing is wrapped, nothing costs).
+func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL string) *Consumer {
+	if tp == nil && mp == nil {
+		return nil
+	}
+	c := &Consumer{system: []attribute.KeyValue{attribute.String("messaging.system", "aws_sqs")}}
+	if queueURL != "" {
+		c.system = append(c.system, attribute.String("messaging.destination.name", queueName(queueURL)))
+	}
+	if tp != nil {
+		c.tracer = tp.Tracer(ScopeName)
+	}
+	if mp == nil {
+		return c
+	}
+	m := mp.Meter(ScopeName)
+	c.received, _ = m.Int64Counter("messaging.client.consumed.messages", metric.WithDescription("Messages received from SQS."), metric.WithUnit("{message}"))
+	c.settled, _ = m.Int64Counter("sqsonce.messages.settled", metric.WithDescription("Messages settled, by outcome and failure class."), metric.WithUnit("{message}"))
+	c.deadLetters, _ = m.Int64Counter("sqsonce.dead_letters", metric.WithDescription("Sends to the dead-letter queue, by result (sent, failed, refused)."), metric.WithUnit("{message}"))
+	c.leaseLost, _ = m.Int64Counter("sqsonce.leases.lost", metric.WithDescription("Messages whose visibility or dedupe lease was lost: their effect may repeat."), metric.WithUnit("{message}"))
+	c.hbFailed, _ = m.Int64Counter("sqsonce.heartbeat.failures", metric.WithDescription("Visibility extensions that failed."), metric.WithUnit("{message}"))
+	c.settleFailed, _ = m.Int64Counter("sqsonce.settle.failures", metric.WithDescription("Deletes and visibility changes still failing after their retries (the message stays invisible and is retried)."), metric.WithUnit("{message}"))
+	c.calls, _ = m.Int64Counter("sqsonce.sqs.calls", metric.WithDescription("SQS API calls, by operation."), metric.WithUnit("{call}"))
+	c.errs, _ = m.Int64Counter("sqsonce.sqs.errors", metric.WithDescription("SQS API calls that failed, by operation."), metric.WithUnit("{call}"))
+	c.inFlight, _ = m.Int64UpDownCounter("sqsonce.messages.in_flight", metric.WithDescription("Messages received and not yet settled."), metric.WithUnit("{message}"))
+	c.processDur, _ = m.Float64Histogram("messaging.process.duration", metric.WithDescription("Time the middleware and handler took per message."), metric.WithUnit("s"))
+	c.callDur, _ = m.Float64Histogram("messaging.client.operation.duration", metric.WithDescription("Duration of SQS API calls."), metric.WithUnit("s"))
+	c.batch, _ = m.Int64Histogram("sqsonce.receive.batch_size", metric.WithDescription("Messages per ReceiveMessage response."), metric.WithUnit("{message}"))
+	return c
+}
+
+func (c *Consumer) attrs(extra ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributes(append(append([]attribute.KeyValue{}, c.system...), extra...)...)
+}
+
+func queueName(url string) string { return url[strings.LastIndex(url, "/")+1:] }
+
+// Start begins the process span of a message received from queueURL,
+// parented to the trace context in its attributes; key identifies the
+// message in later calls.
+func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs map[string]types.MessageAttributeValue, messageID, dedupeKey string, receiveCount int) context.Context {
+	if c == nil || c.tracer == nil {
+		return ctx
+	}
+	name := queueName(queueURL)
+	parent := Propagator.Extract(ctx, Carrier(attrs))
+	ctx, span := c.tracer.Start(parent, "process "+name,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "aws_sqs"),
+			attribute.String("messaging.destination.name", name),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.operation.name", "process"),
+			attribute.String("messaging.message.id", messageID),
+			attribute.String("sqsonce.key", dedupeKey),
+			attribute.Int("sqsonce.receive_count", receiveCount),
+		))
+	c.spans.Store(key, span)
+	return ctx
+}
+
+// Event adds a named event to the message's span.
+func (c *Consumer) Event(key any, name string, err error) {
+	if c == nil {
+		return
+	}
+	if s, ok := c.spans.Load(key); ok {
+		opts := []trace.EventOption{}
+		if err != nil {
+			opts = append(opts, trace.WithAttributes(attribute.String("error", err.Error())))
+		}
+		s.(trace.Span).AddEvent(name, opts...)
+	}
+}
+
+// Received counts one received message.
+func (c *Consumer) Received(ctx context.Context) {
+	if c == nil || c.received == nil {
+		return
+	}
+	c.received.Add(ctx, 1, c.attrs())
+	c.inFlight.Add(ctx, 1, c.attrs())
+}
+
+// HandlerDone records the time the handler took.
+func (c *Consumer) HandlerDone(ctx context.Context, d time.Duration) {
+	if c == nil || c.processDur == nil {
+		return
+	}
+	c.processDur.Record(ctx, d.Seconds(), c.attrs())
+}
+
+// Settled counts the outcome and ends the message's span with it.
+func (c *Consumer) Settled(ctx context.Context, key any, outcome, class string, err error) {
+	if c == nil {
+		return
+	}
+	if c.settled != nil {
+		c.settled.Add(ctx, 1, c.attrs(attribute.String("sqsonce.outcome", outcome), attribute.String("sqsonce.failure_class", class)))
+		c.inFlight.Add(ctx, -1, c.attrs())
+	}
+	if s, ok := c.spans.LoadAndDelete(key); ok {
+		span := s.(trace.Span)
+		span.SetAttributes(attribute.String("sqsonce.outcome", outcome))
+		if class != "" {
+			span.SetAttributes(attribute.String("sqsonce.failure_class", class))
+		}
+		switch outcome {
+		case "ack", "duplicate", "release":
+		default:
+			if err != nil {
+				span.SetStatus(codes.Error, err.Error())
+			}
+		}
+		span.End()
+	}
+}
+
+// DeadLettered counts a DLQ send by result (sent, failed: to be retried,
+// refused: SQS will not take it) and records it on the span.
+func (c *Consumer) DeadLettered(ctx context.Context, key any, result string, err error) {
+	if c == nil {
+		return
+	}
+	if c.deadLetters != nil {
+		c.deadLetters.Add(ctx, 1, c.attrs(attribute.String("result", result)))
+	}
+	c.Event(key, "sqsonce.dead_letter."+result, err)
+}
+
+// LeaseLost counts a lost lease and records it on the span.
+func (c *Consumer) LeaseLost(ctx context.Context, key any, err error) {
+	if c == nil {
+		return
+	}
+	if c.leaseLost != nil {
+		c.leaseLost.Add(ctx, 1, c.attrs())
+	}
+	c.Event(key, "sqsonce.lease_lost", err)
+}
+
+// SettleFailed counts a delete or visibility change that still failed
+// after its retries.
+func (c *Consumer) SettleFailed(ctx context.Context, op string) {
+	if c == nil || c.settleFailed == nil {
+		return
+	}
+	c.settleFailed.Add(ctx, 1, c.attrs(attribute.String("messaging.operation.name", op)))
+}
+
+// HeartbeatFailed counts failed extensions.
+func (c *Consumer) HeartbeatFailed(ctx context.Context, n int) {
+	if c == nil || c.hbFailed == nil {
+		return
+	}
+	c.hbFailed.Add(ctx, int64(n), c.attrs())
+}
+
+// Call records one SQS API call; received is the number of messages a
+// ReceiveMessage returned (-1 for other operations).
+func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err error, received int) {
+	if c == nil || c.calls == nil {
+		return
+	}
+	opAttr := attribute.String("messaging.operation.name", op)
+	c.calls.Add(ctx, 1, c.attrs(opAttr))
+	c.callDur.Record(ctx, d.Seconds(), c.attrs(opAttr))
+	if err != nil {
+		c.errs.Add(ctx, 1, c.attrs(opAttr))
+	}
+	if received >= 0 && err == nil {
+		c.batch.Record(ctx, int64(received), c.attrs())
+	}
+}
