@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -157,10 +158,13 @@ func creditsHandler(box *outboxdynamo.Store, delay time.Duration) http.Handler {
 		}
 		resp := creditResponse{CreditID: uuid.Must(uuid.NewV7()).String(), Account: account, Amount: amount}
 		payload, _ := json.Marshal(map[string]any{"id": resp.CreditID, "account": account, "amount": amount})
-		items, err := box.Put(outbox.Event{ID: resp.CreditID, Entity: account, Type: "credit", Payload: string(payload)})
-		if err == nil {
-			err = idempotency.Transact(r.Context(), items...)
-		}
+		// Built at commit time, and again if another request committed a
+		// later credit of the same account first (the outbox keeps each
+		// account's credits in commit order).
+		ev := outbox.Event{ID: resp.CreditID, Entity: account, Type: "credit", Payload: string(payload)}
+		err = idempotency.TransactFunc(r.Context(), func() ([]ddbtypes.TransactWriteItem, error) {
+			return box.Put(ev)
+		}, box.IsOrderConflict)
 		if err != nil {
 			idempotency.Release(r.Context())
 			http.Error(w, err.Error(), http.StatusInternalServerError)
