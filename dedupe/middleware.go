@@ -16,10 +16,19 @@ import (
 // Options configures [Middleware].
 type Options struct {
 	// Lease is how long a claim holds a key before another delivery may take
-	// it over. The consumer's heartbeat extends it on every tick, so it must
-	// be longer than the heartbeat interval (two intervals or more is
-	// safe); it bounds how long a crashed worker's message waits before it
-	// is retried. It never outlives the handler context's deadline.
+	// it over; it bounds how long a crashed worker's message waits before
+	// it is retried. The lease actually taken is derived from how it is
+	// kept alive, so that it cannot lapse while its handler runs:
+	//
+	//   - Under the consumer, the heartbeat extends it on every tick: the
+	//     lease is at least three heartbeat intervals
+	//     ([consumer.Message.HeartbeatInterval]), so one failed or late
+	//     extension still leaves the next one inside the lease.
+	//   - When nothing extends it (the Lambda adapter) and the handler's
+	//     context has a deadline, the lease runs to that deadline: it covers
+	//     the whole invocation.
+	//   - It never outlives the handler context's deadline.
+	//
 	// Defaults to 1 minute.
 	Lease time.Duration
 	// FingerprintFunc fingerprints a message: the same key with a different
@@ -72,10 +81,23 @@ type middleware struct {
 	next  consumer.Handler
 }
 
-// lease is the configured lease, capped at ctx's deadline.
-func (m *middleware) lease(ctx context.Context) time.Duration {
+// leaseIntervals is the least number of heartbeat intervals a lease lasts
+// when the heartbeat extends it.
+const leaseIntervals = 3
+
+// lease is the lease for a claim or an extension of a handler that runs
+// under ctx and whose heartbeat ticks every every (0: no heartbeat). See
+// Options.Lease.
+func (m *middleware) lease(ctx context.Context, every time.Duration) time.Duration {
 	l := m.opts.Lease
-	if dl, ok := ctx.Deadline(); ok {
+	dl, ok := ctx.Deadline()
+	switch {
+	case every > 0:
+		l = max(l, leaseIntervals*every)
+	case ok:
+		l = time.Until(dl) // nothing extends it: it covers the whole run
+	}
+	if ok {
 		l = min(l, time.Until(dl)) // deadlines are wall-clock times
 	}
 	return l
@@ -88,7 +110,8 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	log := func() *zap.Logger {
 		return m.opts.Logger.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
 	}
-	lease := m.lease(ctx)
+	every := msg.HeartbeatInterval()
+	lease := m.lease(ctx, every)
 	if lease <= 0 {
 		return fmt.Errorf("dedupe: no time left to claim %q: %w", key, context.DeadlineExceeded)
 	}
@@ -113,7 +136,7 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 		return fmt.Errorf("dedupe: claim %q: unexpected status %d", key, c.Status)
 	}
 
-	o := &owner{m: m, key: key, msgID: msg.ID, token: c.Token, until: c.LeaseUntil, log: m.opts.Logger}
+	o := &owner{m: m, key: key, msgID: msg.ID, token: c.Token, every: every, until: c.LeaseUntil, log: m.opts.Logger}
 	msg.OnHeartbeat(func(hctx context.Context) error { return o.extend(ctx, hctx) })
 	herr := m.next.Handle(ctx, msg)
 	o.finish()
@@ -146,7 +169,8 @@ type owner struct {
 	key   string
 	token string
 	msgID string
-	log   *zap.Logger // without the message's fields: see logger
+	every time.Duration // the heartbeat interval
+	log   *zap.Logger   // without the message's fields: see logger
 
 	mu    sync.Mutex
 	until time.Time
@@ -162,7 +186,7 @@ func (o *owner) extend(ctx, hctx context.Context) error {
 	if o.done {
 		return nil
 	}
-	lease := o.m.lease(ctx)
+	lease := o.m.lease(ctx, o.every)
 	if lease <= 0 {
 		return nil // the deadline cancels the handler; the lease ends with it
 	}
