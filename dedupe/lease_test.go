@@ -2,6 +2,7 @@ package dedupe_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -226,6 +227,108 @@ func TestLeaseOutlivesTheHeartbeatInterval(t *testing.T) {
 		}
 		if left := q.remaining(); len(left) != 0 {
 			t.Fatalf("messages not settled: %v", left)
+		}
+	})
+}
+
+// tokenStore remembers the token of every claim, so a test can remove a
+// record from under its owner.
+type tokenStore struct {
+	dedupe.Store
+	mu     sync.Mutex
+	tokens map[string]string // key → token
+}
+
+func (s *tokenStore) Claim(ctx context.Context, key, fp string, lease time.Duration) (dedupe.Claim, error) {
+	c, err := s.Store.Claim(ctx, key, fp, lease)
+	if c.Status == dedupe.Claimed {
+		s.mu.Lock()
+		s.tokens[key] = c.Token
+		s.mu.Unlock()
+	}
+	return c, err
+}
+
+func (s *tokenStore) token(key string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tokens[key]
+}
+
+// TestHeartbeatExtendsLease: inside a consumer, the heartbeat keeps
+// extending the dedupe lease of a handler that runs for three leases, and
+// a lease that is lost (the record removed under its owner) cancels the
+// handler with ErrLeaseLost at the next tick.
+func TestHeartbeatExtendsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &queueSQS{visibility: 3 * time.Second}
+		q.send("m-long", "long", "a", 0)
+		q.send("m-lost", "lost", "b", 0)
+		store := &tokenStore{Store: dedupe.NewMemory(dedupe.MemoryConfig{}), tokens: map[string]string{}}
+		ctx := context.Background()
+		var (
+			mu      sync.Mutex
+			checks  []dedupe.Status
+			lostErr error
+		)
+		handler := consumer.HandlerFunc(func(hctx context.Context, m *consumer.Message) error {
+			switch m.Key() {
+			case "long": // three leases; the lease must hold throughout
+				for range 6 {
+					time.Sleep(time.Second)
+					c, err := store.Claim(ctx, "long", dedupe.Fingerprint(m.Body), time.Second)
+					if err != nil {
+						return err
+					}
+					mu.Lock()
+					checks = append(checks, c.Status)
+					mu.Unlock()
+				}
+			case "lost": // the record disappears: the next tick cancels it
+				if err := store.Release(ctx, "lost", store.token("lost")); err != nil {
+					return err
+				}
+				select {
+				case <-hctx.Done():
+					mu.Lock()
+					if lostErr == nil { // the first delivery's
+						lostErr = context.Cause(hctx)
+					}
+					mu.Unlock()
+					return hctx.Err()
+				case <-time.After(time.Minute):
+				}
+			}
+			return nil
+		})
+		c, err := consumer.New(consumer.Config{
+			Client: q, QueueURL: "https://sqs.test/123456789012/hb", DeadLetterQueueURL: "https://sqs.test/123456789012/hb-dlq",
+			HeartbeatInterval: 500 * time.Millisecond,
+			Handler:           handler,
+			Middleware:        []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 2 * time.Second})},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 7*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := c.Run(rctx); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if len(checks) != 6 {
+			t.Fatalf("%d checks, want 6", len(checks))
+		}
+		for i, s := range checks {
+			if s != dedupe.InProgress {
+				t.Fatalf("check %d at %ds: %s, want in_progress (the lease was not kept)", i, i+1, s)
+			}
+		}
+		if !errors.Is(lostErr, consumer.ErrLeaseLost) || !errors.Is(lostErr, dedupe.ErrNotOwner) {
+			t.Fatalf("lost lease cause: %v, want ErrLeaseLost wrapping ErrNotOwner", lostErr)
+		}
+		if d := time.Since(start); d > 7*time.Second+time.Second {
+			t.Fatalf("Run took %s", d)
 		}
 	})
 }

@@ -19,6 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sqsonce/sqsonce/consumer"
@@ -368,15 +371,17 @@ func TestLeaseTakeover(t *testing.T) {
 			t.Parallel()
 			l := newLedger(t)
 			ctx := context.Background()
-			mw := dedupe.Middleware(l.store, dedupe.Options{Lease: 10 * time.Second, NowFunc: l.clock})
+			core, logs := observer.New(zapcore.DebugLevel)
+			mw := dedupe.Middleware(l.store, dedupe.Options{Lease: 10 * time.Second, NowFunc: l.clock, Logger: zap.New(core)})
 			stalled, resume := make(chan struct{}), make(chan struct{})
 			var runs atomic.Int64
+			failure := errors.New("stalled handler fails")
 			slow := mw(consumer.HandlerFunc(func(context.Context, *consumer.Message) error {
 				runs.Add(1)
 				close(stalled)
 				<-resume
 				if fail {
-					return errors.New("stalled handler fails")
+					return failure
 				}
 				return nil
 			}))
@@ -403,9 +408,18 @@ func TestLeaseTakeover(t *testing.T) {
 			// The stalled handler finishes now: its Complete / Release must
 			// fail and leave the new owner's claim alone.
 			close(resume)
+			// The stale owner's own result: its completion is refused (the
+			// effect may repeat: an error, so the message is not acked as
+			// done), or its failure is returned unchanged and its release
+			// refused.
 			err := <-slowErr
-			if !fail && !errors.Is(err, dedupe.ErrNotOwner) {
+			switch {
+			case !fail && !errors.Is(err, dedupe.ErrNotOwner):
 				t.Fatalf("stalled handler's completion: %v, want ErrNotOwner", err)
+			case fail && err != failure:
+				t.Fatalf("stalled handler's failure returned as %v, want the handler's error unchanged", err)
+			case fail && logs.FilterMessageSnippet("no longer ours").Filter(loggedErr(dedupe.ErrNotOwner)).Len() != 1:
+				t.Fatalf("stalled handler's release was not refused with ErrNotOwner: logs %v", logs.All())
 			}
 			item := get(t, l.client, l.dedupe, l.store.PK("takeover"))
 			if attr(item["status"]) != dedupe.StatusInProgress {
@@ -429,14 +443,31 @@ func TestLeaseTakeover(t *testing.T) {
 	}
 }
 
-// TestHeartbeatExtendsLease: inside a real consumer, the heartbeat keeps
-// extending the dedupe lease of a handler that runs longer than the lease,
-// and a lost lease cancels the handler with ErrLeaseLost.
+// loggedErr matches log entries whose error field is target (errors.Is).
+func loggedErr(target error) func(observer.LoggedEntry) bool {
+	return func(e observer.LoggedEntry) bool {
+		for _, f := range e.Context {
+			if err, ok := f.Interface.(error); ok && f.Key == "error" && errors.Is(err, target) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestHeartbeatExtendsLease: inside a real consumer on the local stack, the
+// heartbeat keeps extending the DynamoDB lease of a handler that runs for
+// four leases, and a lost lease cancels the handler with ErrLeaseLost. The
+// clock is real, so the bounds are loose: the lease (3 s) is three
+// heartbeat intervals, so a tick may run 2 s late without the lease
+// lapsing, while a lease never extended would end long before the
+// handler's 12 s. The exact timing is tested under synctest in package
+// dedupe.
 func TestHeartbeatExtendsLease(t *testing.T) {
 	t.Parallel()
 	l := newLedger(t)
 	sq := testenv.SQS(t)
-	queueURL, _ := testenv.QueueWithDLQ(t, sq, "sqsonce-hb", testenv.QueueOptions{VisibilityTimeout: 3})
+	queueURL, _ := testenv.QueueWithDLQ(t, sq, "sqsonce-hb", testenv.QueueOptions{VisibilityTimeout: 10})
 	sendAll(t, sq, queueURL, []send{{id: "long", body: "gina:1"}, {id: "lost", body: "gina:2"}})
 	ctx := context.Background()
 	var (
@@ -447,9 +478,9 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 	)
 	handler := consumer.HandlerFunc(func(hctx context.Context, m *consumer.Message) error {
 		switch m.Key() {
-		case "long": // runs for three leases; the lease must hold throughout
-			for range 6 {
-				time.Sleep(time.Second)
+		case "long": // runs for four leases; the lease must hold throughout
+			for range 8 { // every 1.5 s: checks fall at every phase of the ticks
+				time.Sleep(1500 * time.Millisecond)
 				c, err := l.store.Claim(ctx, "long", dedupe.Fingerprint(m.Body), time.Second)
 				if err != nil {
 					return err
@@ -466,10 +497,12 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 			select {
 			case <-hctx.Done():
 				mu.Lock()
-				lostErr = context.Cause(hctx)
+				if lostErr == nil { // the first delivery's
+					lostErr = context.Cause(hctx)
+				}
 				mu.Unlock()
 				return hctx.Err()
-			case <-time.After(10 * time.Second):
+			case <-time.After(time.Minute):
 			}
 		}
 		mu.Lock()
@@ -483,17 +516,20 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 	}
 	l.store = store // real clock: the heartbeat runs on real time
 	runConsumer(t, consumer.Config{
-		Client: sq, QueueURL: queueURL, WaitTime: time.Second, HeartbeatInterval: 500 * time.Millisecond,
+		Client: sq, QueueURL: queueURL, WaitTime: time.Second, HeartbeatInterval: time.Second,
 		Handler:    handler,
-		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 2 * time.Second})},
-	}, 30*time.Second, func() bool {
+		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 3 * time.Second})},
+	}, 90*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return done["long"] && lostErr != nil
 	})
+	if len(checks) != 8 {
+		t.Fatalf("%d checks, want 8", len(checks))
+	}
 	for i, s := range checks {
 		if s != dedupe.InProgress {
-			t.Fatalf("check %d at ~%ds: %s, want in_progress (the lease was not kept)", i, i+1, s)
+			t.Fatalf("check %d at ~%.1fs: %s, want in_progress (the lease was not kept)", i, 1.5*float64(i+1), s)
 		}
 	}
 	if !errors.Is(lostErr, consumer.ErrLeaseLost) || !errors.Is(lostErr, dedupe.ErrNotOwner) {
