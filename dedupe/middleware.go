@@ -41,6 +41,14 @@ type Options struct {
 	// Logger receives key reuse (error), lost leases (warn) and store
 	// failures. Defaults to zap.NewNop().
 	Logger *zap.Logger
+	// Observer receives, with LeaseLost, every event after which the
+	// handler's effect may repeat and that the consumer cannot see itself:
+	// the handler succeeded but its record could not be completed (the
+	// lease was taken over, or the store failed), so a later delivery runs
+	// it again. A lease lost while the handler runs is reported by the
+	// consumer (the heartbeat's error), not here. Set it to the consumer's
+	// (or Lambda adapter's) Observer. Defaults to consumer.NopObserver.
+	Observer consumer.Observer
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
 }
@@ -49,9 +57,12 @@ type Options struct {
 // handler at most once per key with store:
 //
 //   - Claim before the handler. Duplicate → [consumer.ErrDuplicate] (acked,
-//     handler not run); in progress elsewhere → [consumer.RetryAfter] the
-//     other owner's remaining lease; key reused → [consumer.Permanent]
-//     with a [*KeyReuseError] (dead-lettered, class "key_reuse").
+//     handler not run); in progress elsewhere → [consumer.RetryAfter] a
+//     short backoff that grows with the receive count (1 s, 2 s, 4 s, ...),
+//     capped by the other owner's remaining lease, so that a duplicate of
+//     a fast handler settles in about a second; key reused →
+//     [consumer.Permanent] with a [*KeyReuseError] (dead-lettered, class
+//     "key_reuse").
 //   - While the handler runs, every consumer heartbeat extends the lease;
 //     when the lease is lost the handler's context is cancelled.
 //   - Handler success → Complete. Any failure (transient or permanent) →
@@ -70,6 +81,9 @@ func Middleware(store Store, opts Options) consumer.Middleware {
 	if opts.NowFunc == nil {
 		opts.NowFunc = time.Now
 	}
+	if opts.Observer == nil {
+		opts.Observer = consumer.NopObserver{}
+	}
 	return func(next consumer.Handler) consumer.Handler {
 		return &middleware{store: store, opts: opts, next: next}
 	}
@@ -79,6 +93,15 @@ type middleware struct {
 	store Store
 	opts  Options
 	next  consumer.Handler
+}
+
+// recheck is the delay before a delivery that found its key in progress
+// (receiveCount-th receive) looks again: 1 s doubled on each receive,
+// capped by the other owner's lease ending at leaseUntil, and at least 1 s
+// (SQS's visibility is in whole seconds).
+func (m *middleware) recheck(receiveCount int, leaseUntil time.Time) time.Duration {
+	backoff := time.Second << (min(max(receiveCount, 1), 16) - 1)
+	return max(min(backoff, leaseUntil.Sub(m.opts.NowFunc())), time.Second)
 }
 
 // leaseIntervals is the least number of heartbeat intervals a lease lasts
@@ -125,8 +148,7 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	case Duplicate:
 		return fmt.Errorf("dedupe: key %q: %w", key, consumer.ErrDuplicate)
 	case InProgress:
-		wait := max(c.LeaseUntil.Sub(m.opts.NowFunc()), time.Second)
-		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
+		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
 	case KeyReused:
 		err := &KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
 		log().Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
@@ -145,10 +167,14 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	defer cancel()
 	if herr == nil {
 		if err := m.store.Complete(sctx, key, c.Token); err != nil {
+			err = fmt.Errorf("dedupe: complete %q: %w", key, err)
 			if errors.Is(err, ErrNotOwner) {
 				log().Warn("dedupe: lease lost before completion: another delivery owns the key; the effect may repeat", zap.Error(err))
+			} else {
+				log().Warn("dedupe: completion failed: the claim stays until its lease ends, then the message runs again; the effect may repeat", zap.Error(err))
 			}
-			return fmt.Errorf("dedupe: complete %q: %w", key, err)
+			m.opts.Observer.LeaseLost(msg, fmt.Errorf("%w: %w", consumer.ErrLeaseLost, err))
+			return err
 		}
 		return nil
 	}

@@ -536,3 +536,114 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 		t.Fatalf("lost lease cause: %v, want ErrLeaseLost wrapping ErrNotOwner", lostErr)
 	}
 }
+
+// settledObserver records each message's results and the LeaseLost events.
+type settledObserver struct {
+	consumer.NopObserver
+	mu      sync.Mutex
+	results map[string][]consumer.Result // by MessageId
+	lost    []error
+	retried chan struct{} // closed on the first in-progress retry
+	once    sync.Once
+}
+
+func (o *settledObserver) Settled(m *consumer.Message, res consumer.Result) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.results[m.ID] = append(o.results[m.ID], res)
+	var ip *dedupe.InProgressError
+	if errors.As(res.Err, &ip) {
+		o.once.Do(func() { close(o.retried) })
+	}
+}
+
+// longRetry reports a retry after more than 2 s.
+func (o *settledObserver) longRetry() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, rs := range o.results {
+		for _, r := range rs {
+			if r.Outcome == consumer.OutcomeRetry && r.Delay > 2*time.Second {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (o *settledObserver) LeaseLost(_ *consumer.Message, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lost = append(o.lost, err)
+}
+
+// TestOverlappingDuplicateSettlesSoon: two copies of one job (same
+// sqsonce-id) run by a consumer on the local stack with lease-mode dedupe
+// on DynamoDB Local and the default 1-minute lease. The first copy's
+// handler holds on until the second copy has found the key in progress;
+// that copy is retried after 1 s (its first receive), not after the
+// remaining lease, finds the record completed and is acked as a
+// duplicate: the handler runs once and both copies settle long before the
+// lease would have ended.
+func TestOverlappingDuplicateSettlesSoon(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	sq := testenv.SQS(t)
+	queueURL, _ := testenv.QueueWithDLQ(t, sq, "sqsonce-overlap", testenv.QueueOptions{VisibilityTimeout: 30})
+	sendAll(t, sq, queueURL, []send{{id: "overlap-1", body: "judy:1"}, {id: "overlap-1", body: "judy:1"}})
+	obs := &settledObserver{results: map[string][]consumer.Result{}, retried: make(chan struct{})}
+	store, err := dynamo.New(dynamo.Config{Client: l.client, Table: l.dedupe, Namespace: "ledger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	handler := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+		runs.Add(1)
+		select { // hold on until the other copy has overlapped
+		case <-obs.retried:
+		case <-time.After(20 * time.Second):
+		}
+		return nil
+	})
+	start := time.Now()
+	runConsumer(t, consumer.Config{
+		Client: sq, QueueURL: queueURL, WaitTime: time.Second, Concurrency: 2, Observer: obs,
+		Handler:    handler,
+		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Observer: obs})},
+	}, 45*time.Second, func() bool {
+		if obs.longRetry() {
+			return true // reported below
+		}
+		visible, inFlight := testenv.Count(t, sq, queueURL)
+		return visible == 0 && inFlight == 0
+	})
+	t.Logf("stopped after %s", time.Since(start).Round(time.Millisecond))
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	var acks, dups, retries int
+	for id, rs := range obs.results {
+		for _, r := range rs {
+			switch r.Outcome {
+			case consumer.OutcomeAck:
+				acks++
+			case consumer.OutcomeDuplicate:
+				dups++
+			case consumer.OutcomeRetry:
+				retries++
+				if r.Delay > 2*time.Second {
+					t.Errorf("message %s retried after %s, want a short backoff (1 s on the first receive), not the lease", id, r.Delay)
+				}
+			}
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+	if acks != 1 || dups != 1 || retries < 1 {
+		t.Fatalf("%d acks, %d duplicates, %d in-progress retries: want 1, 1 and at least 1 (%v)", acks, dups, retries, obs.results)
+	}
+	if len(obs.lost) != 0 {
+		t.Fatalf("LeaseLost events %v, want none", obs.lost)
+	}
+}
