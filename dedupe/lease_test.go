@@ -15,158 +15,30 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
 
-// queueSQS is an in-process standard queue that behaves as SQS documents
-// for what the consumer calls: a received message is invisible for the
-// visibility timeout, its receipt handle changes per receive, a long poll
-// waits for a message or WaitTimeSeconds, deletes and visibility changes
-// name the current handle. Time is the caller's (a synctest bubble).
-type queueSQS struct {
-	consumer.SQSAPI // calls not listed here panic
-	visibility      time.Duration
-
-	mu   sync.Mutex
-	msgs []*queued
+// newQueue returns an in-process SQS (the shared fake, with AWS's
+// documented semantics) holding one standard queue with the visibility
+// timeout vis, and the queue's URL and its dead-letter queue's.
+func newQueue(vis time.Duration) (f *sqsfake.Fake, queueURL, dlqURL string) {
+	f = sqsfake.New()
+	dlqURL = f.AddQueue("jobs-dlq", nil)
+	queueURL = f.AddQueue("jobs", map[string]string{"VisibilityTimeout": strconv.Itoa(int(vis / time.Second))})
+	return f, queueURL, dlqURL
 }
 
-type queued struct {
-	id, key, body string
-	visibleAt     time.Time
-	receives      int
-	handle        string
-	deleted       bool
-}
-
-// send queues a message stamped with sqsonce-id key, visible after delay.
-func (q *queueSQS) send(id, key, body string, delay time.Duration) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.msgs = append(q.msgs, &queued{id: id, key: key, body: body, visibleAt: time.Now().Add(delay)})
-}
-
-// remaining returns the ids of the messages not deleted.
-func (q *queueSQS) remaining() []string {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var ids []string
-	for _, m := range q.msgs {
-		if !m.deleted {
-			ids = append(ids, m.id)
-		}
+// send sends body stamped with sqsonce-id key, delayed by delay.
+func send(t *testing.T, f *sqsfake.Fake, queueURL, key, body string, delay time.Duration) {
+	t.Helper()
+	if _, err := f.SendMessage(context.Background(), &sqs.SendMessageInput{
+		QueueUrl: aws.String(queueURL), MessageBody: aws.String(body), DelaySeconds: int32(delay / time.Second),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			consumer.AttrID: {DataType: aws.String("String"), StringValue: aws.String(key)},
+		},
+	}); err != nil {
+		t.Fatal(err)
 	}
-	return ids
-}
-
-func (q *queueSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	wait := time.Duration(in.WaitTimeSeconds) * time.Second
-	vis := q.visibility
-	if in.VisibilityTimeout > 0 {
-		vis = time.Duration(in.VisibilityTimeout) * time.Second
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		q.mu.Lock()
-		now := time.Now()
-		out := &sqs.ReceiveMessageOutput{}
-		next := deadline
-		for _, m := range q.msgs {
-			if m.deleted {
-				continue
-			}
-			if m.visibleAt.After(now) {
-				if m.visibleAt.Before(next) {
-					next = m.visibleAt
-				}
-				continue
-			}
-			if len(out.Messages) == int(max(in.MaxNumberOfMessages, 1)) {
-				break
-			}
-			m.receives++
-			m.handle = m.id + "#" + strconv.Itoa(m.receives)
-			m.visibleAt = now.Add(vis)
-			out.Messages = append(out.Messages, types.Message{
-				MessageId: aws.String(m.id), ReceiptHandle: aws.String(m.handle), Body: aws.String(m.body),
-				Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(m.receives)},
-				MessageAttributes: map[string]types.MessageAttributeValue{
-					consumer.AttrID: {DataType: aws.String("String"), StringValue: aws.String(m.key)},
-				},
-			})
-		}
-		q.mu.Unlock()
-		if len(out.Messages) > 0 || !now.Before(deadline) {
-			return out, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(next.Sub(now)):
-		}
-	}
-}
-
-// byHandle returns the message whose current receipt handle is h.
-func (q *queueSQS) byHandle(h string) *queued {
-	for _, m := range q.msgs {
-		if m.handle == h && !m.deleted {
-			return m
-		}
-	}
-	return nil
-}
-
-func (q *queueSQS) DeleteMessage(_ context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if m := q.byHandle(aws.ToString(in.ReceiptHandle)); m != nil {
-		m.deleted = true
-	}
-	return &sqs.DeleteMessageOutput{}, nil
-}
-
-func (q *queueSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := &sqs.DeleteMessageBatchOutput{}
-	for _, e := range in.Entries {
-		if m := q.byHandle(aws.ToString(e.ReceiptHandle)); m != nil {
-			m.deleted = true
-		}
-		out.Successful = append(out.Successful, types.DeleteMessageBatchResultEntry{Id: e.Id})
-	}
-	return out, nil
-}
-
-func (q *queueSQS) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if m := q.byHandle(aws.ToString(in.ReceiptHandle)); m != nil {
-		m.visibleAt = time.Now().Add(time.Duration(in.VisibilityTimeout) * time.Second)
-	}
-	return &sqs.ChangeMessageVisibilityOutput{}, nil
-}
-
-func (q *queueSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := &sqs.ChangeMessageVisibilityBatchOutput{}
-	for _, e := range in.Entries {
-		m := q.byHandle(aws.ToString(e.ReceiptHandle))
-		if m == nil {
-			out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), SenderFault: true, Message: aws.String("not in flight")})
-			continue
-		}
-		m.visibleAt = time.Now().Add(time.Duration(e.VisibilityTimeout) * time.Second)
-		out.Successful = append(out.Successful, types.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
-	}
-	return out, nil
-}
-
-func (q *queueSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
-		"VisibilityTimeout": strconv.Itoa(int(q.visibility / time.Second)), "FifoQueue": "false",
-	}}, nil
 }
 
 // TestLeaseOutlivesTheHeartbeatInterval: with the default lease (1 min)
@@ -177,9 +49,9 @@ func (q *queueSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesIn
 // the same time, and both copies are settled.
 func TestLeaseOutlivesTheHeartbeatInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := &queueSQS{visibility: 5 * time.Minute}
-		q.send("copy-1", "job-1", "body", 0)
-		q.send("copy-2", "job-1", "body", 90*time.Second)
+		f, queueURL, dlqURL := newQueue(5 * time.Minute)
+		send(t, f, queueURL, "job-1", "body", 0)
+		send(t, f, queueURL, "job-1", "body", 90*time.Second) // a producer's retry
 		var (
 			mu               sync.Mutex
 			runs, live, most int
@@ -203,7 +75,7 @@ func TestLeaseOutlivesTheHeartbeatInterval(t *testing.T) {
 			}
 		})
 		c, err := consumer.New(consumer.Config{
-			Client: q, QueueURL: "https://sqs.test/123456789012/jobs", DeadLetterQueueURL: "https://sqs.test/123456789012/jobs-dlq",
+			Client: f, QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
 			Handler:    handler,
 			Middleware: []consumer.Middleware{dedupe.Middleware(dedupe.NewMemory(dedupe.MemoryConfig{}), dedupe.Options{})},
 		})
@@ -214,7 +86,7 @@ func TestLeaseOutlivesTheHeartbeatInterval(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
 		go func() {
-			for len(q.remaining()) > 0 && ctx.Err() == nil {
+			for len(f.Messages(queueURL)) > 0 && ctx.Err() == nil {
 				time.Sleep(time.Second)
 			}
 			cancel()
@@ -225,8 +97,11 @@ func TestLeaseOutlivesTheHeartbeatInterval(t *testing.T) {
 		if runs != 1 || most != 1 {
 			t.Fatalf("the job's handler ran %d times, %d at once: the second copy took the key over from a live owner", runs, most)
 		}
-		if left := q.remaining(); len(left) != 0 {
+		if left := f.Messages(queueURL); len(left) != 0 {
 			t.Fatalf("messages not settled: %v", left)
+		}
+		if p := f.Problems(); len(p) > 0 {
+			t.Errorf("SQS contract violations: %v", p)
 		}
 	})
 }
@@ -261,9 +136,9 @@ func (s *tokenStore) token(key string) string {
 // handler with ErrLeaseLost at the next tick.
 func TestHeartbeatExtendsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := &queueSQS{visibility: 3 * time.Second}
-		q.send("m-long", "long", "a", 0)
-		q.send("m-lost", "lost", "b", 0)
+		f, queueURL, dlqURL := newQueue(3 * time.Second)
+		send(t, f, queueURL, "long", "a", 0)
+		send(t, f, queueURL, "lost", "b", 0)
 		store := &tokenStore{Store: dedupe.NewMemory(dedupe.MemoryConfig{}), tokens: map[string]string{}}
 		ctx := context.Background()
 		var (
@@ -302,7 +177,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 			return nil
 		})
 		c, err := consumer.New(consumer.Config{
-			Client: q, QueueURL: "https://sqs.test/123456789012/hb", DeadLetterQueueURL: "https://sqs.test/123456789012/hb-dlq",
+			Client: f, QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
 			HeartbeatInterval: 500 * time.Millisecond,
 			Handler:           handler,
 			Middleware:        []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 2 * time.Second})},
@@ -329,6 +204,9 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 		}
 		if d := time.Since(start); d > 7*time.Second+time.Second {
 			t.Fatalf("Run took %s", d)
+		}
+		if p := f.Problems(); len(p) > 0 {
+			t.Errorf("SQS contract violations: %v", p)
 		}
 	})
 }

@@ -15,44 +15,73 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/sqsfake"
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
 
-// leaseSQS answers the calls the adapter makes for one standard queue
-// whose URL and dead-letter queue are configured: every call succeeds.
-type leaseSQS struct{ sqslambda.SQSAPI }
-
-func (leaseSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"VisibilityTimeout": "5400"}}, nil
+// claimLog is a dedupe.Store that records when each claim's lease ends.
+type claimLog struct {
+	dedupe.Store
+	mu    sync.Mutex
+	until []time.Time
 }
 
-func (leaseSQS) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	return &sqs.ChangeMessageVisibilityOutput{}, nil
+func (s *claimLog) Claim(ctx context.Context, key, fp string, lease time.Duration) (dedupe.Claim, error) {
+	s.mu.Lock()
+	s.until = append(s.until, time.Now().Add(lease))
+	s.mu.Unlock()
+	return s.Store.Claim(ctx, key, fp, lease)
 }
 
-func (leaseSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
-	out := &sqs.ChangeMessageVisibilityBatchOutput{}
-	for _, e := range in.Entries {
-		out.Successful = append(out.Successful, types.ChangeMessageVisibilityBatchResultEntry{Id: e.Id})
+// eventOf is the event source mapping's record for a message received
+// from the queue named name.
+func eventOf(m types.Message, name string) events.SQSMessage {
+	attrs := map[string]events.SQSMessageAttribute{}
+	for k, v := range m.MessageAttributes {
+		attrs[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue}
 	}
-	return out, nil
+	return events.SQSMessage{
+		MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
+		Attributes: m.Attributes, MessageAttributes: attrs,
+		EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:" + name, EventSource: "aws:sqs", AWSRegion: "us-east-1",
+	}
 }
 
 // TestLeaseCoversTheInvocation: with the default dedupe options (a
-// 1-minute lease) a record whose handler runs 10 minutes of a 15-minute
-// invocation keeps its key for the whole run; a second copy of the job
+// 1-minute lease), a record whose handler runs 10 minutes of a 15-minute
+// invocation keeps its key for the whole run: a second copy of the job
 // (same sqsonce-id) arriving in another invocation 5 minutes in is
-// reported for retry without running, and the lease ends by the
+// reported for retry without running, and the lease ends by the first
 // invocation's deadline.
 func TestLeaseCoversTheInvocation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
+		f := sqsfake.New()
+		dlqURL := f.AddQueue("orders-dlq", nil)
+		queueURL := f.AddQueue("orders", map[string]string{"VisibilityTimeout": "5400"}) // 6 × the function timeout
+		ctx := context.Background()
+		for range 2 { // the job, and a producer's retry of it
+			if _, err := f.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("body"),
+				MessageAttributes: map[string]types.MessageAttributeValue{
+					consumer.AttrID: {DataType: aws.String("String"), StringValue: aws.String("job-1")},
+				}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		receiveOne := func() events.SQSMessage {
+			out, err := f.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 1,
+				MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
+			if err != nil || len(out.Messages) != 1 {
+				t.Fatalf("receive: %v, %d messages", err, len(out.Messages))
+			}
+			return eventOf(out.Messages[0], "orders")
+		}
+
 		var (
 			mu  sync.Mutex
 			ran []string
 		)
-		store := dedupe.NewMemory(dedupe.MemoryConfig{})
-		recorder := &leaseRecorder{Store: store}
+		store := &claimLog{Store: dedupe.NewMemory(dedupe.MemoryConfig{})}
 		h := consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 			mu.Lock()
 			ran = append(ran, msg.ID)
@@ -65,18 +94,11 @@ func TestLeaseCoversTheInvocation(t *testing.T) {
 			}
 		})
 		a, err := sqslambda.New(sqslambda.Config{
-			Client: leaseSQS{}, Handler: h, QueueURL: stdURL, DeadLetterQueueURL: dlqURL,
-			Middleware: []consumer.Middleware{dedupe.Middleware(recorder, dedupe.Options{})},
+			Client: f, Handler: h, QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
+			Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{})},
 		})
 		if err != nil {
 			t.Fatal(err)
-		}
-		job := func(id string) events.SQSMessage {
-			r := rec(stdARN, id, "body", "")
-			r.MessageAttributes = map[string]events.SQSMessageAttribute{
-				consumer.AttrID: {DataType: "String", StringValue: aws.String("job-1")},
-			}
-			return r
 		}
 		invoke := func(r events.SQSMessage) string {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -85,32 +107,40 @@ func TestLeaseCoversTheInvocation(t *testing.T) {
 			if err != nil {
 				t.Errorf("invocation of %s: %v", r.MessageId, err)
 			}
-			return failures(resp)
+			var ids []string
+			for _, f := range resp.BatchItemFailures {
+				ids = append(ids, f.ItemIdentifier)
+			}
+			return strings.Join(ids, ",")
 		}
+
+		copy1 := receiveOne()
 		var wg sync.WaitGroup
 		var first, second string
-		wg.Go(func() { first = invoke(job("copy-1")) })
+		wg.Go(func() { first = invoke(copy1) })
 		time.Sleep(5 * time.Minute)
-		wg.Go(func() { second = invoke(job("copy-2")) })
+		copy2 := receiveOne()
+		wg.Go(func() { second = invoke(copy2) })
 		wg.Wait()
 
 		if first != "" {
 			t.Errorf("first invocation: batchItemFailures %q, want none", first)
 		}
-		if second != "copy-2" {
-			t.Errorf("second invocation: batchItemFailures %q, want copy-2 (retried: the key is held)", second)
+		if second != copy2.MessageId {
+			t.Errorf("second invocation: batchItemFailures %q, want %s (retried: the key is held)", second, copy2.MessageId)
 		}
-		if got := strings.Join(ran, ","); got != "copy-1" {
-			t.Fatalf("handler ran for %s, want copy-1 only: the second copy took the key over from a live owner", got)
+		if got := strings.Join(ran, ","); got != copy1.MessageId {
+			t.Fatalf("handler ran for %s, want %s only: the second copy took the key over from a live owner", got, copy1.MessageId)
 		}
-		// The claim lasts past the handler's 10 minutes, and not past the
-		// first invocation's deadline.
-		if len(recorder.leases) == 0 {
+		if len(store.until) == 0 {
 			t.Fatal("no claim recorded")
 		}
 		end, deadline := start.Add(10*time.Minute), start.Add(15*time.Minute)
-		if until := recorder.leases[0]; until.Before(end) || until.After(deadline) {
+		if until := store.until[0]; until.Before(end) || until.After(deadline) {
 			t.Errorf("first claim leased until %s: want past the handler's end %s and by the deadline %s", until, end, deadline)
+		}
+		if p := f.Problems(); len(p) > 0 {
+			t.Errorf("SQS contract violations: %v", p)
 		}
 	})
 }
