@@ -228,7 +228,8 @@ func TestMiddlewareCompleteFailureIsReturned(t *testing.T) {
 }
 
 // TestMiddlewareOutcomes runs the middleware inside the consumer's
-// pipeline: each store answer becomes the outcome DESIGN.md promises.
+// pipeline: each store answer becomes the outcome docs/architecture.md
+// promises.
 func TestMiddlewareOutcomes(t *testing.T) {
 	t.Parallel()
 	clock := dedupetest.NewClock(time.Unix(1_800_000_000, 0))
