@@ -46,7 +46,8 @@ type Options struct {
 	// the handler succeeded but its record could not be completed (the
 	// lease was taken over, or the store failed), so a later delivery runs
 	// it again. A lease lost while the handler runs is reported by the
-	// consumer (the heartbeat's error), not here. Set it to the consumer's
+	// consumer (the heartbeat's error, which cancels the handler's context
+	// with consumer.ErrLeaseLost), not again here. Set it to the consumer's
 	// (or Lambda adapter's) Observer. Defaults to consumer.NopObserver.
 	Observer consumer.Observer
 	// NowFunc is the clock. Defaults to time.Now.
@@ -173,7 +174,9 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 			} else {
 				log().Warn("dedupe: completion failed: the claim stays until its lease ends, then the message runs again; the effect may repeat", zap.Error(err))
 			}
-			m.opts.Observer.LeaseLost(msg, fmt.Errorf("%w: %w", consumer.ErrLeaseLost, err))
+			if !errors.Is(context.Cause(ctx), consumer.ErrLeaseLost) { // else reported when it was lost
+				m.opts.Observer.LeaseLost(msg, fmt.Errorf("%w: %w", consumer.ErrLeaseLost, err))
+			}
 			return err
 		}
 		return nil

@@ -3,6 +3,7 @@ package dedupe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -315,11 +316,13 @@ func TestMiddlewareLeaseLostAtCompletionIsObserved(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		takeover bool  // another delivery takes the key over while the handler runs
+		reported bool  // the consumer saw the loss and cancelled the handler
 		complete error // what Complete fails with
 		herr     error // what the handler returns
 		want     error // the LeaseLost event's cause; nil: none
 	}{
 		{name: "taken over", takeover: true, want: dedupe.ErrNotOwner},
+		{name: "taken over, already reported", takeover: true, reported: true},
 		{name: "completion failed", complete: boom, want: boom},
 		{name: "handler failed after a takeover", takeover: true, herr: errors.New("boom")},
 		{name: "completed"},
@@ -333,6 +336,8 @@ func TestMiddlewareLeaseLostAtCompletionIsObserved(t *testing.T) {
 				store = failingStore{mem, tc.complete}
 			}
 			obs := &lostObserver{}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
 			h := dedupe.Middleware(store, dedupe.Options{Lease: 30 * time.Second, NowFunc: clock.Now, Observer: obs})(
 				consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 					if tc.takeover {
@@ -341,10 +346,16 @@ func TestMiddlewareLeaseLostAtCompletionIsObserved(t *testing.T) {
 							t.Fatalf("takeover: %v %v", c.Status, err)
 						}
 					}
+					if tc.reported { // as the consumer does when a heartbeat finds the lease lost
+						cancel(fmt.Errorf("%w: %w", consumer.ErrLeaseLost, dedupe.ErrNotOwner))
+					}
 					return tc.herr
 				}))
-			err := h.Handle(context.Background(), message("m1", "k1", "body"))
+			err := h.Handle(ctx, message("m1", "k1", "body"))
 			got := obs.events()
+			if tc.takeover && tc.herr == nil && !errors.Is(err, dedupe.ErrNotOwner) {
+				t.Fatalf("Handle after a takeover: %v, want ErrNotOwner from the completion", err)
+			}
 			if tc.want == nil {
 				if len(got) != 0 {
 					t.Fatalf("LeaseLost events %v, want none", got)
