@@ -108,10 +108,11 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	return c, nil
 }
 
-// owned returns the IN_PROGRESS record held by token, or ErrNotOwner.
-func (m *Memory) owned(key, token string) (memRecord, error) {
+// owned returns the IN_PROGRESS record held by token, or ErrNotOwner. An
+// expired record is gone, whether or not the sweep has reached it yet.
+func (m *Memory) owned(key, token string, now time.Time) (memRecord, error) {
 	r, ok := m.get(PK(m.ns, key))
-	if !ok || r.token != token || r.status != StatusInProgress {
+	if !ok || r.token != token || r.status != StatusInProgress || r.expiresAt.Before(now) {
 		return r, ErrNotOwner
 	}
 	return r, nil
@@ -184,7 +185,7 @@ func (m *Memory) Extend(ctx context.Context, key, token string, lease time.Durat
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(now)
-	r, err := m.owned(key, token)
+	r, err := m.owned(key, token, now)
 	if err != nil {
 		return err
 	}
@@ -203,7 +204,7 @@ func (m *Memory) Complete(ctx context.Context, key, token string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(now)
-	r, err := m.owned(key, token)
+	r, err := m.owned(key, token, now)
 	if err != nil {
 		return err
 	}
@@ -223,7 +224,7 @@ func (m *Memory) Release(ctx context.Context, key, token string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(now)
-	r, err := m.owned(key, token)
+	r, err := m.owned(key, token, now)
 	if err != nil {
 		return err
 	}
