@@ -50,7 +50,7 @@ func TestMemoryMatchesModel(t *testing.T) {
 	ctx := context.Background()
 	type claim struct{ key, real, model string }
 	var claims []claim
-	for i := range 200_000 {
+	for i := range 100_000 {
 		key := "k" + strconv.Itoa(rng.IntN(300))
 		fp := "fp" + strconv.Itoa(rng.IntN(2))
 		switch op := rng.IntN(10); {
