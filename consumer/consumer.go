@@ -448,6 +448,7 @@ func (r *runner) receive(ctx context.Context, id int) {
 				handle:    aws.ToString(raw.ReceiptHandle),
 				recvStart: start,
 			}
+			m.msg.beatEvery = orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
 			// The visibility runs from the response (a message can arrive
 			// late in a long poll), SQS's 12 hours from the call.
 			r.hb.AddReceived(m.handle, start, returned, func(err error) { r.leaseLost(m, err) })

@@ -48,6 +48,8 @@ type Message struct {
 
 	key string
 
+	beatEvery time.Duration // set by the consumer: see HeartbeatInterval
+
 	mu    sync.Mutex
 	beats []func(context.Context) error
 }
@@ -111,6 +113,12 @@ func (m *Message) OnHeartbeat(fn func(context.Context) error) {
 	defer m.mu.Unlock()
 	m.beats = append(m.beats, fn)
 }
+
+// HeartbeatInterval is the time between heartbeat ticks, each of which runs
+// the functions registered with [Message.OnHeartbeat]: the consumer's
+// heartbeat interval. It is 0 when nothing runs them (the Lambda adapter,
+// a Pipeline run by hand), so a lease must then cover the whole run.
+func (m *Message) HeartbeatInterval() time.Duration { return m.beatEvery }
 
 // heartbeats returns the functions registered with OnHeartbeat.
 func (m *Message) heartbeats() []func(context.Context) error {

@@ -21,16 +21,26 @@ type MemoryConfig struct {
 // Memory is an in-process [Store] with the same semantics as the DynamoDB
 // store: for tests, and for a single process that needs no durability.
 // Its zero value is not usable; call [NewMemory].
+//
+// Like DynamoDB's TTL, Memory forgets a record once its expires_at has
+// passed: every call examines a few records (a cursor that goes round all
+// of them) and deletes the expired ones, so the store holds at most about
+// a third more records than are within their TTL, at a constant cost per
+// call. An IN_PROGRESS record whose lease has ended (a crashed owner's)
+// stays until it expires, as in DynamoDB.
 type Memory struct {
 	ns  string
 	ttl time.Duration
 	now func() time.Time
 
 	mu      sync.Mutex
-	records map[string]memRecord
+	index   map[string]int // pk → position in records
+	records []memRecord
+	cursor  int // the next record the sweep examines
 }
 
 type memRecord struct {
+	pk          string
 	status      string
 	token       string
 	fingerprint string
@@ -38,15 +48,21 @@ type memRecord struct {
 	expiresAt   time.Time
 }
 
+// sweepPerCall is how many records each call examines for expiry. A full
+// round over n records takes n/sweepPerCall calls, during which at most as
+// many records are added; so the records expired but not yet deleted are
+// at most 2n/sweepPerCall: a quarter of the store.
+const sweepPerCall = 8
+
 var _ Store = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory Store.
 func NewMemory(cfg MemoryConfig) *Memory {
 	m := &Memory{
-		ns:      cfg.Namespace,
-		ttl:     cmp.Or(cfg.TTL, DefaultTTL),
-		now:     cfg.NowFunc,
-		records: map[string]memRecord{},
+		ns:    cfg.Namespace,
+		ttl:   cmp.Or(cfg.TTL, DefaultTTL),
+		now:   cfg.NowFunc,
+		index: map[string]int{},
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -63,18 +79,20 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.records[pk]
+	m.sweep(now)
+	r, ok := m.get(pk)
 	// The same rule as the DynamoDB condition: absent, expired, or an
 	// IN_PROGRESS claim whose lease has ended.
 	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now)) {
 		r = memRecord{
+			pk:          pk,
 			status:      StatusInProgress,
 			token:       NewToken(),
 			fingerprint: fingerprint,
 			leaseUntil:  now.Add(lease),
 			expiresAt:   now.Add(m.ttl),
 		}
-		m.records[pk] = r
+		m.put(r)
 		return Claim{Status: Claimed, Token: r.token, LeaseUntil: r.leaseUntil}, nil
 	}
 	c := Claim{Fingerprint: r.fingerprint}
@@ -90,14 +108,72 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	return c, nil
 }
 
-// owned returns the IN_PROGRESS record held by token, or ErrNotOwner.
-func (m *Memory) owned(key, token string) (string, memRecord, error) {
-	pk := PK(m.ns, key)
-	r, ok := m.records[pk]
-	if !ok || r.token != token || r.status != StatusInProgress {
-		return pk, r, ErrNotOwner
+// owned returns the IN_PROGRESS record held by token, or ErrNotOwner. An
+// expired record is gone, whether or not the sweep has reached it yet.
+func (m *Memory) owned(key, token string, now time.Time) (memRecord, error) {
+	r, ok := m.get(PK(m.ns, key))
+	if !ok || r.token != token || r.status != StatusInProgress || r.expiresAt.Before(now) {
+		return r, ErrNotOwner
 	}
-	return pk, r, nil
+	return r, nil
+}
+
+// get returns the record of pk.
+func (m *Memory) get(pk string) (memRecord, bool) {
+	i, ok := m.index[pk]
+	if !ok {
+		return memRecord{}, false
+	}
+	return m.records[i], true
+}
+
+// put stores r, replacing the record of r.pk.
+func (m *Memory) put(r memRecord) {
+	if i, ok := m.index[r.pk]; ok {
+		m.records[i] = r
+		return
+	}
+	m.index[r.pk] = len(m.records)
+	m.records = append(m.records, r)
+}
+
+// remove deletes the record at position i: the last record takes its place.
+func (m *Memory) remove(i int) {
+	delete(m.index, m.records[i].pk)
+	last := len(m.records) - 1
+	if i != last {
+		m.records[i] = m.records[last]
+		m.index[m.records[i].pk] = i
+	}
+	m.records[last] = memRecord{} // drop its strings
+	m.records = m.records[:last]
+	// After a burst, give the memory back: copy into a smaller slice and
+	// index (amortized over the removals that emptied them).
+	if c := cap(m.records); c > 1024 && len(m.records) < c/4 {
+		m.records = append(make([]memRecord, 0, 2*len(m.records)), m.records...)
+		m.index = make(map[string]int, len(m.records))
+		for i, r := range m.records {
+			m.index[r.pk] = i
+		}
+	}
+}
+
+// sweep examines the next sweepPerCall records and deletes the expired
+// ones (the rule of Claim: expires_at before now).
+func (m *Memory) sweep(now time.Time) {
+	for range sweepPerCall {
+		if len(m.records) == 0 {
+			return
+		}
+		if m.cursor >= len(m.records) {
+			m.cursor = 0
+		}
+		if m.records[m.cursor].expiresAt.Before(now) {
+			m.remove(m.cursor) // the record moved here is examined next
+		} else {
+			m.cursor++
+		}
+	}
 }
 
 // Extend implements [Store].
@@ -108,13 +184,14 @@ func (m *Memory) Extend(ctx context.Context, key, token string, lease time.Durat
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pk, r, err := m.owned(key, token)
+	m.sweep(now)
+	r, err := m.owned(key, token, now)
 	if err != nil {
 		return err
 	}
 	r.leaseUntil = now.Add(lease)
 	r.expiresAt = now.Add(m.ttl)
-	m.records[pk] = r
+	m.put(r)
 	return nil
 }
 
@@ -126,14 +203,15 @@ func (m *Memory) Complete(ctx context.Context, key, token string) error {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pk, r, err := m.owned(key, token)
+	m.sweep(now)
+	r, err := m.owned(key, token, now)
 	if err != nil {
 		return err
 	}
 	r.status = StatusCompleted
 	r.leaseUntil = time.Time{}
 	r.expiresAt = now.Add(m.ttl)
-	m.records[pk] = r
+	m.put(r)
 	return nil
 }
 
@@ -142,12 +220,14 @@ func (m *Memory) Release(ctx context.Context, key, token string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pk, _, err := m.owned(key, token)
+	m.sweep(now)
+	r, err := m.owned(key, token, now)
 	if err != nil {
 		return err
 	}
-	delete(m.records, pk)
+	m.remove(m.index[r.pk])
 	return nil
 }

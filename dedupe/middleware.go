@@ -16,10 +16,19 @@ import (
 // Options configures [Middleware].
 type Options struct {
 	// Lease is how long a claim holds a key before another delivery may take
-	// it over. The consumer's heartbeat extends it on every tick, so it must
-	// be longer than the heartbeat interval (two intervals or more is
-	// safe); it bounds how long a crashed worker's message waits before it
-	// is retried. It never outlives the handler context's deadline.
+	// it over; it bounds how long a crashed worker's message waits before
+	// it is retried. The lease actually taken is derived from how it is
+	// kept alive, so that it cannot lapse while its handler runs:
+	//
+	//   - Under the consumer, the heartbeat extends it on every tick: the
+	//     lease is at least three heartbeat intervals
+	//     ([consumer.Message.HeartbeatInterval]), so one failed or late
+	//     extension still leaves the next one inside the lease.
+	//   - When nothing extends it (the Lambda adapter) and the handler's
+	//     context has a deadline, the lease runs to that deadline: it covers
+	//     the whole invocation.
+	//   - It never outlives the handler context's deadline.
+	//
 	// Defaults to 1 minute.
 	Lease time.Duration
 	// FingerprintFunc fingerprints a message: the same key with a different
@@ -32,6 +41,15 @@ type Options struct {
 	// Logger receives key reuse (error), lost leases (warn) and store
 	// failures. Defaults to zap.NewNop().
 	Logger *zap.Logger
+	// Observer receives, with LeaseLost, every event after which the
+	// handler's effect may repeat and that the consumer cannot see itself:
+	// the handler succeeded but its record could not be completed (the
+	// lease was taken over, or the store failed), so a later delivery runs
+	// it again. A lease lost while the handler runs is reported by the
+	// consumer (the heartbeat's error, which cancels the handler's context
+	// with consumer.ErrLeaseLost), not again here. Set it to the consumer's
+	// (or Lambda adapter's) Observer. Defaults to consumer.NopObserver.
+	Observer consumer.Observer
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
 }
@@ -40,9 +58,12 @@ type Options struct {
 // handler at most once per key with store:
 //
 //   - Claim before the handler. Duplicate → [consumer.ErrDuplicate] (acked,
-//     handler not run); in progress elsewhere → [consumer.RetryAfter] the
-//     other owner's remaining lease; key reused → [consumer.Permanent]
-//     with a [*KeyReuseError] (dead-lettered, class "key_reuse").
+//     handler not run); in progress elsewhere → [consumer.RetryAfter] a
+//     short backoff that grows with the receive count (1 s, 2 s, 4 s, ...),
+//     capped by the other owner's remaining lease, so that a duplicate of
+//     a fast handler settles in about a second; key reused →
+//     [consumer.Permanent] with a [*KeyReuseError] (dead-lettered, class
+//     "key_reuse").
 //   - While the handler runs, every consumer heartbeat extends the lease;
 //     when the lease is lost the handler's context is cancelled.
 //   - Handler success → Complete. Any failure (transient or permanent) →
@@ -61,6 +82,9 @@ func Middleware(store Store, opts Options) consumer.Middleware {
 	if opts.NowFunc == nil {
 		opts.NowFunc = time.Now
 	}
+	if opts.Observer == nil {
+		opts.Observer = consumer.NopObserver{}
+	}
 	return func(next consumer.Handler) consumer.Handler {
 		return &middleware{store: store, opts: opts, next: next}
 	}
@@ -72,10 +96,32 @@ type middleware struct {
 	next  consumer.Handler
 }
 
-// lease is the configured lease, capped at ctx's deadline.
-func (m *middleware) lease(ctx context.Context) time.Duration {
+// recheck is the delay before a delivery that found its key in progress
+// (receiveCount-th receive) looks again: 1 s doubled on each receive,
+// capped by the other owner's lease ending at leaseUntil, and at least 1 s
+// (SQS's visibility is in whole seconds).
+func (m *middleware) recheck(receiveCount int, leaseUntil time.Time) time.Duration {
+	backoff := time.Second << (min(max(receiveCount, 1), 16) - 1)
+	return max(min(backoff, leaseUntil.Sub(m.opts.NowFunc())), time.Second)
+}
+
+// leaseIntervals is the least number of heartbeat intervals a lease lasts
+// when the heartbeat extends it.
+const leaseIntervals = 3
+
+// lease is the lease for a claim or an extension of a handler that runs
+// under ctx and whose heartbeat ticks every every (0: no heartbeat). See
+// Options.Lease.
+func (m *middleware) lease(ctx context.Context, every time.Duration) time.Duration {
 	l := m.opts.Lease
-	if dl, ok := ctx.Deadline(); ok {
+	dl, ok := ctx.Deadline()
+	switch {
+	case every > 0:
+		l = max(l, leaseIntervals*every)
+	case ok:
+		l = time.Until(dl) // nothing extends it: it covers the whole run
+	}
+	if ok {
 		l = min(l, time.Until(dl)) // deadlines are wall-clock times
 	}
 	return l
@@ -88,7 +134,8 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	log := func() *zap.Logger {
 		return m.opts.Logger.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
 	}
-	lease := m.lease(ctx)
+	every := msg.HeartbeatInterval()
+	lease := m.lease(ctx, every)
 	if lease <= 0 {
 		return fmt.Errorf("dedupe: no time left to claim %q: %w", key, context.DeadlineExceeded)
 	}
@@ -102,8 +149,7 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	case Duplicate:
 		return fmt.Errorf("dedupe: key %q: %w", key, consumer.ErrDuplicate)
 	case InProgress:
-		wait := max(c.LeaseUntil.Sub(m.opts.NowFunc()), time.Second)
-		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
+		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
 	case KeyReused:
 		err := &KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
 		log().Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
@@ -113,7 +159,7 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 		return fmt.Errorf("dedupe: claim %q: unexpected status %d", key, c.Status)
 	}
 
-	o := &owner{m: m, key: key, msgID: msg.ID, token: c.Token, until: c.LeaseUntil, log: m.opts.Logger}
+	o := &owner{m: m, key: key, msgID: msg.ID, token: c.Token, every: every, until: c.LeaseUntil, log: m.opts.Logger}
 	msg.OnHeartbeat(func(hctx context.Context) error { return o.extend(ctx, hctx) })
 	herr := m.next.Handle(ctx, msg)
 	o.finish()
@@ -122,10 +168,16 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	defer cancel()
 	if herr == nil {
 		if err := m.store.Complete(sctx, key, c.Token); err != nil {
+			err = fmt.Errorf("dedupe: complete %q: %w", key, err)
 			if errors.Is(err, ErrNotOwner) {
 				log().Warn("dedupe: lease lost before completion: another delivery owns the key; the effect may repeat", zap.Error(err))
+			} else {
+				log().Warn("dedupe: completion failed: the claim stays until its lease ends, then the message runs again; the effect may repeat", zap.Error(err))
 			}
-			return fmt.Errorf("dedupe: complete %q: %w", key, err)
+			if !errors.Is(context.Cause(ctx), consumer.ErrLeaseLost) { // else reported when it was lost
+				m.opts.Observer.LeaseLost(msg, fmt.Errorf("%w: %w", consumer.ErrLeaseLost, err))
+			}
+			return err
 		}
 		return nil
 	}
@@ -146,7 +198,8 @@ type owner struct {
 	key   string
 	token string
 	msgID string
-	log   *zap.Logger // without the message's fields: see logger
+	every time.Duration // the heartbeat interval
+	log   *zap.Logger   // without the message's fields: see logger
 
 	mu    sync.Mutex
 	until time.Time
@@ -162,7 +215,7 @@ func (o *owner) extend(ctx, hctx context.Context) error {
 	if o.done {
 		return nil
 	}
-	lease := o.m.lease(ctx)
+	lease := o.m.lease(ctx, o.every)
 	if lease <= 0 {
 		return nil // the deadline cancels the handler; the lease ends with it
 	}

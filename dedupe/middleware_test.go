@@ -3,6 +3,9 @@ package dedupe_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +22,14 @@ import (
 
 func message(id, key, body string) *consumer.Message {
 	m := consumer.NewMessage(types.Message{MessageId: aws.String(id), Body: aws.String(body)}, "queue", time.Now())
+	m.SetKey(key)
+	return m
+}
+
+// received is message on its receives-th delivery.
+func received(id, key, body string, receives int) *consumer.Message {
+	m := consumer.NewMessage(types.Message{MessageId: aws.String(id), Body: aws.String(body),
+		Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receives)}}, "queue", time.Now())
 	m.SetKey(key)
 	return m
 }
@@ -92,7 +103,11 @@ func TestMiddlewareFailureReleases(t *testing.T) {
 	}
 }
 
-func TestMiddlewareInProgressRetriesAfterLease(t *testing.T) {
+// TestMiddlewareInProgressRechecksSoon: a delivery that finds its key held
+// by another owner is retried after a short backoff growing with its
+// receive count, capped by the other owner's remaining lease; once that
+// lease ends it takes over.
+func TestMiddlewareInProgressRechecksSoon(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
@@ -100,21 +115,32 @@ func TestMiddlewareInProgressRetriesAfterLease(t *testing.T) {
 	if _, err := f.store.Claim(ctx, "k1", dedupe.Fingerprint("body"), 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Advance(5 * time.Second)
-	err := f.h.Handle(ctx, message("m1", "k1", "body"))
-	var re *consumer.RetryError
-	if !errors.As(err, &re) || re.Delay != 15*time.Second {
-		t.Fatalf("in progress: %v, want RetryAfter 15s", err)
-	}
-	var ip *dedupe.InProgressError
-	if !errors.As(err, &ip) {
-		t.Fatalf("in progress: %v, want an InProgressError in the chain", err)
+	f.clock.Advance(5 * time.Second) // 15 s of the other owner's lease left
+	for _, tc := range []struct {
+		receives int
+		want     time.Duration
+	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {4, 8 * time.Second}, {5, 15 * time.Second}, {60, 15 * time.Second}} {
+		err := f.h.Handle(ctx, received("m1", "k1", "body", tc.receives))
+		var re *consumer.RetryError
+		if !errors.As(err, &re) || re.Delay != tc.want {
+			t.Fatalf("in progress, receive %d: %v, want RetryAfter %s", tc.receives, err, tc.want)
+		}
+		var ip *dedupe.InProgressError
+		if !errors.As(err, &ip) {
+			t.Fatalf("in progress: %v, want an InProgressError in the chain", err)
+		}
 	}
 	if f.runs != 0 {
 		t.Fatalf("handler ran while another owner held the key")
 	}
+	// Never less than a second, SQS's smallest delay.
+	f.clock.Advance(14*time.Second + 900*time.Millisecond)
+	var re *consumer.RetryError
+	if err := f.h.Handle(ctx, received("m1", "k1", "body", 9)); !errors.As(err, &re) || re.Delay != time.Second {
+		t.Fatalf("in progress, 100ms of lease left: %v, want RetryAfter 1s", err)
+	}
 	// After the other owner's lease, this delivery takes over.
-	f.clock.Advance(16 * time.Second)
+	f.clock.Advance(time.Second)
 	if err := f.h.Handle(ctx, message("m1", "k1", "body")); err != nil || f.runs != 1 {
 		t.Fatalf("takeover: err=%v runs=%d", err, f.runs)
 	}
@@ -203,7 +229,8 @@ func TestMiddlewareCompleteFailureIsReturned(t *testing.T) {
 }
 
 // TestMiddlewareOutcomes runs the middleware inside the consumer's
-// pipeline: each store answer becomes the outcome DESIGN.md promises.
+// pipeline: each store answer becomes the outcome docs/architecture.md
+// promises.
 func TestMiddlewareOutcomes(t *testing.T) {
 	t.Parallel()
 	clock := dedupetest.NewClock(time.Unix(1_800_000_000, 0))
@@ -238,8 +265,8 @@ func TestMiddlewareOutcomes(t *testing.T) {
 	if _, err := store.Claim(ctx, "b", dedupe.Fingerprint("x"), 40*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if res := process("b", "x"); res.Outcome != consumer.OutcomeRetry || res.Delay != 40*time.Second {
-		t.Fatalf("in progress: %v after %s, want retry after 40s", res.Outcome, res.Delay)
+	if res := process("b", "x"); res.Outcome != consumer.OutcomeRetry || res.Delay != time.Second {
+		t.Fatalf("in progress: %v after %s, want retry after 1s", res.Outcome, res.Delay)
 	}
 }
 
@@ -258,4 +285,89 @@ func FuzzPK(f *testing.F) {
 			t.Fatalf("distinct keys %q and %q share PK %q", a, b, pa)
 		}
 	})
+}
+
+// lostObserver records LeaseLost events.
+type lostObserver struct {
+	consumer.NopObserver
+	mu   sync.Mutex
+	lost []error
+}
+
+func (o *lostObserver) LeaseLost(_ *consumer.Message, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lost = append(o.lost, err)
+}
+
+func (o *lostObserver) events() []error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]error(nil), o.lost...)
+}
+
+// TestMiddlewareLeaseLostAtCompletionIsObserved: when the handler
+// succeeded but its record cannot be completed (taken over, or the store
+// failed), the effect may repeat: Observer.LeaseLost hears of it, once. A
+// failed handler or a clean completion reports nothing.
+func TestMiddlewareLeaseLostAtCompletionIsObserved(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("throttled")
+	for _, tc := range []struct {
+		name     string
+		takeover bool  // another delivery takes the key over while the handler runs
+		reported bool  // the consumer saw the loss and cancelled the handler
+		complete error // what Complete fails with
+		herr     error // what the handler returns
+		want     error // the LeaseLost event's cause; nil: none
+	}{
+		{name: "taken over", takeover: true, want: dedupe.ErrNotOwner},
+		{name: "taken over, already reported", takeover: true, reported: true},
+		{name: "completion failed", complete: boom, want: boom},
+		{name: "handler failed after a takeover", takeover: true, herr: errors.New("boom")},
+		{name: "completed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := dedupetest.NewClock(time.Unix(1_800_000_000, 0))
+			mem := dedupe.NewMemory(dedupe.MemoryConfig{NowFunc: clock.Now})
+			var store dedupe.Store = mem
+			if tc.complete != nil {
+				store = failingStore{mem, tc.complete}
+			}
+			obs := &lostObserver{}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			h := dedupe.Middleware(store, dedupe.Options{Lease: 30 * time.Second, NowFunc: clock.Now, Observer: obs})(
+				consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+					if tc.takeover {
+						clock.Advance(31 * time.Second)
+						if c, err := mem.Claim(ctx, msg.Key(), dedupe.Fingerprint(msg.Body), time.Minute); err != nil || c.Status != dedupe.Claimed {
+							t.Fatalf("takeover: %v %v", c.Status, err)
+						}
+					}
+					if tc.reported { // as the consumer does when a heartbeat finds the lease lost
+						cancel(fmt.Errorf("%w: %w", consumer.ErrLeaseLost, dedupe.ErrNotOwner))
+					}
+					return tc.herr
+				}))
+			err := h.Handle(ctx, message("m1", "k1", "body"))
+			got := obs.events()
+			if tc.takeover && tc.herr == nil && !errors.Is(err, dedupe.ErrNotOwner) {
+				t.Fatalf("Handle after a takeover: %v, want ErrNotOwner from the completion", err)
+			}
+			if tc.want == nil {
+				if len(got) != 0 {
+					t.Fatalf("LeaseLost events %v, want none", got)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Handle: %v, want an error wrapping %v", err, tc.want)
+			}
+			if len(got) != 1 || !errors.Is(got[0], consumer.ErrLeaseLost) || !errors.Is(got[0], tc.want) {
+				t.Fatalf("LeaseLost events %v, want one wrapping ErrLeaseLost and %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -13,10 +13,10 @@ import (
 )
 
 // Store records which message keys have been processed. Every Store keeps
-// one record per key with the states of DESIGN.md: IN_PROGRESS (claimed,
-// under a lease) and COMPLETED. Calls after Claim are fenced by the claim's
-// token: an owner whose lease was taken over gets [ErrNotOwner] and cannot
-// touch the new owner's record.
+// one record per key with the states of docs/architecture.md: IN_PROGRESS
+// (claimed, under a lease) and COMPLETED. Calls after Claim are fenced by
+// the claim's token: an owner whose lease was taken over gets
+// [ErrNotOwner] and cannot touch the new owner's record.
 //
 // Implementations must pass [github.com/sqsonce/sqsonce/dedupe/dedupetest.Run].
 type Store interface {

@@ -19,6 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sqsonce/sqsonce/consumer"
@@ -368,15 +371,17 @@ func TestLeaseTakeover(t *testing.T) {
 			t.Parallel()
 			l := newLedger(t)
 			ctx := context.Background()
-			mw := dedupe.Middleware(l.store, dedupe.Options{Lease: 10 * time.Second, NowFunc: l.clock})
+			core, logs := observer.New(zapcore.DebugLevel)
+			mw := dedupe.Middleware(l.store, dedupe.Options{Lease: 10 * time.Second, NowFunc: l.clock, Logger: zap.New(core)})
 			stalled, resume := make(chan struct{}), make(chan struct{})
 			var runs atomic.Int64
+			failure := errors.New("stalled handler fails")
 			slow := mw(consumer.HandlerFunc(func(context.Context, *consumer.Message) error {
 				runs.Add(1)
 				close(stalled)
 				<-resume
 				if fail {
-					return errors.New("stalled handler fails")
+					return failure
 				}
 				return nil
 			}))
@@ -403,9 +408,18 @@ func TestLeaseTakeover(t *testing.T) {
 			// The stalled handler finishes now: its Complete / Release must
 			// fail and leave the new owner's claim alone.
 			close(resume)
+			// The stale owner's own result: its completion is refused (the
+			// effect may repeat: an error, so the message is not acked as
+			// done), or its failure is returned unchanged and its release
+			// refused.
 			err := <-slowErr
-			if !fail && !errors.Is(err, dedupe.ErrNotOwner) {
+			switch {
+			case !fail && !errors.Is(err, dedupe.ErrNotOwner):
 				t.Fatalf("stalled handler's completion: %v, want ErrNotOwner", err)
+			case fail && err != failure:
+				t.Fatalf("stalled handler's failure returned as %v, want the handler's error unchanged", err)
+			case fail && logs.FilterMessageSnippet("no longer ours").Filter(loggedErr(dedupe.ErrNotOwner)).Len() != 1:
+				t.Fatalf("stalled handler's release was not refused with ErrNotOwner: logs %v", logs.All())
 			}
 			item := get(t, l.client, l.dedupe, l.store.PK("takeover"))
 			if attr(item["status"]) != dedupe.StatusInProgress {
@@ -429,14 +443,31 @@ func TestLeaseTakeover(t *testing.T) {
 	}
 }
 
-// TestHeartbeatExtendsLease: inside a real consumer, the heartbeat keeps
-// extending the dedupe lease of a handler that runs longer than the lease,
-// and a lost lease cancels the handler with ErrLeaseLost.
+// loggedErr matches log entries whose error field is target (errors.Is).
+func loggedErr(target error) func(observer.LoggedEntry) bool {
+	return func(e observer.LoggedEntry) bool {
+		for _, f := range e.Context {
+			if err, ok := f.Interface.(error); ok && f.Key == "error" && errors.Is(err, target) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestHeartbeatExtendsLease: inside a real consumer on the local stack, the
+// heartbeat keeps extending the DynamoDB lease of a handler that runs for
+// four leases, and a lost lease cancels the handler with ErrLeaseLost. The
+// clock is real, so the bounds are loose: the lease (3 s) is three
+// heartbeat intervals, so a tick may run 2 s late without the lease
+// lapsing, while a lease never extended would end long before the
+// handler's 12 s. The exact timing is tested under synctest in package
+// dedupe.
 func TestHeartbeatExtendsLease(t *testing.T) {
 	t.Parallel()
 	l := newLedger(t)
 	sq := testenv.SQS(t)
-	queueURL, _ := testenv.QueueWithDLQ(t, sq, "sqsonce-hb", testenv.QueueOptions{VisibilityTimeout: 3})
+	queueURL, _ := testenv.QueueWithDLQ(t, sq, "sqsonce-hb", testenv.QueueOptions{VisibilityTimeout: 10})
 	sendAll(t, sq, queueURL, []send{{id: "long", body: "gina:1"}, {id: "lost", body: "gina:2"}})
 	ctx := context.Background()
 	var (
@@ -447,9 +478,9 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 	)
 	handler := consumer.HandlerFunc(func(hctx context.Context, m *consumer.Message) error {
 		switch m.Key() {
-		case "long": // runs for three leases; the lease must hold throughout
-			for range 6 {
-				time.Sleep(time.Second)
+		case "long": // runs for four leases; the lease must hold throughout
+			for range 8 { // every 1.5 s: checks fall at every phase of the ticks
+				time.Sleep(1500 * time.Millisecond)
 				c, err := l.store.Claim(ctx, "long", dedupe.Fingerprint(m.Body), time.Second)
 				if err != nil {
 					return err
@@ -466,10 +497,12 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 			select {
 			case <-hctx.Done():
 				mu.Lock()
-				lostErr = context.Cause(hctx)
+				if lostErr == nil { // the first delivery's
+					lostErr = context.Cause(hctx)
+				}
 				mu.Unlock()
 				return hctx.Err()
-			case <-time.After(10 * time.Second):
+			case <-time.After(time.Minute):
 			}
 		}
 		mu.Lock()
@@ -483,20 +516,134 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 	}
 	l.store = store // real clock: the heartbeat runs on real time
 	runConsumer(t, consumer.Config{
-		Client: sq, QueueURL: queueURL, WaitTime: time.Second, HeartbeatInterval: 500 * time.Millisecond,
+		Client: sq, QueueURL: queueURL, WaitTime: time.Second, HeartbeatInterval: time.Second,
 		Handler:    handler,
-		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 2 * time.Second})},
-	}, 30*time.Second, func() bool {
+		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 3 * time.Second})},
+	}, 90*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return done["long"] && lostErr != nil
 	})
+	if len(checks) != 8 {
+		t.Fatalf("%d checks, want 8", len(checks))
+	}
 	for i, s := range checks {
 		if s != dedupe.InProgress {
-			t.Fatalf("check %d at ~%ds: %s, want in_progress (the lease was not kept)", i, i+1, s)
+			t.Fatalf("check %d at ~%.1fs: %s, want in_progress (the lease was not kept)", i, 1.5*float64(i+1), s)
 		}
 	}
 	if !errors.Is(lostErr, consumer.ErrLeaseLost) || !errors.Is(lostErr, dedupe.ErrNotOwner) {
 		t.Fatalf("lost lease cause: %v, want ErrLeaseLost wrapping ErrNotOwner", lostErr)
+	}
+}
+
+// settledObserver records each message's results and the LeaseLost events.
+type settledObserver struct {
+	consumer.NopObserver
+	mu      sync.Mutex
+	results map[string][]consumer.Result // by MessageId
+	lost    []error
+	retried chan struct{} // closed on the first in-progress retry
+	once    sync.Once
+}
+
+func (o *settledObserver) Settled(m *consumer.Message, res consumer.Result) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.results[m.ID] = append(o.results[m.ID], res)
+	var ip *dedupe.InProgressError
+	if errors.As(res.Err, &ip) {
+		o.once.Do(func() { close(o.retried) })
+	}
+}
+
+// longRetry reports a retry after more than 2 s.
+func (o *settledObserver) longRetry() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, rs := range o.results {
+		for _, r := range rs {
+			if r.Outcome == consumer.OutcomeRetry && r.Delay > 2*time.Second {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (o *settledObserver) LeaseLost(_ *consumer.Message, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lost = append(o.lost, err)
+}
+
+// TestOverlappingDuplicateSettlesSoon: two copies of one job (same
+// sqsonce-id) run by a consumer on the local stack with lease-mode dedupe
+// on DynamoDB Local and the default 1-minute lease. The first copy's
+// handler holds on until the second copy has found the key in progress;
+// that copy is retried after 1 s (its first receive), not after the
+// remaining lease, finds the record completed and is acked as a
+// duplicate: the handler runs once and both copies settle long before the
+// lease would have ended.
+func TestOverlappingDuplicateSettlesSoon(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	sq := testenv.SQS(t)
+	queueURL, _ := testenv.QueueWithDLQ(t, sq, "sqsonce-overlap", testenv.QueueOptions{VisibilityTimeout: 30})
+	sendAll(t, sq, queueURL, []send{{id: "overlap-1", body: "judy:1"}, {id: "overlap-1", body: "judy:1"}})
+	obs := &settledObserver{results: map[string][]consumer.Result{}, retried: make(chan struct{})}
+	store, err := dynamo.New(dynamo.Config{Client: l.client, Table: l.dedupe, Namespace: "ledger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	handler := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+		runs.Add(1)
+		select { // hold on until the other copy has overlapped
+		case <-obs.retried:
+		case <-time.After(20 * time.Second):
+		}
+		return nil
+	})
+	start := time.Now()
+	runConsumer(t, consumer.Config{
+		Client: sq, QueueURL: queueURL, WaitTime: time.Second, Concurrency: 2, Observer: obs,
+		Handler:    handler,
+		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Observer: obs})},
+	}, 45*time.Second, func() bool {
+		if obs.longRetry() {
+			return true // reported below
+		}
+		visible, inFlight := testenv.Count(t, sq, queueURL)
+		return visible == 0 && inFlight == 0
+	})
+	t.Logf("stopped after %s", time.Since(start).Round(time.Millisecond))
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	var acks, dups, retries int
+	for id, rs := range obs.results {
+		for _, r := range rs {
+			switch r.Outcome {
+			case consumer.OutcomeAck:
+				acks++
+			case consumer.OutcomeDuplicate:
+				dups++
+			case consumer.OutcomeRetry:
+				retries++
+				if r.Delay > 2*time.Second {
+					t.Errorf("message %s retried after %s, want a short backoff (1 s on the first receive), not the lease", id, r.Delay)
+				}
+			}
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+	if acks != 1 || dups != 1 || retries < 1 {
+		t.Fatalf("%d acks, %d duplicates, %d in-progress retries: want 1, 1 and at least 1 (%v)", acks, dups, retries, obs.results)
+	}
+	if len(obs.lost) != 0 {
+		t.Fatalf("LeaseLost events %v, want none", obs.lost)
 	}
 }

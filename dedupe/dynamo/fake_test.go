@@ -113,3 +113,53 @@ func TestIsTransient(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionGuardStaleOnlyOnTheVersionClause: a guarded write's failed
+// condition is stale only when the old item returned with the cancellation
+// holds the message's version or a newer one; otherwise it is the write's
+// own condition, a ConditionError, and nothing is committed.
+func TestVersionGuardStaleOnlyOnTheVersionClause(t *testing.T) {
+	t.Parallel()
+	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	for _, tc := range []struct {
+		name  string
+		old   map[string]types.AttributeValue // the item when the condition failed
+		stale bool
+	}{
+		{"stored version newer", map[string]types.AttributeValue{"v": n("8")}, true},
+		{"stored version equal", map[string]types.AttributeValue{"v": n("7")}, true},
+		{"stored version wider than int64", map[string]types.AttributeValue{"v": n("123456789012345678901234567890")}, true},
+		{"stored version older", map[string]types.AttributeValue{"v": n("6")}, false},
+		{"no stored version", map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "1"}}, false},
+		{"stored version not a number", map[string]types.AttributeValue{"v": &types.AttributeValueMemberS{Value: "9"}}, false},
+		{"no item", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
+				{Code: aws.String(dynamo.ReasonConditionalCheck), Item: tc.old},
+				{Code: aws.String(dynamo.ReasonNone)},
+			}}
+			f := &fakeTx{errs: []error{err}}
+			s, serr := dynamo.New(dynamo.Config{Client: f, Namespace: "unit"})
+			if serr != nil {
+				t.Fatal(serr)
+			}
+			guarded := func(ctx context.Context, m *consumer.Message) ([]types.TransactWriteItem, error) {
+				ws, _ := oneWrite(ctx, m)
+				return []types.TransactWriteItem{dynamo.VersionGuard(ws[0], "v", 7)}, nil
+			}
+			got := dynamo.Transactional(s, guarded).Handle(context.Background(), msg("m", "k", "b"))
+			var ce *dynamo.ConditionError
+			switch {
+			case tc.stale && (got != nil || len(f.inputs) != 2 || len(f.inputs[1].TransactItems) != 1):
+				t.Fatalf("stale: err %v after %d calls, want the dedupe record committed alone", got, len(f.inputs))
+			case !tc.stale && (!errors.As(got, &ce) || len(f.inputs) != 1):
+				t.Fatalf("own condition: err %v after %d calls, want a ConditionError and no commit", got, len(f.inputs))
+			}
+			if rv := f.inputs[0].TransactItems[0].Put.ReturnValuesOnConditionCheckFailure; rv != types.ReturnValuesOnConditionCheckFailureAllOld {
+				t.Fatalf("guarded write asks for %q old values, want ALL_OLD", rv)
+			}
+		})
+	}
+}

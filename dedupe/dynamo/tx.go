@@ -88,10 +88,12 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 //   - A failed condition on the dedupe record → duplicate (acked), or key
 //     reuse (dead-lettered), or in progress (a lease-mode claim on the same
 //     namespace: retried after its lease).
-//   - A failed condition on a [VersionGuard]ed write → the message is stale:
+//   - A failed version clause on a [VersionGuard]ed write (the item's
+//     stored version is the message's or newer) → the message is stale:
 //     the dedupe record alone is committed and the message acked.
-//   - A failed condition on another of fn's writes → [*ConditionError]
-//     (retried with backoff unless a classifier decides otherwise).
+//   - A failed condition on another of fn's writes, or of a guarded write's
+//     own clause → [*ConditionError] (retried with backoff unless a
+//     classifier decides otherwise); nothing is committed.
 //   - TransactionConflict → resubmitted (a fresh request each time), then
 //     retried with backoff; throttling → retried with backoff.
 //   - More than 99 writes, or more than 4 MB → [*TooLargeError], permanent.
@@ -180,15 +182,22 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 				return consumer.RetryAfter(&dedupe.InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
 			}
 		}
-		var failed []int
-		stale := true
+		// The message is stale only when every failed condition is a
+		// VersionGuard's version clause; the first other failure is the
+		// user's own condition.
+		stale, userFailed := -1, -1
 		conflict := false
 		for i, r := range reasons[:len(writes)] {
 			switch code(r) {
 			case ReasonConditionalCheck:
-				failed = append(failed, i)
-				if !guarded(writes[i]) {
-					stale = false
+				switch {
+				case userFailed >= 0:
+				case staleVersion(writes[i], r):
+					if stale < 0 {
+						stale = i
+					}
+				default:
+					userFailed = i
 				}
 			case ReasonTransactionConflict:
 				conflict = true
@@ -198,12 +207,12 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 			conflict = true
 		}
 		switch {
-		case len(failed) > 0 && stale:
-			log().Info("dynamo: stale version: the message's writes are skipped and it is recorded as done", zap.Int("write", failed[0]))
+		case userFailed >= 0:
+			return &ConditionError{Index: userFailed, Reason: reasons[userFailed], Err: err}
+		case stale >= 0:
+			log().Info("dynamo: stale version: the message's writes are skipped and it is recorded as done", zap.Int("write", stale))
 			writes = nil
 			continue
-		case len(failed) > 0:
-			return &ConditionError{Index: failed[0], Reason: reasons[failed[0]], Err: err}
 		case conflict && conflicts < h.opts.ConflictRetries:
 			conflicts++
 			select {

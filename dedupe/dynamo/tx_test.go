@@ -280,3 +280,87 @@ func TestTransactionalLeaseModeRecord(t *testing.T) {
 		t.Fatalf("stale claim completed over a committed transaction: %v", err)
 	}
 }
+
+// TestTransactionalGuardedUserConditionFails: a VersionGuarded write whose
+// own condition fails (not enough balance) is a ConditionError: nothing is
+// committed, the dedupe record included, and the retry applies it once the
+// condition holds. A genuinely older version is still stale: acked, its
+// dedupe record committed alone.
+func TestTransactionalGuardedUserConditionFails(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	ctx := context.Background()
+	if _, err := l.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.accounts), Item: map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: "hank"}, "balance": &types.AttributeValueMemberN{Value: "3"}, "v": &types.AttributeValueMemberN{Value: "1"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// Body "version:amount": debit amount if the balance allows it and the
+	// version is newer than the account's.
+	debit := dynamo.Transactional(l.store, func(_ context.Context, m *consumer.Message) ([]types.TransactWriteItem, error) {
+		v, amount, _ := strings.Cut(m.Body, ":")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return []types.TransactWriteItem{dynamo.VersionGuard(types.TransactWriteItem{Update: &types.Update{
+			TableName:           aws.String(l.accounts),
+			Key:                 map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "hank"}},
+			UpdateExpression:    aws.String("SET balance = balance - :amt"),
+			ConditionExpression: aws.String("balance >= :amt"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":amt": &types.AttributeValueMemberN{Value: amount},
+			},
+		}}, "v", n)}, nil
+	})
+	account := func() (balance, version string) {
+		out, err := l.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.accounts), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "hank"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return attr(out.Item["balance"]), attr(out.Item["v"])
+	}
+
+	// A newer version the balance cannot cover: the user's clause failed.
+	err := debit.Handle(ctx, msg("m1", "debit-v2", "2:5"))
+	var ce *dynamo.ConditionError
+	if !errors.As(err, &ce) || ce.Index != 0 {
+		t.Fatalf("guarded write, own condition failed: %v, want a ConditionError on write 0", err)
+	}
+	if res := (&consumer.Pipeline{Handler: debit}).Process(ctx, msg("m1", "debit-v2", "2:5")); res.Outcome != consumer.OutcomeRetry {
+		t.Fatalf("guarded write, own condition failed: outcome %s (%v), want retry", res.Outcome, res.Err)
+	}
+	if item := get(t, l.client, l.dedupe, l.store.PK("debit-v2")); item != nil {
+		t.Fatalf("dedupe record committed although the debit was not applied: %v", item)
+	}
+	if b, v := account(); b != "3" || v != "1" {
+		t.Fatalf("account balance %s at v %s, want 3 at v 1", b, v)
+	}
+
+	// An older version is stale whatever its own clause says: acked and
+	// recorded, nothing applied.
+	if err := debit.Handle(ctx, msg("m0", "debit-v1", "1:1")); err != nil {
+		t.Fatalf("stale version: %v, want acked", err)
+	}
+	if item := get(t, l.client, l.dedupe, l.store.PK("debit-v1")); attr(item["status"]) != dedupe.StatusCompleted {
+		t.Fatalf("stale version not recorded: %v", item)
+	}
+	if b, v := account(); b != "3" || v != "1" {
+		t.Fatalf("stale version applied: balance %s at v %s, want 3 at v 1", b, v)
+	}
+
+	// Funded, the retry of version 2 applies once.
+	if _, err := l.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(l.accounts),
+		Key:              map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "hank"}},
+		UpdateExpression: aws.String("ADD balance :a"), ExpressionAttributeValues: map[string]types.AttributeValue{":a": &types.AttributeValueMemberN{Value: "10"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := debit.Handle(ctx, msg("m1", "debit-v2", "2:5")); err != nil {
+		t.Fatalf("retry after funding: %v", err)
+	}
+	if err := debit.Handle(ctx, msg("m1", "debit-v2", "2:5")); !errors.Is(err, consumer.ErrDuplicate) {
+		t.Fatalf("redelivery: %v, want ErrDuplicate", err)
+	}
+	if b, v := account(); b != "8" || v != "2" {
+		t.Fatalf("account balance %s at v %s, want 8 at v 2", b, v)
+	}
+}
