@@ -32,6 +32,8 @@ type settings struct {
 	logLevel        zapcore.Level
 	shutdownTimeout time.Duration
 	maxAttempts     int
+	httpAddr        string
+	handlerDelay    time.Duration
 }
 
 // parseSettings reads flags, each defaulting to its environment variable.
@@ -69,6 +71,8 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.StringVar(&s.dedupeTable, "dedupe-table", getenv("DEDUPE_TABLE"), "DynamoDB dedupe `table`; empty: no dedupe [DEDUPE_TABLE]")
 	level := fs.String("log-level", cmp.Or(getenv("LOG_LEVEL"), "info"), "debug, info, warn or error; debug logs one line per settled message [LOG_LEVEL]")
 	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", envDuration("SHUTDOWN_TIMEOUT", consumer.DefaultShutdownTimeout), "how long the drain waits for running handlers [SHUTDOWN_TIMEOUT]")
+	fs.StringVar(&s.httpAddr, "http-addr", getenv("HTTP_ADDR"), "serve /metrics, /healthz and /readyz on `HOST:PORT` (\":9090\" in a container); empty: off [HTTP_ADDR]")
+	fs.DurationVar(&s.handlerDelay, "handler-delay", envDuration("HANDLER_DELAY", 0), "sleep before each handler, to watch the drain [HANDLER_DELAY]")
 	fs.IntVar(&s.maxAttempts, "max-attempts", envInt("MAX_ATTEMPTS", 0), "dead-letter after this many transient failures; 0: no limit [MAX_ATTEMPTS]")
 	if err := errors.Join(errs...); err != nil {
 		return s, err
@@ -85,8 +89,8 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 	if s.queueURL == "" && s.queueName == "" {
 		return s, errors.New("set -queue-url (QUEUE_URL) or -queue (QUEUE_NAME)")
 	}
-	if s.concurrency < 1 || s.maxAttempts < 0 || s.visibility < 0 || s.shutdownTimeout <= 0 {
-		return s, errors.New("-concurrency must be ≥ 1, -max-attempts and -visibility not negative, -shutdown-timeout positive")
+	if s.concurrency < 1 || s.maxAttempts < 0 || s.visibility < 0 || s.shutdownTimeout <= 0 || s.handlerDelay < 0 {
+		return s, errors.New("-concurrency must be ≥ 1, -max-attempts, -visibility and -handler-delay not negative, -shutdown-timeout positive")
 	}
 	return s, nil
 }
@@ -110,19 +114,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger := newLogger(stderr, s.logLevel)
 	defer func() { _ = logger.Sync() }()
-	if err := work(ctx, s, logger); err != nil {
+	if err := work(ctx, s, getenv, logger); err != nil {
 		logger.Error("worker stopped", zap.Error(err))
 		return 1
 	}
 	return 0
 }
 
-func work(ctx context.Context, s settings, logger *zap.Logger) error {
+func work(ctx context.Context, s settings, getenv func(string) string, logger *zap.Logger) error {
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
+	obs, err := newObservability(ctx, s.httpAddr, getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
 	var mw []consumer.Middleware
+	if s.handlerDelay > 0 {
+		mw = append(mw, delay(s.handlerDelay))
+	}
 	if s.dedupeTable != "" {
 		store, err := dynamo.New(dynamo.Config{
 			Client:    dynamodb.NewFromConfig(awsCfg),
@@ -149,10 +161,20 @@ func work(ctx context.Context, s settings, logger *zap.Logger) error {
 		ShutdownTimeout:   s.shutdownTimeout,
 		MaxAttempts:       s.maxAttempts,
 		Logger:            logger,
+		TracerProvider:    obs.tp,
+		MeterProvider:     obs.mp,
 	})
 	if err != nil {
 		return err
 	}
+	// Ready once the queues check out; not ready from SIGTERM on, while
+	// the drain runs.
+	if err := c.Validate(ctx); err != nil {
+		return err
+	}
+	obs.ready.Store(true)
+	stopReady := context.AfterFunc(ctx, func() { obs.ready.Store(false) })
+	defer stopReady()
 	logger.Info("worker starting",
 		zap.String("queue", cmp.Or(s.queueURL, s.queueName)),
 		zap.Int("concurrency", s.concurrency),
@@ -169,4 +191,20 @@ func work(ctx context.Context, s settings, logger *zap.Logger) error {
 	}
 	logger.Info("worker drained")
 	return nil
+}
+
+// delay sleeps before each handler (or until the handler's context ends).
+func delay(d time.Duration) consumer.Middleware {
+	return func(next consumer.Handler) consumer.Handler {
+		return consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			return next.Handle(ctx, m)
+		})
+	}
 }
