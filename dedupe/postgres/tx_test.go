@@ -287,7 +287,9 @@ func TestTransactionalSerializationFailureRetried(t *testing.T) {
 	var wg sync.WaitGroup
 	results := make([]consumertest.Result, 2)
 	for i := range 2 {
-		wg.Go(func() { results[i] = process(h, consumertest.NewMessage("inc", consumertest.WithID(fmt.Sprintf("inc-%d", i)))) })
+		wg.Go(func() {
+			results[i] = process(h, consumertest.NewMessage("inc", consumertest.WithID(fmt.Sprintf("inc-%d", i))))
+		})
 	}
 	wg.Wait()
 	for i, r := range results {
