@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -94,4 +95,51 @@ func PostgresTerminate(t testing.TB, pid uint32) {
 	if err := c.QueryRow(ctx, "SELECT pg_terminate_backend($1)", int32(pid)).Scan(&ok); err != nil || !ok {
 		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, ok, err)
 	}
+}
+
+// PostgresRole creates a role (dropped at cleanup) that can do nothing
+// until granted, runs grants (with %[1]s for the role's name) on pool's
+// schema, and returns a pool on the same schema whose sessions run as that
+// role: a test of the privileges a package documents.
+func PostgresRole(t testing.TB, pool *pgxpool.Pool, grants ...string) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := pool.Config()
+	schema := cfg.ConnConfig.RuntimeParams["search_path"]
+	role := Name("role")
+	role = "role_" + role[len("role-"):]
+	if _, err := pool.Exec(ctx, "CREATE ROLE "+role+" NOLOGIN"); err != nil {
+		t.Fatalf("create role: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, PostgresURL(t))
+		if err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(ctx, "DROP OWNED BY "+role)
+		if _, err := c.Exec(ctx, "DROP ROLE "+role); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	for _, g := range append([]string{"GRANT USAGE ON SCHEMA " + schema + " TO %[1]s"}, grants...) {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(g, role)); err != nil {
+			t.Fatalf("%s: %v", fmt.Sprintf(g, role), err)
+		}
+	}
+	cfg.ConnConfig.RuntimeParams["role"] = role
+	as, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("pool as %s: %v", role, err)
+	}
+	t.Cleanup(as.Close)
+	var cur string
+	if err := as.QueryRow(ctx, "SELECT current_user").Scan(&cur); err != nil || cur != role {
+		t.Fatalf("pool runs as %q (%v), want %s", cur, err, role)
+	}
+	return as
 }
