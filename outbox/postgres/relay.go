@@ -114,13 +114,24 @@ func scanEvents(rows pgx.Rows) ([]outbox.Event, error) {
 
 // dueSQL takes each entity's oldest event in the partitions $1, and keeps
 // it when it is neither dead nor waiting for a retry: a held-back head
-// holds back its entity's later events.
-const dueSQL = `SELECT ` + eventColumns + ` FROM (
-	SELECT DISTINCT ON (entity_key) * FROM ` + tableEvents + `
-	WHERE partition = ANY($1) ORDER BY entity_key, seq
-) head
-WHERE NOT dead AND (next_at IS NULL OR next_at <= $2)
-ORDER BY created_at, entity_key LIMIT $3`
+// holds back its entity's later events. The entities are found by a skip
+// scan of the (partition, entity_key, seq) index, one probe per entity
+// rather than a read of every pending row, and all heads are ranked by age
+// so that no entity starves behind others with long backlogs.
+const dueSQL = `WITH RECURSIVE heads(partition, k) AS (
+	SELECT p, (SELECT o.entity_key FROM ` + tableEvents + ` o WHERE o.partition = p ORDER BY o.entity_key LIMIT 1)
+	FROM unnest($1::integer[]) AS p
+	UNION ALL
+	SELECT h.partition, (SELECT o.entity_key FROM ` + tableEvents + ` o
+		WHERE o.partition = h.partition AND o.entity_key > h.k ORDER BY o.entity_key LIMIT 1)
+	FROM heads h WHERE h.k IS NOT NULL
+)
+SELECT e.entity_key, e.seq, e.id, e.entity, e.type, e.payload, e.created_at, e.attempts, e.last_error, e.dead
+FROM heads h CROSS JOIN LATERAL (
+	SELECT * FROM ` + tableEvents + ` o WHERE o.partition = h.partition AND o.entity_key = h.k ORDER BY o.seq LIMIT 1
+) e
+WHERE NOT e.dead AND (e.next_at IS NULL OR e.next_at <= $2)
+ORDER BY e.created_at, e.entity_key LIMIT $3`
 
 // Due implements [outbox.Store]. Only committed events are visible, and an
 // entity's sequence numbers are assigned in commit order, so an event that
