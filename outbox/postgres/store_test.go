@@ -16,7 +16,9 @@ import (
 )
 
 // newPool returns a pool on a fresh schema holding the outbox tables.
-func newPool(t *testing.T) *pgxpool.Pool {
+func newPool(t *testing.T) *pgxpool.Pool { return newPoolTB(t) }
+
+func newPoolTB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool := testenv.Postgres(t)
 	if v, err := postgres.Migrate(context.Background(), pool); err != nil || fmt.Sprint(v) != "[1]" {
