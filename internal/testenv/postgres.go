@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -22,7 +24,18 @@ func PostgresURL(t testing.TB) string {
 		}
 		t.Skipf("integration test: DATABASE_URL is not set (start PostgreSQL with `localstack/postgres.sh up`)")
 	}
-	return need(t, "DATABASE_URL")
+	raw := os.Getenv("DATABASE_URL")
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Fatalf("DATABASE_URL is not a postgres:// URL with a host")
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 3*time.Second)
+	if err != nil {
+		// The URL holds a password: name the host only.
+		t.Fatalf("DATABASE_URL's server %s is unreachable: %v (is it running? `localstack/postgres.sh status`)", u.Host, err)
+	}
+	conn.Close()
+	return raw
 }
 
 // Postgres returns a pool on a fresh schema of the DATABASE_URL database:
@@ -37,10 +50,10 @@ func Postgres(t testing.TB) *pgxpool.Pool {
 // PostgresSchema is [Postgres], also returning the schema's name.
 func PostgresSchema(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	url := PostgresURL(t)
+	dsn := PostgresURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, url)
+	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatalf("DATABASE_URL: connect: %v (is the server running? `localstack/postgres.sh status`)", err)
 	}
@@ -53,7 +66,7 @@ func PostgresSchema(t testing.TB) (*pgxpool.Pool, string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := pgx.Connect(ctx, url)
+		c, err := pgx.Connect(ctx, dsn)
 		if err != nil {
 			t.Errorf("drop schema %s: connect: %v", schema, err)
 			return
@@ -63,7 +76,7 @@ func PostgresSchema(t testing.TB) (*pgxpool.Pool, string) {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatalf("DATABASE_URL: %v", err)
 	}
