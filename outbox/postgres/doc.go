@@ -50,6 +50,12 @@
 // sends an event is parked (dead) and holds back its entity only, until
 // [Store.Requeue].
 //
+// The sequence rows outlive their events (one row per entity ever
+// written) until [Store.PruneEntities] deletes those of drained entities;
+// schedule it, for example hourly from one relay. Published and Failed
+// match an event by entity, sequence number and id, so a stale relay
+// never touches a newer event.
+//
 // Writers: keep transactions that Put short, since they hold the entity's
 // row; under REPEATABLE READ or SERIALIZABLE a concurrent writer of the
 // same entity fails with a serialization failure (40001) and must run its
@@ -66,11 +72,14 @@
 // Writers: SELECT, INSERT, UPDATE on sqsonce_outbox_entities and INSERT on
 // sqsonce_outbox. Relays: SELECT, UPDATE, DELETE on sqsonce_outbox and
 // SELECT, INSERT, UPDATE, DELETE on sqsonce_outbox_leases and
-// sqsonce_outbox_relays, plus sqs:SendMessage on the queue. Both need USAGE
+// sqsonce_outbox_relays, plus sqs:SendMessage on the queue; PruneEntities
+// also needs SELECT, UPDATE, DELETE on sqsonce_outbox_entities (UPDATE for
+// its row locks). Both need USAGE
 // on the schema; [Migrate] needs CREATE on it (a deploy role).
 //
 //	GRANT SELECT, INSERT, UPDATE ON sqsonce_outbox_entities TO writer;
 //	GRANT INSERT ON sqsonce_outbox TO writer;
 //	GRANT SELECT, UPDATE, DELETE ON sqsonce_outbox TO relay;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON sqsonce_outbox_leases, sqsonce_outbox_relays TO relay;
+//	GRANT SELECT, UPDATE, DELETE ON sqsonce_outbox_entities TO relay; -- PruneEntities
 package postgres

@@ -29,7 +29,8 @@ func TestDocumentedPrivilegesSuffice(t *testing.T) {
 	}
 	relayPool := testenv.PostgresRole(t, pool,
 		"GRANT SELECT, UPDATE, DELETE ON sqsonce_outbox TO %[1]s",
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON sqsonce_outbox_leases, sqsonce_outbox_relays TO %[1]s")
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON sqsonce_outbox_leases, sqsonce_outbox_relays TO %[1]s",
+		"GRANT SELECT, UPDATE, DELETE ON sqsonce_outbox_entities TO %[1]s")
 	r := newStore(t, relayPool, postgres.Config{})
 	evs, err := r.Due(ctx, "r1", 10)
 	if err != nil || len(evs) != 2 {
@@ -47,6 +48,10 @@ func TestDocumentedPrivilegesSuffice(t *testing.T) {
 	}
 	if n, err := r.Requeue(ctx); err != nil || n != 1 {
 		t.Fatalf("Requeue: %d %v", n, err)
+	}
+	drainIDs(t, r, "r1")
+	if n, err := r.PruneEntities(ctx, 0); err != nil || n != 2 {
+		t.Fatalf("PruneEntities: %d %v", n, err)
 	}
 	if err := r.Release(ctx, "r1"); err != nil {
 		t.Fatalf("Release: %v", err)

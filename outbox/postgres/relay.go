@@ -160,14 +160,18 @@ func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
 	}
 	keys := make([]string, len(evs))
 	seqs := make([]int64, len(evs))
+	ids := make([]string, len(evs))
 	for i, ev := range evs {
 		var err error
 		if keys[i], seqs[i], err = parseHandle(ev.Handle); err != nil {
 			return err
 		}
+		ids[i] = ev.ID
 	}
-	if _, err := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableEvents+` o USING unnest($1::text[], $2::bigint[]) AS h(k, s)
-		WHERE o.entity_key = h.k AND o.seq = h.s`, keys, seqs); err != nil {
+	// The id too: a relay that lost its lease mid-send must not delete
+	// another event that reused (entity, seq) after PruneEntities.
+	if _, err := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableEvents+` o USING unnest($1::text[], $2::bigint[], $3::text[]) AS h(k, s, id)
+		WHERE o.entity_key = h.k AND o.seq = h.s AND o.id = h.id`, keys, seqs, ids); err != nil {
 		return fmt.Errorf("outbox/postgres: remove published events: %w", err)
 	}
 	return nil
@@ -184,7 +188,7 @@ func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, ret
 	}
 	// No row: another relay published it meanwhile.
 	if _, err := st.cfg.DB.Exec(ctx, `UPDATE `+tableEvents+` SET attempts = $3, last_error = $4, next_at = $5, dead = $6
-		WHERE entity_key = $1 AND seq = $2`, key, seq, ev.Attempts, reason, retryAt, dead); err != nil {
+		WHERE entity_key = $1 AND seq = $2 AND id = $7`, key, seq, ev.Attempts, reason, retryAt, dead, ev.ID); err != nil {
 		return fmt.Errorf("outbox/postgres: record failed send of %s: %w", ev.ID, err)
 	}
 	return nil

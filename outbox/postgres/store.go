@@ -22,6 +22,7 @@ import (
 // DB is what the relay side needs of a connection pool; *pgxpool.Pool has
 // it.
 type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
