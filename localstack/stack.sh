@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The no-Docker local AWS stack: fauxqs (SQS), DynamoDB Local (DynamoDB) and
-# local-aws-sqs (the SQS message-move-task API that fauxqs lacks).
+# The no-Docker local AWS stack: fauxqs (SQS), DynamoDB Local (DynamoDB),
+# local-aws-sqs (the SQS message-move-task API that fauxqs lacks) and
+# PostgreSQL 15 (localstack/postgres.sh; Debian's postgresql-15).
 #
 #   stack.sh install   download the emulators into the cache (once); an
 #                      interrupted download is redone on the next run
@@ -24,13 +25,16 @@
 #
 # The env file (.stack/env, to be sourced) holds the standard SDK variables:
 # AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and static test
-# credentials, plus SQSONCE_MOVE_TASK_ENDPOINT for local-aws-sqs.
+# credentials, plus SQSONCE_MOVE_TASK_ENDPOINT for local-aws-sqs and
+# DATABASE_URL for PostgreSQL.
 #
 # Environment:
 #   SQSONCE_CACHE           the emulators' cache (default ~/.cache/sqsonce)
 #   SQSONCE_STACK_DIR       state: PID files, logs, env (default .stack)
 #   SQSONCE_SQS_PORT, SQSONCE_DYNAMODB_PORT, SQSONCE_MOVE_TASK_PORT
 #                           fixed ports; `up` fails if another process holds one
+#   SQSONCE_STACK_POSTGRES  0 leaves PostgreSQL out (default 1); its data
+#                           lives in $SQSONCE_STACK_DIR/postgres
 #   SQSONCE_STACK_OFFER_PORTS
 #                           ports to try before asking the system for free ones,
 #                           in order (tests use it to hand out a port they hold,
@@ -50,6 +54,17 @@ cache=${SQSONCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sqsonce}
 state=${SQSONCE_STACK_DIR:-$root/.stack}
 envfile=$state/env
 read -r -a offers <<<"${SQSONCE_STACK_OFFER_PORTS:-}"
+with_pg=${SQSONCE_STACK_POSTGRES:-1}
+
+# pg ARGS...: localstack/postgres.sh with its data under the stack's state.
+pg() { SQSONCE_POSTGRES_DIR=$state/postgres bash "$root/localstack/postgres.sh" "$@"; }
+
+# pg_up starts PostgreSQL (when wanted) and adds DATABASE_URL to the env file.
+pg_up() {
+	[ "$with_pg" = 1 ] || return 0
+	pg up >&2
+	grep -q '^export DATABASE_URL=' "$envfile" 2>/dev/null || pg env >>"$envfile"
+}
 
 say() { printf 'stack: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -284,7 +299,8 @@ portvars=(SQSONCE_SQS_PORT SQSONCE_DYNAMODB_PORT SQSONCE_MOVE_TASK_PORT)
 
 up() {
 	mkdir -p "$state"
-	if running quiet; then
+	if running quiet emulators; then
+		pg_up
 		say "already running ($envfile)"
 		echo running
 		return 0
@@ -325,6 +341,7 @@ export AWS_SECRET_ACCESS_KEY=test
 unset AWS_SESSION_TOKEN AWS_PROFILE
 export SQSONCE_MOVE_TASK_ENDPOINT=http://127.0.0.1:${ports[2]}
 ENV
+	pg_up
 	trap - EXIT
 	say "up: SQS 127.0.0.1:${ports[0]}, DynamoDB 127.0.0.1:${ports[1]}, move tasks 127.0.0.1:${ports[2]}"
 	say "fauxqs and DynamoDB Local listen on every interface, not only 127.0.0.1"
@@ -366,12 +383,14 @@ stop() {
 
 down() {
 	stop "${names[@]}"
+	if [ "$with_pg" = 1 ] && [ -d "$state/postgres" ]; then pg down >&2 || true; fi
 	rm -f "$envfile"
 	[ "${1:-}" = quiet ] || say "down"
 }
 
-# running [quiet]: every server we started is alive, holds the port written
-# in the env file and answers an HTTP request on it.
+# running [quiet [emulators]]: every server we started is alive, holds the
+# port written in the env file and answers an HTTP request on it (with
+# "emulators": PostgreSQL is not checked).
 running() {
 	local quiet=${1:-} ok=0 i port
 	note() { [ -n "$quiet" ] || say "$@"; }
@@ -392,6 +411,10 @@ running() {
 			ok=1
 		fi
 	done
+	if [ "$with_pg" = 1 ] && [ "${2:-}" != emulators ] && ! pg status >/dev/null 2>&1; then
+		note "postgres is not running"
+		ok=1
+	fi
 	[ $ok = 0 ] && note "running ($envfile)"
 	return $ok
 }

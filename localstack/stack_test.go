@@ -150,6 +150,7 @@ func (s *stack) environ() []string {
 		"PATH="+s.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"SQSONCE_CACHE="+s.cache,
 		"SQSONCE_STACK_DIR="+s.state,
+		"SQSONCE_STACK_POSTGRES=0", // these tests are about the emulators
 		"FAKE_PIDS="+s.pids,
 		"FAKE_NPM_LOG="+filepath.Join(s.bin, "npm.log"),
 		"FAKE_TGZ="+filepath.Join(s.bin, dynamoTarball),
