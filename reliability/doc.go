@@ -1,7 +1,7 @@
 // Package reliability holds sqsonce's reliability suite: scenarios that
 // attack the ledger example (crashes, injected faults, slow handlers,
 // shutdown under load, bad input, redrive under crash) on the local stack
-// and then check the promise of DESIGN.md: the total applied equals the
+// and then check the promise of docs/architecture.md: the total applied equals the
 // sum over distinct valid credits, no credit was applied twice, the source
 // queue is empty, and the DLQ holds every malformed message and nothing
 // else.
