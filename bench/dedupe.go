@@ -159,7 +159,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 		return f, fmt.Errorf("plain PutItem loop: %w", err)
 	}
 	// Lease mode's own two writes per message, as a plain loop: what the
-	// middleware costs on top of the writes DESIGN requires.
+	// middleware costs on top of the writes lease mode requires.
 	f.pairLimit, err = plainDDB(n, func(i int) error {
 		pk := fmt.Sprintf("pair#%d#%d", round, i)
 		if _, err := b.ddb.PutItem(ctx, &dynamodb.PutItemInput{

@@ -41,7 +41,7 @@ func ClassifierChain(cs ...Classifier) Classifier {
 	})
 }
 
-// DefaultClassifier implements DESIGN's "Errors → outcomes" table. It
+// DefaultClassifier implements the "Errors → outcomes" table of docs/architecture.md. It
 // always returns ok=true:
 //
 //   - nil → ack
