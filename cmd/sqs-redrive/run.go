@@ -396,6 +396,8 @@ func failures(sum redrive.Summary) error {
 	switch {
 	case sum.Failed > 0:
 		return fmt.Errorf("%d message(s) could not be sent and stayed in the DLQ", sum.Failed)
+	case sum.Refused > 0:
+		return fmt.Errorf("%d message(s) record a source queue that is not a source of the DLQ and stayed there (see the notes; --to sends them to a queue you name)", sum.Refused)
 	case sum.DeleteFailed > 0:
 		return fmt.Errorf("%d message(s) were sent but not deleted from the DLQ: a later run moves them again (the consumer's dedupe drops the duplicate)", sum.DeleteFailed)
 	}
@@ -432,9 +434,17 @@ func (a *app) summary(command, queue string, sum redrive.Summary) {
 	}
 	verb := map[string]string{"move": "moved", "export": "exported", "import": "imported"}[command]
 	if sum.DryRun {
-		fmt.Fprintf(a.stdout, "dry run: would move %d, skip %d; nothing was changed (%s)\n", sum.Matched, sum.Skipped, sum.Elapsed.Round(time.Millisecond))
+		fmt.Fprintf(a.stdout, "dry run: would move %d, skip %d", sum.Matched, sum.Skipped)
+		if sum.Refused > 0 {
+			fmt.Fprintf(a.stdout, ", refuse %d", sum.Refused)
+		}
+		fmt.Fprintf(a.stdout, "; nothing was changed (%s)\n", sum.Elapsed.Round(time.Millisecond))
 	} else {
-		fmt.Fprintf(a.stdout, "%s %d, skipped %d, failed %d in %s (%.1f msg/s)\n", verb, sum.Moved, sum.Skipped, sum.Failed, sum.Elapsed.Round(time.Millisecond), rate)
+		fmt.Fprintf(a.stdout, "%s %d, skipped %d, failed %d", verb, sum.Moved, sum.Skipped, sum.Failed)
+		if sum.Refused > 0 {
+			fmt.Fprintf(a.stdout, ", refused %d", sum.Refused)
+		}
+		fmt.Fprintf(a.stdout, " in %s (%.1f msg/s)\n", sum.Elapsed.Round(time.Millisecond), rate)
 	}
 	if len(sum.ByClass) > 0 {
 		fmt.Fprintf(a.stdout, "  by class: %s\n", counts(sum.ByClass))
