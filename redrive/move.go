@@ -687,23 +687,40 @@ func (m *mover) entry(it item, i int) types.SendMessageBatchRequestEntry {
 }
 
 // redriveAttributes returns a moved message's attributes: all of its own,
-// sqsonce-failure replaced by the redrive history, sqsonce-id added when
-// missing, within SQS's 10.
+// sqsonce-failure replaced by the redrive history, and sqsonce-id added
+// when missing, within SQS's 10. sqsonce-id is always there: when the
+// message has no room for it, attributes are dropped by the rule the
+// consumer uses for dead letters ([consumer.DroppedAttributes]). The
+// history is written only where room is left.
 func redriveAttributes(msg *consumer.Message, f *consumer.Failure, dlq, runID string, now time.Time) map[string]types.MessageAttributeValue {
 	attrs := make(map[string]types.MessageAttributeValue, len(msg.Attributes)+2)
 	for k, v := range msg.Attributes {
 		attrs[k] = v
 	}
+	old, hadHistory := attrs[AttrRedrive]
 	delete(attrs, consumer.AttrFailure)
-	if _, ok := attrs[consumer.AttrID]; !ok && len(attrs) < maxAttributes {
+	delete(attrs, AttrRedrive)
+	if aws.ToString(attrs[consumer.AttrID].StringValue) == "" {
+		delete(attrs, consumer.AttrID)
+		// DroppedAttributes makes room for two attributes (sqsonce-id and
+		// sqsonce-failure), most droppable first; sqsonce-id needs one.
+		if need := len(attrs) + 1 - maxAttributes; need > 0 {
+			rest := &consumer.Message{Attributes: attrs}
+			for _, name := range consumer.DroppedAttributes(rest)[:need] {
+				delete(attrs, name)
+			}
+		}
 		id := msg.ID
 		if f != nil && f.OriginalMessageID != "" {
 			id = f.OriginalMessageID
 		}
 		attrs[consumer.AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(id)}
 	}
+	if len(attrs) >= maxAttributes {
+		return attrs
+	}
 	var h History
-	if old, ok := attrs[AttrRedrive]; ok {
+	if hadHistory {
 		h, _ = ParseHistory(aws.ToString(old.StringValue))
 	}
 	h.Count = max(h.Count, 0) + 1
@@ -711,10 +728,8 @@ func redriveAttributes(msg *consumer.Message, f *consumer.Failure, dlq, runID st
 	h.RedrivenAt = now.UTC()
 	h.DLQ = dlq
 	h.LastFailure = f
-	if _, ok := attrs[AttrRedrive]; ok || len(attrs) < maxAttributes {
-		b, _ := json.Marshal(h)
-		attrs[AttrRedrive] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(b))}
-	}
+	b, _ := json.Marshal(h)
+	attrs[AttrRedrive] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(b))}
 	return attrs
 }
 

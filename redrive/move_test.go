@@ -370,16 +370,24 @@ func TestMoveAddsMissingID(t *testing.T) {
 	for i := range 9 {
 		ten[fmt.Sprintf("a%d", i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
 	}
+	// Ten attributes and neither sqsonce-id nor sqsonce-failure: one of
+	// them makes room for sqsonce-id, chosen by the consumer's rule for
+	// dead letters (consumer.DroppedAttributes: the name that sorts last).
+	tenBare := map[string]types.MessageAttributeValue{}
+	for i := range 10 {
+		tenBare[fmt.Sprintf("b%d", i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
+	}
 	putDead(t, client, dlq, false,
 		dead{body: "with-failure", class: "permanent", source: src, noID: true, id: "x1"},
 		dead{body: "bare", noID: true, noFail: true},
-		dead{body: "full", class: "permanent", source: src, noID: true, id: "x3", attrs: ten})
+		dead{body: "full", class: "permanent", source: src, noID: true, id: "x3", attrs: ten},
+		dead{body: "ten-bare", noID: true, noFail: true, attrs: tenBare})
 	r := newRedriver(t, client)
 	sum, err := r.Move(context.Background(), resolve(t, r, dlq), redrive.MoveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Moved != 3 || sum.ByClass[redrive.ClassNone] != 1 {
+	if sum.Moved != 4 || sum.ByClass[redrive.ClassNone] != 2 {
 		t.Fatalf("summary %+v", sum)
 	}
 	for _, m := range drain(t, client, src) {
@@ -396,6 +404,11 @@ func TestMoveAddsMissingID(t *testing.T) {
 		case "full":
 			if id != "orig-x3" || len(m.MessageAttributes) != 10 {
 				t.Errorf("full: id %q, %d attributes (want 10: no history)", id, len(m.MessageAttributes))
+			}
+		case "ten-bare":
+			_, b9 := m.MessageAttributes["b9"]
+			if id == "" || len(m.MessageAttributes) != 10 || b9 {
+				t.Errorf("ten-bare: id %q, attributes %v (want sqsonce-id and b0..b8)", id, slices.Sorted(maps.Keys(m.MessageAttributes)))
 			}
 		}
 	}
