@@ -606,16 +606,19 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 				break
 			}
 			var retry []item
+			seen := make([]bool, len(pending))
 			for _, s := range out.Successful {
-				if i, ok2 := entryIndex(s.Id, len(pending)); ok2 {
+				if i, ok2 := entryIndex(s.Id, len(pending)); ok2 && !seen[i] {
+					seen[i] = true
 					ok = append(ok, pending[i])
 				}
 			}
 			for _, f := range out.Failed {
 				i, ok2 := entryIndex(f.Id, len(pending))
-				if !ok2 {
+				if !ok2 || seen[i] {
 					continue
 				}
+				seen[i] = true
 				err = fmt.Errorf("redrive: send to %s: %s: %s", dest.Name, aws.ToString(f.Code), aws.ToString(f.Message))
 				m.r.log.Warn("redrive: send failed", zap.String("queue", dest.Name), zap.String("message_id", pending[i].e.Message.ID),
 					zap.String("code", aws.ToString(f.Code)), zap.Bool("sender_fault", f.SenderFault))
@@ -623,6 +626,11 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 					failed = append(failed, pending[i])
 				} else {
 					retry = append(retry, pending[i])
+				}
+			}
+			for i, it := range pending {
+				if !seen[i] { // missing from a malformed response
+					retry = append(retry, it)
 				}
 			}
 			pending = retry
@@ -635,7 +643,7 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 // entryIndex parses a batch entry Id made by batchID.
 func entryIndex(id *string, n int) (int, bool) {
 	s := aws.ToString(id)
-	if len(s) < 2 {
+	if len(s) < 2 || s[0] != 'e' {
 		return 0, false
 	}
 	i, err := strconv.Atoi(s[1:])

@@ -181,9 +181,18 @@ func (p *pass) delete(ctx context.Context, msgs []*consumer.Message) (failed []*
 				failed = append(failed, chunk...)
 				continue
 			}
-			for _, f := range out.Failed {
-				if i, err := strconv.Atoi(aws.ToString(f.Id)[1:]); err == nil && i < len(chunk) {
-					failed = append(failed, chunk[i])
+			// A message is deleted when the response names it successful;
+			// any other (failed, or missing from a malformed response) is
+			// tried again.
+			done := make([]bool, len(chunk))
+			for _, s := range out.Successful {
+				if i, ok := entryIndex(s.Id, len(chunk)); ok {
+					done[i] = true
+				}
+			}
+			for i, m := range chunk {
+				if !done[i] {
+					failed = append(failed, m)
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/internal/testenv"
@@ -121,3 +122,30 @@ func arnPart(arn string, i int) string {
 
 func regionOf(arn string) string  { return arnPart(arn, 3) }
 func accountOf(arn string) string { return arnPart(arn, 4) }
+
+// emptyIDs reports a failed entry with an empty Id in every
+// DeleteMessageBatch response (a malformed response must not crash a move).
+type emptyIDs struct{ redrive.SQSAPI }
+
+func (e emptyIDs) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	out, err := e.SQSAPI.DeleteMessageBatch(ctx, in, o...)
+	if err == nil {
+		out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: aws.String(""), Code: aws.String("InternalError"), SenderFault: false})
+	}
+	return out, err
+}
+
+func TestDeleteResponseWithEmptyID(t *testing.T) {
+	t.Parallel()
+	client := testenv.SQS(t)
+	src, dlq := testenv.QueueWithDLQ(t, client, testenv.Prefix(t), testenv.QueueOptions{})
+	putDead(t, client, dlq, false, seq("empty-id", 3, src)...)
+	r := newRedriver(t, emptyIDs{client})
+	sum, err := r.Move(context.Background(), resolve(t, r, dlq), redrive.MoveOptions{})
+	if err != nil || sum.Moved != 3 || sum.DeleteFailed != 0 {
+		t.Fatalf("%+v %v", sum, err)
+	}
+	if n := total(t, client, src); n != 3 {
+		t.Fatalf("source has %d", n)
+	}
+}
