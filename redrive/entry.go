@@ -2,6 +2,7 @@ package redrive
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -51,8 +52,32 @@ func (r *Redriver) entry(m *consumer.Message) Entry {
 	return e
 }
 
-// receive receives up to n messages (n ≤ 10) with every attribute.
-func (r *Redriver) receive(ctx context.Context, q Queue, n int) ([]types.Message, error) {
+// callTimeout bounds each send, delete and visibility call (as the
+// consumer bounds its settle calls): a response lost on a reused
+// connection must not hang the command.
+const callTimeout = 20 * time.Second
+
+// receiveMargin is added to the long-poll wait to bound a receive.
+const receiveMargin = 10 * time.Second
+
+// receive receives up to n messages (n ≤ 10) with every attribute. Each
+// call is bounded by the long-poll wait plus receiveMargin; one that runs
+// out is tried once more (the messages of a lost response come back after
+// their visibility timeout, which the pass waits for).
+func (r *Redriver) receive(ctx context.Context, q Queue, n int) (msgs []types.Message, err error) {
+	for attempt := 0; attempt < 2; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, r.wait+receiveMargin)
+		msgs, err = r.receiveOnce(cctx, q, n)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return msgs, err
+		}
+		r.log.Warn("redrive: receive timed out", zap.String("queue", q.Name), zap.Duration("timeout", r.wait+receiveMargin))
+	}
+	return nil, err
+}
+
+func (r *Redriver) receiveOnce(ctx context.Context, q Queue, n int) ([]types.Message, error) {
 	out, err := r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(q.URL),
 		MaxNumberOfMessages:         int32(min(max(n, 1), 10)),
@@ -77,15 +102,16 @@ func (r *Redriver) release(ctx context.Context, q Queue, handles []string) int {
 
 // setVisibility changes the visibility of messages in batches of 10.
 func (r *Redriver) setVisibility(ctx context.Context, q Queue, handles []string, seconds int32) int {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
 	failed := 0
 	for chunk := range chunks(handles, 10) {
 		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
 		for i, h := range chunk {
 			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(batchID(i)), ReceiptHandle: aws.String(h), VisibilityTimeout: seconds}
 		}
-		out, err := r.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := r.client.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
+		cancel()
 		if err != nil {
 			failed += len(chunk)
 			r.log.Warn("redrive: change visibility", zap.String("queue", q.Name), zap.Int("messages", len(chunk)), zap.Error(err))

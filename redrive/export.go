@@ -322,7 +322,9 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 		}
 		pending := entries
 		for attempt := 0; attempt < 2 && len(pending) > 0; attempt++ {
-			out, err := r.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(to.URL), Entries: pending})
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			out, err := r.client.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(to.URL), Entries: pending})
+			cancel()
 			if err != nil {
 				if attempt == 1 || ctx.Err() != nil {
 					sum.Failed += len(pending)

@@ -599,7 +599,9 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 			for i, it := range pending {
 				entries[i] = m.entry(it, i)
 			}
-			out, e := m.r.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest.URL), Entries: entries})
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			out, e := m.r.client.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest.URL), Entries: entries})
+			cancel()
 			if e != nil { // the SDK has retried what it could
 				err = fmt.Errorf("redrive: send to %s: %w", dest.Name, e)
 				m.r.log.Warn("redrive: send batch failed", zap.String("queue", dest.Name), zap.Int("messages", len(pending)), zap.Error(e))
