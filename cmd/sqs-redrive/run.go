@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -71,15 +72,33 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	g              globals
+	// syncDir makes a directory's entries durable (fsync); a test hook.
+	syncDir func(dir string) error
 }
 
 // run is the whole command: it returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return (&app{stdin: stdin, stdout: stdout, stderr: stderr, syncDir: syncDir}).run(ctx, args)
+}
+
+// syncDir fsyncs a directory, so that a file created in it survives a
+// crash of the machine.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// run runs one command and returns the exit code.
+func (a *app) run(ctx context.Context, args []string) int {
+	stdout, stderr := a.stdout, a.stderr
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	var err error
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -527,6 +546,13 @@ func (a *app) export(ctx context.Context, argv []string) error {
 		}
 		defer f.Close()
 		w = f
+		if *del {
+			// The file's data is synced before each delete; its directory
+			// entry must be durable too, or a crash loses the whole file.
+			if err := a.syncDir(filepath.Dir(pos[1])); err != nil {
+				return fmt.Errorf("export file: sync directory: %w (nothing was deleted)", err)
+			}
+		}
 	}
 	bar := a.newBar("exporting")
 	sum, err := r.Export(ctx, dlq, w, redrive.ExportOptions{Filters: filters, Max: *maxN, Delete: *del, Progress: bar.update})
