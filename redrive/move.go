@@ -194,15 +194,15 @@ type item struct {
 
 // mover is the state of one Move.
 type mover struct {
-	r       *Redriver
-	p       *pass
-	dlq     Queue
-	opts    MoveOptions
-	sum     Summary
-	start   time.Time
-	total   int
-	runID   string
-	next    time.Time // when the next paced batch may go
+	r     *Redriver
+	p     *pass
+	dlq   Queue
+	opts  MoveOptions
+	sum   Summary
+	start time.Time
+	total int
+	runID string
+	next  time.Time // when the next paced batch may go
 
 	to      *Queue
 	sources []Queue
