@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/redrive"
 )
 
@@ -74,6 +75,8 @@ type app struct {
 	g              globals
 	// syncDir makes a directory's entries durable (fsync); a test hook.
 	syncDir func(dir string) error
+	// region and endpoint are where the client looks, for messages.
+	region, endpoint string
 }
 
 // run is the whole command: it returns the exit code.
@@ -184,10 +187,30 @@ func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
 			o.BaseEndpoint = aws.String(a.g.endpoint)
 		}
 	})
+	a.region = cfg.Region
+	a.endpoint = aws.ToString(client.Options().BaseEndpoint)
+	if a.endpoint == "" {
+		a.endpoint = "the region's AWS endpoint"
+	}
 	if a.g.visibility < time.Second || a.g.visibility > 12*time.Hour {
 		return nil, usageError("--visibility-timeout %s is outside 1s..12h", a.g.visibility)
 	}
 	return redrive.New(redrive.Config{Client: client, VisibilityTimeout: a.g.visibility.Round(time.Second)})
+}
+
+// queue resolves a queue; an unknown one is reported with where it was
+// looked for and how to see what is there.
+func (a *app) queue(ctx context.Context, r *redrive.Redriver, nameOrURL string) (redrive.Queue, error) {
+	q, err := r.Queue(ctx, nameOrURL)
+	if errors.Is(err, redrive.ErrUnknownQueue) {
+		what := strings.TrimPrefix(strings.TrimPrefix(err.Error(), redrive.ErrUnknownQueue.Error()), ": ")
+		region := a.region
+		if region == "" {
+			region = "(none set)"
+		}
+		return q, fmt.Errorf("unknown queue %s in region %s at %s: run 'sqs-redrive list' to see the queues there", what, region, a.endpoint)
+	}
+	return q, err
 }
 
 // emit writes one JSON line.
@@ -244,18 +267,16 @@ func (a *app) list(ctx context.Context, argv []string) error {
 	return tw.Flush()
 }
 
-// age formats an age for people.
+// age formats an age for people, always as a Go duration (which
+// --older-than reads): to the second under an hour, to the minute above.
 func age(d time.Duration) string {
 	switch {
 	case d == 0:
 		return "-"
-	case d < time.Minute:
+	case d < time.Hour:
 		return d.Round(time.Second).String()
-	case d < 48*time.Hour:
-		m := int(d.Round(time.Minute).Minutes())
-		return fmt.Sprintf("%dh%02dm", m/60, m%60)
 	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return d.Round(time.Minute).String()
 }
 
 func (a *app) peek(ctx context.Context, argv []string) error {
@@ -282,7 +303,7 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	dlq, err := r.Queue(ctx, pos[0])
+	dlq, err := a.queue(ctx, r, pos[0])
 	if err != nil {
 		return err
 	}
@@ -306,6 +327,9 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 			continue
 		}
 		fmt.Fprintf(a.stdout, "--- %d/%d  %s  age %s\n", i+1, len(entries), m.ID, age(e.Age))
+		if id := m.Attribute(consumer.AttrID); id != "" {
+			fmt.Fprintf(a.stdout, "id:        %s\n", id)
+		}
 		fmt.Fprintf(a.stdout, "class:     %s\n", e.Class())
 		if f := e.Failure; f != nil {
 			fmt.Fprintf(a.stdout, "error:     %s\nattempts:  %d\nsource:    %s\n", f.Error, f.Attempts, f.SourceQueue)
@@ -327,6 +351,11 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 		fmt.Fprintf(a.stderr, "%d message(s) shown; all are visible again\n", len(entries))
 		if dlq.FIFO {
 			fmt.Fprintln(a.stderr, "FIFO: only the first messages of each group can be seen while the earlier ones are held")
+		}
+	}
+	if err == nil {
+		if srcs, serr := r.Sources(ctx, dlq); serr == nil && len(srcs) == 0 {
+			fmt.Fprintf(a.stderr, "note: %s is not a dead-letter queue: no queue's RedrivePolicy names it\n", dlq.Name)
 		}
 	}
 	return err
@@ -372,12 +401,12 @@ func (a *app) move(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	dlq, err := r.Queue(ctx, pos[0])
+	dlq, err := a.queue(ctx, r, pos[0])
 	if err != nil {
 		return err
 	}
 	if *to != "" {
-		dest, err := r.Queue(ctx, *to)
+		dest, err := a.queue(ctx, r, *to)
 		if err != nil {
 			return err
 		}
@@ -403,6 +432,9 @@ func (a *app) move(ctx context.Context, argv []string) error {
 	bar := a.newBar("moving")
 	sum, err := r.Move(ctx, dlq, redrive.MoveOptions{To: *to, Filters: filters, Max: *maxN, Rate: *rate, DryRun: *dry, Progress: bar.update})
 	bar.done()
+	if err != nil && sum.Moved == 0 && (errors.Is(err, redrive.ErrKindMismatch) || errors.Is(err, redrive.ErrNoDestination) || errors.Is(err, redrive.ErrUnknownQueue)) {
+		return err // nothing moved for want of a destination: the error says it all
+	}
 	a.summary("move", dlq.Name, sum)
 	if err != nil {
 		return err
@@ -522,7 +554,7 @@ func (a *app) export(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	dlq, err := r.Queue(ctx, pos[0])
+	dlq, err := a.queue(ctx, r, pos[0])
 	if err != nil {
 		return err
 	}
@@ -593,7 +625,7 @@ func (a *app) imp(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	q, err := r.Queue(ctx, pos[1])
+	q, err := a.queue(ctx, r, pos[1])
 	if err != nil {
 		return err
 	}
@@ -648,7 +680,7 @@ func (a *app) native(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	dlq, err := r.Queue(ctx, pos[0])
+	dlq, err := a.queue(ctx, r, pos[0])
 	if err != nil {
 		return err
 	}
@@ -656,7 +688,7 @@ func (a *app) native(ctx context.Context, argv []string) error {
 	case "start":
 		var dest *redrive.Queue
 		if *to != "" {
-			q, err := r.Queue(ctx, *to)
+			q, err := a.queue(ctx, r, *to)
 			if err != nil {
 				return err
 			}
