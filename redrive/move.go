@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -248,7 +249,7 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 		m.sum.Released, _ = m.p.finish(ctx)
 		m.sum.Notes = append(m.sum.Notes, m.p.notes...)
 		if dlq.FIFO && m.sum.Blocked > 0 {
-			m.sum.Notes = append(m.sum.Notes, fmt.Sprintf("FIFO: %d message(s) in %d group(s) stayed behind a message that did not match (a group cannot be skipped past without reordering it)", m.sum.Blocked, len(m.blocked)))
+			m.sum.Notes = append(m.sum.Notes, fmt.Sprintf("FIFO: %d message(s) in %d group(s) stayed behind a message that did not match or could not be sent (a group cannot be skipped past without reordering it)", m.sum.Blocked, len(m.blocked)))
 		}
 		if dlq.FIFO && opts.DryRun {
 			m.sum.Notes = append(m.sum.Notes, "FIFO: a dry run sees only the messages SQS hands out while the earlier ones of their group are held; later messages of a group are not counted")
@@ -351,6 +352,20 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 	sentAny := false
 	var sendErr error
 	for _, round := range m.rounds(items) {
+		if m.dlq.FIFO {
+			// A group whose earlier message failed in this batch (or
+			// before) sends nothing more in this pass: it would be
+			// reordered.
+			round = slices.DeleteFunc(round, func(it item) bool {
+				if !m.blocked[it.e.Message.GroupID] {
+					return false
+				}
+				m.sum.Skipped++
+				m.sum.Blocked++
+				m.p.hold(it.e.Message)
+				return true
+			})
+		}
 		var ok []item
 		for _, dest := range destinations(round) {
 			var group []item

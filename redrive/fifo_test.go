@@ -1,0 +1,71 @@
+package redrive_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsonce/sqsonce/internal/sqsfake"
+	"github.com/sqsonce/sqsonce/redrive"
+)
+
+// On real SQS one receive returns several messages of a FIFO group (the
+// local emulator returns one). When a send of one fails, nothing later of
+// its group may be sent in that pass, or the group is reordered.
+func TestFIFOFailedSendStopsItsGroup(t *testing.T) {
+	t.Parallel()
+	f := sqsfake.New()
+	dlq := f.AddQueue("orders-dlq.fifo", nil)
+	f.AddQueue("orders.fifo", map[string]string{
+		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:123456789012:orders-dlq.fifo","maxReceiveCount":"5"}`,
+	})
+	for i := range 4 {
+		for _, g := range []string{"a", "b"} {
+			f.Put(dlq, fmt.Sprintf("%s-%d", g, i), g)
+		}
+	}
+	// b-0 is refused every time it is sent (not the sender's fault, so it
+	// is retried, and fails again).
+	f.Inject(func(op string, in any) sqsfake.Fault {
+		if op != "SendMessageBatch" {
+			return sqsfake.Fault{}
+		}
+		fail := map[string]string{}
+		for _, e := range in.(*sqs.SendMessageBatchInput).Entries {
+			if aws.ToString(e.MessageBody) == "b-0" {
+				fail[aws.ToString(e.Id)] = "InternalError"
+			}
+		}
+		return sqsfake.Fault{FailEntries: fail}
+	})
+	r := newRedriver(t, f)
+	ctx := context.Background()
+	sum, err := r.Move(ctx, resolve(t, r, dlq), redrive.MoveOptions{To: "orders.fifo"})
+	if err != nil {
+		t.Fatalf("%+v %v", sum, err)
+	}
+	var moved []string
+	for _, s := range f.Sent(f.QueueURL("orders.fifo")) {
+		moved = append(moved, s.Body)
+	}
+	if want := []string{"a-0", "a-1", "a-2", "a-3"}; !slices.Equal(moved, want) {
+		t.Fatalf("sent %v, want %v (nothing of group b after b-0 failed)", moved, want)
+	}
+	var left []string
+	for _, m := range f.Messages(dlq) {
+		left = append(left, m.Body)
+	}
+	if want := []string{"b-0", "b-1", "b-2", "b-3"}; !slices.Equal(left, want) {
+		t.Fatalf("dlq kept %v, want %v", left, want)
+	}
+	if sum.Moved != 4 || sum.Failed != 1 || sum.Blocked != 3 {
+		t.Fatalf("summary %+v", sum)
+	}
+	if p := f.Problems(); len(p) > 0 {
+		t.Fatalf("SQS contract violations: %v", p)
+	}
+}
