@@ -31,22 +31,24 @@ usage: sqs-redrive COMMAND [arguments] [flags]
 commands:
   list                          every DLQ: source queues, approximate count, oldest message age
   peek DLQ [-n N] [--body]      show messages with their failure; they are visible again at once
-  move DLQ [--to QUEUE]         send messages back (default: the source recorded in each message,
-                                else the DLQ's single source queue); --dry-run, --max N, --rate N, --yes
+  move DLQ [--to QUEUE]         send messages back (default: the source recorded in each message if
+                                its RedrivePolicy names the DLQ, else refused; without a record, the
+                                DLQ's single source queue); --dry-run, --max N, --rate N, --yes
   export DLQ FILE [--delete]    write messages as JSON lines ("-" for stdout); --delete removes
                                 from the DLQ only what was written and synced
-  import FILE QUEUE             send the messages of an export file to a queue
+  import FILE QUEUE             send the messages of an export file to a queue (lines up to 8 MiB)
   native start DLQ [--to QUEUE] [--max-per-second N] [--wait]
   native status DLQ             SQS's own move tasks (no filter, no dry run)
   native cancel DLQ [--handle H]
 
 filters (peek, move, export; combinable, all must match):
-  --class C[,C]        failure class (permanent, max_attempts, panic, key_reuse; none = no failure record)
+  --class C[,C]        failure class (permanent, max_attempts, panic, key_reuse, or your own;
+                       none = no failure record)
   --error RE           regular expression on the failure's error text
   --attr NAME=VALUE    message attribute equal to VALUE (NAME~RE: matches RE; NAME alone: present)
   --body-match RE      regular expression on the body
   --json-field P=V     field P (dot path) of a JSON body equal to V (P~RE: matches RE)
-  --older-than D       failed (or arrived in the DLQ) more than D ago (90m, 2h, 7d)
+  --older-than D       failed (or arrived in the DLQ) more than D ago (90m, 2h, 7d; ages print as 2h5m0s)
   --newer-than D       ... less than D ago
   --filter EXPR        any of the above as an expression: class=permanent, error~timeout,
                        attr:tenant=acme, body~RE, json:order.status=failed, age>1h
@@ -58,7 +60,7 @@ global flags (before or after the arguments):
   --visibility-timeout D                      how long looked-at messages stay hidden (30s)
 
 Queues are given by name or URL. Commands that change queues ask for confirmation on a terminal
-and need --yes otherwise. Exit codes: 0 ok, 1 failure, 2 usage.
+and need --yes otherwise. Exit codes: 0 ok, 1 failure (a message failed, refused or not deleted), 2 usage.
 `
 
 // globals are the flags every command takes.
