@@ -69,3 +69,51 @@ func TestFIFOFailedSendStopsItsGroup(t *testing.T) {
 		t.Fatalf("SQS contract violations: %v", p)
 	}
 }
+
+// With several messages of a group per receive, a move keeps each group's
+// order, and a message that does not match holds back the rest of its
+// group (in order) while other groups move.
+func TestFIFOGroupsOnSQSSemantics(t *testing.T) {
+	t.Parallel()
+	f := sqsfake.New()
+	dlq := f.AddQueue("jobs-dlq.fifo", nil)
+	src := f.AddQueue("jobs.fifo", map[string]string{
+		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:123456789012:jobs-dlq.fifo","maxReceiveCount":"5"}`,
+	})
+	for i := range 5 {
+		for _, g := range []string{"a", "b", "c"} {
+			f.Put(dlq, fmt.Sprintf("%s-%d", g, i), g)
+		}
+	}
+	r := newRedriver(t, f)
+	only, _ := redrive.ParseFilters("body~^(a|b)|^c-[01]$") // c-2 does not match
+	sum, err := r.Move(context.Background(), resolve(t, r, dlq), redrive.MoveOptions{To: "jobs.fifo", Filters: only})
+	if err != nil {
+		t.Fatalf("%+v %v", sum, err)
+	}
+	byGroup := map[string][]string{}
+	for _, s := range f.Sent(src) {
+		byGroup[s.GroupID] = append(byGroup[s.GroupID], s.Body)
+	}
+	want := map[string][]string{"a": {"a-0", "a-1", "a-2", "a-3", "a-4"}, "b": {"b-0", "b-1", "b-2", "b-3", "b-4"}, "c": {"c-0", "c-1"}}
+	for g, w := range want {
+		if !slices.Equal(byGroup[g], w) {
+			t.Errorf("group %s sent %v, want %v", g, byGroup[g], w)
+		}
+	}
+	var left []string
+	for _, m := range f.Messages(dlq) {
+		left = append(left, m.Body)
+	}
+	if !slices.Equal(left, []string{"c-2", "c-3", "c-4"}) {
+		t.Fatalf("dlq kept %v (%+v)", left, sum)
+	}
+	// c-3 and c-4 are never handed out: SQS locks a group while one of
+	// its messages (c-2, held back) is in flight.
+	if sum.Moved != 12 || sum.Received != 13 || sum.Skipped != 1 || sum.Blocked != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	if p := f.Problems(); len(p) > 0 {
+		t.Fatalf("SQS contract violations: %v", p)
+	}
+}

@@ -351,13 +351,15 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 	}
 	sentAny := false
 	var sendErr error
+	failedGroups := map[string]bool{}
 	for _, round := range m.rounds(items) {
 		if m.dlq.FIFO {
-			// A group whose earlier message failed in this batch (or
-			// before) sends nothing more in this pass: it would be
-			// reordered.
+			// A group whose earlier message failed to send in this batch
+			// sends nothing more in this pass: it would be reordered.
+			// (Groups stopped in earlier batches, or by a later message
+			// that did not match, were sorted out above.)
 			round = slices.DeleteFunc(round, func(it item) bool {
-				if !m.blocked[it.e.Message.GroupID] {
+				if !failedGroups[it.e.Message.GroupID] {
 					return false
 				}
 				m.sum.Skipped++
@@ -384,6 +386,7 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 				m.p.hold(it.e.Message)
 				if m.dlq.FIFO {
 					m.blocked[it.e.Message.GroupID] = true
+					failedGroups[it.e.Message.GroupID] = true
 				}
 			}
 		}

@@ -49,8 +49,8 @@ func TestCallsHaveTimeouts(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFake("dlq", "src")
-				f.put("http://fake/dlq", 3)
+				f, dlqURL := newFake(t)
+				putN(t, f, dlqURL, 3, nil)
 				r, _ := redrive.New(redrive.Config{Client: hang{SQSAPI: f, receive: c.receive, send: c.send}, WaitTime: time.Second})
 				ctx := context.Background()
 				dlq, _ := r.Queue(ctx, "dlq")
@@ -62,7 +62,7 @@ func TestCallsHaveTimeouts(t *testing.T) {
 				if d := time.Since(start); d != c.within {
 					t.Fatalf("gave up after %s, want %s", d, c.within)
 				}
-				if n := len(f.queues["http://fake/dlq"].msgs); n != 3 || len(f.queues["http://fake/src"].msgs) != 0 {
+				if n := len(f.Messages(dlqURL)); n != 3 || len(f.Sent(f.QueueURL("src"))) != 0 {
 					t.Fatalf("dlq %d after a hung %s", n, c.name)
 				}
 			})
