@@ -2,7 +2,6 @@ package redrive
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -61,35 +60,38 @@ const callTimeout = 20 * time.Second
 const receiveMargin = 10 * time.Second
 
 // receive receives up to n messages (n ≤ 10) with every attribute. Each
-// call is bounded by the long-poll wait plus receiveMargin; one that runs
-// out is tried once more (the messages of a lost response come back after
-// their visibility timeout, which the pass waits for).
+// call is bounded by the long-poll wait plus receiveMargin; one that fails
+// or runs out is tried once more. On a FIFO queue both tries carry the same
+// ReceiveRequestAttemptId, so a retry after a lost response gets the same
+// messages back instead of finding their groups locked; on a standard
+// queue the messages of a lost response come back after their visibility
+// timeout, which the pass waits for.
 func (r *Redriver) receive(ctx context.Context, q Queue, n int) (msgs []types.Message, err error) {
-	for attempt := 0; attempt < 2; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, r.wait+receiveMargin)
-		msgs, err = r.receiveOnce(cctx, q, n)
-		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
-			return msgs, err
-		}
-		r.log.Warn("redrive: receive timed out", zap.String("queue", q.Name), zap.Duration("timeout", r.wait+receiveMargin))
-	}
-	return nil, err
-}
-
-func (r *Redriver) receiveOnce(ctx context.Context, q Queue, n int) ([]types.Message, error) {
-	out, err := r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+	in := &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(q.URL),
 		MaxNumberOfMessages:         int32(min(max(n, 1), 10)),
 		WaitTimeSeconds:             int32(r.wait / time.Second),
 		VisibilityTimeout:           int32(r.vis / time.Second),
 		MessageAttributeNames:       []string{"All"},
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-	})
-	if err != nil {
-		return nil, err
 	}
-	return out.Messages, nil
+	if q.FIFO {
+		in.ReceiveRequestAttemptId = aws.String(newRunID())
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, r.wait+receiveMargin)
+		var out *sqs.ReceiveMessageOutput
+		out, err = r.client.ReceiveMessage(cctx, in)
+		cancel()
+		if err == nil {
+			return out.Messages, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		r.log.Warn("redrive: receive failed; trying once more", zap.String("queue", q.Name), zap.Error(err))
+	}
+	return nil, err
 }
 
 // release makes messages visible again at once (visibility 0), in batches

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -116,4 +118,43 @@ func TestFIFOGroupsOnSQSSemantics(t *testing.T) {
 	if p := f.Problems(); len(p) > 0 {
 		t.Fatalf("SQS contract violations: %v", p)
 	}
+}
+
+// A FIFO receive whose response is lost is retried with the same
+// ReceiveRequestAttemptId, so SQS hands the same messages back at once
+// instead of keeping their groups locked for a visibility timeout.
+func TestFIFOLostReceiveIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := sqsfake.New()
+		dlq := f.AddQueue("orders-dlq.fifo", nil)
+		f.AddQueue("orders.fifo", nil)
+		for i := range 3 {
+			f.Put(dlq, fmt.Sprintf("a-%d", i), "a")
+		}
+		lost := false
+		var attempts []string
+		f.Inject(func(op string, in any) sqsfake.Fault {
+			if op != "ReceiveMessage" {
+				return sqsfake.Fault{}
+			}
+			attempts = append(attempts, aws.ToString(in.(*sqs.ReceiveMessageInput).ReceiveRequestAttemptId))
+			if !lost {
+				lost = true
+				return sqsfake.Fault{LoseResponse: true}
+			}
+			return sqsfake.Fault{}
+		})
+		r := newRedriver(t, f) // 10 s visibility
+		start := time.Now()
+		sum, err := r.Move(context.Background(), resolve(t, r, dlq), redrive.MoveOptions{To: "orders.fifo"})
+		if err != nil || sum.Moved != 3 {
+			t.Fatalf("%+v %v", sum, err)
+		}
+		if d := time.Since(start); d >= 10*time.Second {
+			t.Fatalf("the move took %s: the lost messages waited out their visibility timeout", d)
+		}
+		if len(attempts) < 2 || attempts[0] == "" || attempts[1] != attempts[0] {
+			t.Fatalf("receive attempt ids %q: the retry must reuse the first", attempts)
+		}
+	})
 }
