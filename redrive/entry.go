@@ -51,20 +51,47 @@ func (r *Redriver) entry(m *consumer.Message) Entry {
 	return e
 }
 
-// receive receives up to n messages (n ≤ 10) with every attribute.
-func (r *Redriver) receive(ctx context.Context, q Queue, n int) ([]types.Message, error) {
-	out, err := r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+// callTimeout bounds each send, delete and visibility call (as the
+// consumer bounds its settle calls): a response lost on a reused
+// connection must not hang the command.
+const callTimeout = 20 * time.Second
+
+// receiveMargin is added to the long-poll wait to bound a receive.
+const receiveMargin = 10 * time.Second
+
+// receive receives up to n messages (n ≤ 10) with every attribute. Each
+// call is bounded by the long-poll wait plus receiveMargin; one that fails
+// or runs out is tried once more. On a FIFO queue both tries carry the same
+// ReceiveRequestAttemptId, so a retry after a lost response gets the same
+// messages back instead of finding their groups locked; on a standard
+// queue the messages of a lost response come back after their visibility
+// timeout, which the pass waits for.
+func (r *Redriver) receive(ctx context.Context, q Queue, n int) (msgs []types.Message, err error) {
+	in := &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(q.URL),
 		MaxNumberOfMessages:         int32(min(max(n, 1), 10)),
 		WaitTimeSeconds:             int32(r.wait / time.Second),
 		VisibilityTimeout:           int32(r.vis / time.Second),
 		MessageAttributeNames:       []string{"All"},
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-	})
-	if err != nil {
-		return nil, err
 	}
-	return out.Messages, nil
+	if q.FIFO {
+		in.ReceiveRequestAttemptId = aws.String(newRunID())
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, r.wait+receiveMargin)
+		var out *sqs.ReceiveMessageOutput
+		out, err = r.client.ReceiveMessage(cctx, in)
+		cancel()
+		if err == nil {
+			return out.Messages, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		r.log.Warn("redrive: receive failed; trying once more", zap.String("queue", q.Name), zap.Error(err))
+	}
+	return nil, err
 }
 
 // release makes messages visible again at once (visibility 0), in batches
@@ -77,15 +104,16 @@ func (r *Redriver) release(ctx context.Context, q Queue, handles []string) int {
 
 // setVisibility changes the visibility of messages in batches of 10.
 func (r *Redriver) setVisibility(ctx context.Context, q Queue, handles []string, seconds int32) int {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
 	failed := 0
 	for chunk := range chunks(handles, 10) {
 		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
 		for i, h := range chunk {
 			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(batchID(i)), ReceiptHandle: aws.String(h), VisibilityTimeout: seconds}
 		}
-		out, err := r.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := r.client.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
+		cancel()
 		if err != nil {
 			failed += len(chunk)
 			r.log.Warn("redrive: change visibility", zap.String("queue", q.Name), zap.Int("messages", len(chunk)), zap.Error(err))

@@ -2,12 +2,12 @@ package redrive
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -241,18 +241,40 @@ func CheckRecords(r io.Reader, fifo bool) (int, error) {
 	return n, err
 }
 
+// MaxRecordBytes is the longest line of an export file that Import and
+// CheckRecords accept: 8 MiB, room for SQS's largest message (1 MiB) with
+// every byte JSON-escaped plus its attributes. A longer line is an error
+// wrapping [ErrBadRecord], found without reading the line whole.
+const MaxRecordBytes = 8 << 20
+
 // eachRecord calls fn for every record of a JSON lines stream; blank lines
 // are ignored.
 func eachRecord(r io.Reader, fn func(line int, rec Record) error) error {
 	br := bufio.NewReaderSize(r, 1<<16)
+	var buf []byte
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if len(strings.TrimSpace(string(b))) > 0 {
+		buf = buf[:0]
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = br.ReadSlice('\n')
+			if len(buf)+len(chunk) > MaxRecordBytes+1 { // +1: the newline
+				return fmt.Errorf("%w: line %d: longer than %d MiB", ErrBadRecord, line, MaxRecordBytes>>20)
+			}
+			buf = append(buf, chunk...)
+			if err != bufio.ErrBufferFull {
+				break
+			}
+		}
+		if len(bytes.TrimSpace(buf)) > 0 {
 			var rec Record
-			dec := json.NewDecoder(strings.NewReader(string(b)))
+			dec := json.NewDecoder(bytes.NewReader(buf))
 			dec.DisallowUnknownFields()
 			if derr := dec.Decode(&rec); derr != nil {
 				return fmt.Errorf("%w: line %d: %v", ErrBadRecord, line, derr)
+			}
+			if dec.More() {
+				return fmt.Errorf("%w: line %d: more than one JSON value", ErrBadRecord, line)
 			}
 			if rec.Body == "" {
 				return fmt.Errorf("%w: line %d: empty body", ErrBadRecord, line)
@@ -322,7 +344,9 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 		}
 		pending := entries
 		for attempt := 0; attempt < 2 && len(pending) > 0; attempt++ {
-			out, err := r.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(to.URL), Entries: pending})
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			out, err := r.client.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(to.URL), Entries: pending})
+			cancel()
 			if err != nil {
 				if attempt == 1 || ctx.Err() != nil {
 					sum.Failed += len(pending)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sqsonce/sqsonce/consumer"
 )
 
 // ErrBadFilter is wrapped by every [ParseFilter] error.
@@ -36,6 +38,9 @@ const (
 // colon: attr:NAME=VALUE, json:PATH~RE, and attr:NAME alone tests presence.
 // A JSON path is dot-separated object keys and array indexes; a field's
 // value compares as its text (strings unquoted, other values as JSON).
+// A filter that can never match is an error: a class name with characters
+// no class has or within two edits of a class sqsonce writes ("permanant";
+// other names are taken as the application's own classes), and age<0.
 type Filter struct {
 	// Kind is what the filter looks at.
 	Kind FilterKind
@@ -124,6 +129,9 @@ func parseFilter(expr string) (Filter, error) {
 		if err != nil {
 			return f, err
 		}
+		if f.Op == "<" && d == 0 {
+			return f, errors.New("age<0 matches nothing (an age is never negative)")
+		}
 		f.age = d
 		return f, nil
 	case f.Op != "=" && f.Op != "~":
@@ -135,6 +143,9 @@ func parseFilter(expr string) (Filter, error) {
 		for c := range strings.SplitSeq(f.Value, ",") {
 			if c = strings.TrimSpace(c); c == "" {
 				return f, errors.New("empty class name")
+			}
+			if err := checkClass(c); err != nil {
+				return f, err
 			}
 			f.classes = append(f.classes, c)
 		}
@@ -148,6 +159,51 @@ func parseFilter(expr string) (Filter, error) {
 		f.re = re
 	}
 	return f, nil
+}
+
+// knownClasses are the classes sqsonce writes, and ClassNone.
+var knownClasses = []string{consumer.ClassPermanent, consumer.ClassMaxAttempts, consumer.ClassPanic, consumer.ClassKeyReuse, ClassNone}
+
+// checkClass rejects a class name that can never match: one with
+// characters no class has, or one within two edits of a class sqsonce
+// writes (a typo such as "permanant"). Other names are an application's
+// own classes (an error's FailureClass) and are accepted.
+func checkClass(c string) error {
+	for _, r := range c {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return fmt.Errorf("%q is not a class name (letters, digits, '_', '-' and '.'; known: %s)", c, strings.Join(knownClasses, ", "))
+		}
+	}
+	if slices.Contains(knownClasses, c) {
+		return nil
+	}
+	for _, k := range knownClasses {
+		if d := editDistance(strings.ToLower(c), k); d <= 2 && d < len(k)/2 {
+			return fmt.Errorf("unknown class %q (did you mean %q?)", c, k)
+		}
+	}
+	return nil
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // parseAge parses a Go duration, or a whole number of days ("7d").

@@ -2,6 +2,7 @@ package redrive
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,10 +83,24 @@ func TestFilterMatch(t *testing.T) {
 func TestParseFilterErrors(t *testing.T) {
 	t.Parallel()
 	for _, expr := range []string{"", "class", "klass=x", "class~x", "class=", "class=a,,b", "error>x", "error~(", "attr=x", "attr:=x",
-		"json:a", "json:a..b=x", "json:=x", "body~[", "age=1h", "age>soon", "age>-1h", "age<xd", ":x", "age:x"} {
+		"json:a", "json:a..b=x", "json:=x", "body~[", "age=1h", "age>soon", "age>-1h", "age<xd", ":x", "age:x",
+		// Filters that can never match are errors too: a misspelt class,
+		// a malformed one, an age under zero.
+		"class=permanant", "class==x", "class=permanent,max_atempts", "class=key reuse", "age<0s", "age<0d"} {
 		if _, err := ParseFilter(expr); !errors.Is(err, ErrBadFilter) {
 			t.Errorf("%q: got %v, want ErrBadFilter", expr, err)
 		}
+	}
+	// A class of the application's own (an error's FailureClass) is a
+	// class name like any other.
+	for _, expr := range []string{"class=permanent", "class=none", "class=quota_exceeded", "class=billing.declined", "class=max_attempts,key_reuse"} {
+		if _, err := ParseFilter(expr); err != nil {
+			t.Errorf("%q: %v", expr, err)
+		}
+	}
+	_, err := ParseFilter("class=permanant")
+	if err == nil || !strings.Contains(err.Error(), `unknown class "permanant" (did you mean "permanent"?)`) {
+		t.Errorf("misspelt class: %v", err)
 	}
 }
 

@@ -184,7 +184,9 @@ func (r *Redriver) queueURLs(ctx context.Context) ([]string, error) {
 // oldest samples up to 10 messages, makes them visible again at once, and
 // returns the largest age among them.
 func (r *Redriver) oldest(ctx context.Context, q Queue) (time.Duration, error) {
-	out, err := r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+	cctx, cancel := context.WithTimeout(ctx, receiveMargin)
+	defer cancel()
+	out, err := r.client.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(q.URL),
 		MaxNumberOfMessages:         10,
 		VisibilityTimeout:           1, // 0 would mean the queue's default

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -40,7 +41,31 @@ type History struct {
 	DLQ string `json:"dlq"`
 	// LastFailure is its sqsonce-failure attribute at that time, if any.
 	LastFailure *consumer.Failure `json:"last_failure,omitempty"`
+	// Run is the random id of the move that wrote this history: a message
+	// that comes back to the DLQ during that same move is left there (see
+	// [Redriver.Move]). Only the run's own id counts, so a history written
+	// by anyone else (a producer can forge the attribute) never holds a
+	// message back.
+	Run string `json:"run,omitempty"`
 }
+
+// ParseHistory parses an [AttrRedrive] attribute value. The value is
+// outside input (a producer can set any attribute): an error is returned
+// for anything but a JSON object of the History shape.
+func ParseHistory(s string) (History, error) {
+	var h History
+	if len(s) > maxHistoryBytes {
+		return History{}, fmt.Errorf("redrive: redrive history: %d bytes, over %d", len(s), maxHistoryBytes)
+	}
+	if err := json.Unmarshal([]byte(s), &h); err != nil {
+		return History{}, fmt.Errorf("redrive: redrive history: %w", err)
+	}
+	return h, nil
+}
+
+// maxHistoryBytes bounds the redrive history read from a message; SQS's
+// own limit on the whole message is far larger.
+const maxHistoryBytes = 64 << 10
 
 // Phase names the step a [Progress] report follows.
 type Phase string
@@ -67,10 +92,13 @@ type Progress struct {
 
 // MoveOptions shape a [Redriver.Move].
 type MoveOptions struct {
-	// To is the destination queue (name or URL). Empty: each message goes
-	// to the source_queue of its sqsonce-failure; messages without one go
-	// to the DLQ's single source queue; with several sources, an error
-	// wrapping ErrNoDestination asks for To.
+	// To is the destination queue (name, URL or ARN). Empty: each message
+	// goes to the source_queue of its sqsonce-failure if that queue is a
+	// source of the DLQ (its RedrivePolicy names the DLQ) in the DLQ's
+	// account and region, and is refused otherwise (Summary.Refused: a
+	// producer can write that attribute); messages without one go to the
+	// DLQ's single source queue; with several sources, an error wrapping
+	// ErrNoDestination asks for To.
 	To string
 	// Filters select the messages to move (all must match). Others stay in
 	// the DLQ. On a FIFO DLQ a message that does not match blocks the rest
@@ -107,6 +135,13 @@ type Summary struct {
 	Blocked int `json:"blocked"`
 	// Failed counts messages that could not be sent; they stay in the DLQ.
 	Failed int `json:"failed"`
+	// Refused counts messages whose recorded source queue is not a source
+	// of the DLQ (its RedrivePolicy does not name the DLQ, or it is in
+	// another account or region): without an explicit destination they are
+	// not moved, since anyone who can send to the source queue can write
+	// that attribute. They stay in the DLQ (on FIFO with the rest of their
+	// group).
+	Refused int `json:"refused"`
 	// DeleteFailed counts messages sent but not deleted from the DLQ: they
 	// will be moved again by a later run, a duplicate that the consumer's
 	// dedupe drops (sqsonce-id travels with the message).
@@ -160,19 +195,17 @@ type item struct {
 
 // mover is the state of one Move.
 type mover struct {
-	r       *Redriver
-	p       *pass
-	dlq     Queue
-	opts    MoveOptions
-	sum     Summary
-	start   time.Time
-	startAt time.Time // start by NowFunc, for redrive histories
-	total   int
-	runID   string
-	next    time.Time // when the next paced batch may go
+	r     *Redriver
+	p     *pass
+	dlq   Queue
+	opts  MoveOptions
+	sum   Summary
+	start time.Time
+	total int
+	runID string
+	next  time.Time // when the next paced batch may go
 
 	to      *Queue
-	dests   map[string]Queue
 	sources []Queue
 	sourced bool
 	blocked map[string]bool
@@ -193,8 +226,7 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 	if opts.Max < 0 || opts.Rate < 0 {
 		return Summary{}, errors.New("redrive: Max and Rate must not be negative")
 	}
-	m := &mover{r: r, p: newPass(r, dlq), dlq: dlq, opts: opts, start: time.Now(), startAt: r.now().UTC(), runID: newRunID(),
-		dests: map[string]Queue{}, blocked: map[string]bool{}}
+	m := &mover{r: r, p: newPass(r, dlq), dlq: dlq, opts: opts, start: time.Now(), runID: newRunID(), blocked: map[string]bool{}}
 	m.sum = Summary{DryRun: opts.DryRun, ByClass: map[string]int{}, ByDestination: map[string]int{}}
 	if opts.To != "" {
 		to, err := r.Queue(ctx, opts.To)
@@ -217,7 +249,7 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 		m.sum.Released, _ = m.p.finish(ctx)
 		m.sum.Notes = append(m.sum.Notes, m.p.notes...)
 		if dlq.FIFO && m.sum.Blocked > 0 {
-			m.sum.Notes = append(m.sum.Notes, fmt.Sprintf("FIFO: %d message(s) in %d group(s) stayed behind a message that did not match (a group cannot be skipped past without reordering it)", m.sum.Blocked, len(m.blocked)))
+			m.sum.Notes = append(m.sum.Notes, fmt.Sprintf("FIFO: %d message(s) in %d group(s) stayed behind a message that did not match or could not be sent (a group cannot be skipped past without reordering it)", m.sum.Blocked, len(m.blocked)))
 		}
 		if dlq.FIFO && opts.DryRun {
 			m.sum.Notes = append(m.sum.Notes, "FIFO: a dry run sees only the messages SQS hands out while the earlier ones of their group are held; later messages of a group are not counted")
@@ -278,6 +310,16 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 			continue
 		}
 		dest, err := m.destination(ctx, e)
+		if errors.Is(err, ErrRefused) {
+			m.sum.Refused++
+			m.p.hold(msg)
+			if m.dlq.FIFO {
+				m.blocked[msg.GroupID] = true
+			}
+			m.r.log.Warn("redrive: refused a recorded destination", zap.String("dlq", m.dlq.Name), zap.String("message_id", msg.ID))
+			m.note(err.Error())
+			continue
+		}
 		if err != nil {
 			for _, rest := range msgs[i:] {
 				m.p.hold(rest)
@@ -309,7 +351,23 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 	}
 	sentAny := false
 	var sendErr error
+	failedGroups := map[string]bool{}
 	for _, round := range m.rounds(items) {
+		if m.dlq.FIFO {
+			// A group whose earlier message failed to send in this batch
+			// sends nothing more in this pass: it would be reordered.
+			// (Groups stopped in earlier batches, or by a later message
+			// that did not match, were sorted out above.)
+			round = slices.DeleteFunc(round, func(it item) bool {
+				if !failedGroups[it.e.Message.GroupID] {
+					return false
+				}
+				m.sum.Skipped++
+				m.sum.Blocked++
+				m.p.hold(it.e.Message)
+				return true
+			})
+		}
 		var ok []item
 		for _, dest := range destinations(round) {
 			var group []item
@@ -328,6 +386,7 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 				m.p.hold(it.e.Message)
 				if m.dlq.FIFO {
 					m.blocked[it.e.Message.GroupID] = true
+					failedGroups[it.e.Message.GroupID] = true
 				}
 			}
 		}
@@ -458,43 +517,48 @@ func (m *mover) destination(ctx context.Context, e Entry) (Queue, error) {
 }
 
 // cameBack reports a message that this run moved already and that was
-// dead-lettered again since (its redrive history is newer than the run's
-// start): moving it again would loop.
+// dead-lettered again since (its redrive history carries this run's random
+// id): moving it again would loop. A history from any other writer, whatever
+// its redriven_at, does not count.
 func (m *mover) cameBack(msg *consumer.Message) bool {
 	s := msg.Attribute(AttrRedrive)
 	if s == "" {
 		return false
 	}
-	var h History
-	return json.Unmarshal([]byte(s), &h) == nil && !h.RedrivenAt.Before(m.startAt)
+	h, err := ParseHistory(s)
+	return err == nil && h.Run == m.runID
 }
 
-// pick chooses a message's destination.
+// pick chooses a message's destination: To when given; else the source
+// queue the message records, if it is a source of the DLQ (see
+// [Redriver.Sources]) in the DLQ's account and region, and an error
+// wrapping [ErrRefused] if not; else the DLQ's single source.
 func (m *mover) pick(ctx context.Context, e Entry) (Queue, error) {
 	if m.to != nil {
 		return *m.to, nil
-	}
-	if e.Failure != nil && e.Failure.SourceQueue != "" {
-		src := e.Failure.SourceQueue
-		if q, ok := m.dests[src]; ok {
-			return q, nil
-		}
-		q, err := m.r.Queue(ctx, src)
-		if err != nil {
-			return Queue{}, fmt.Errorf("redrive: source queue %s of message %s: %w (pass a destination)", src, e.Message.ID, err)
-		}
-		if err := kinds(m.dlq, q); err != nil {
-			return Queue{}, err
-		}
-		m.dests[src] = q
-		return q, nil
 	}
 	if !m.sourced {
 		srcs, err := m.r.Sources(ctx, m.dlq)
 		if err != nil {
 			return Queue{}, err
 		}
-		m.sources, m.sourced = srcs, true
+		for _, s := range srcs {
+			if sameAccountRegion(s.ARN, m.dlq.ARN) {
+				m.sources = append(m.sources, s)
+			}
+		}
+		m.sourced = true
+	}
+	if e.Failure != nil && e.Failure.SourceQueue != "" {
+		q, ok := matchSource(m.sources, e.Failure.SourceQueue)
+		if !ok {
+			return Queue{}, fmt.Errorf("%w: message %s records source queue %s, which is not a source queue of %s in its account and region (pass a destination to move it anyway)",
+				ErrRefused, e.Message.ID, clip(e.Failure.SourceQueue, 200), m.dlq.Name)
+		}
+		if err := kinds(m.dlq, q); err != nil {
+			return Queue{}, err
+		}
+		return q, nil
 	}
 	if len(m.sources) != 1 {
 		return Queue{}, fmt.Errorf("%w: message %s records no source queue and %s has %d source queues: pass a destination (--to)", ErrNoDestination, e.Message.ID, m.dlq.Name, len(m.sources))
@@ -503,6 +567,43 @@ func (m *mover) pick(ctx context.Context, e Entry) (Queue, error) {
 		return Queue{}, err
 	}
 	return m.sources[0], nil
+}
+
+// matchSource finds the queue a recorded source_queue names among the
+// DLQ's sources: by ARN, by URL (its account and name; the host is never
+// used), or by name. The value is outside input and is only compared.
+func matchSource(sources []Queue, recorded string) (Queue, bool) {
+	for _, q := range sources {
+		if recorded == q.URL || recorded == q.Name || (q.ARN != "" && recorded == q.ARN) {
+			return q, true
+		}
+	}
+	account, name, ok := urlAccountName(recorded)
+	if !ok {
+		return Queue{}, false
+	}
+	for _, q := range sources {
+		if a, ok := ParseQueueARN(q.ARN); ok && a.Account == account && a.Name == name {
+			return q, true
+		}
+	}
+	return Queue{}, false
+}
+
+// sameAccountRegion reports whether two queue ARNs are in one account and
+// region.
+func sameAccountRegion(a, b string) bool {
+	x, ok1 := ParseQueueARN(a)
+	y, ok2 := ParseQueueARN(b)
+	return ok1 && ok2 && x.Partition == y.Partition && x.Region == y.Region && x.Account == y.Account
+}
+
+// clip shortens outside text for a message.
+func clip(s string, n int) string {
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return fmt.Sprintf("%q", s)
 }
 
 // send sends items to dest in batches within SQS's limits, retrying
@@ -516,23 +617,28 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 			for i, it := range pending {
 				entries[i] = m.entry(it, i)
 			}
-			out, e := m.r.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest.URL), Entries: entries})
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			out, e := m.r.client.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest.URL), Entries: entries})
+			cancel()
 			if e != nil { // the SDK has retried what it could
 				err = fmt.Errorf("redrive: send to %s: %w", dest.Name, e)
 				m.r.log.Warn("redrive: send batch failed", zap.String("queue", dest.Name), zap.Int("messages", len(pending)), zap.Error(e))
 				break
 			}
 			var retry []item
+			seen := make([]bool, len(pending))
 			for _, s := range out.Successful {
-				if i, ok2 := entryIndex(s.Id, len(pending)); ok2 {
+				if i, ok2 := entryIndex(s.Id, len(pending)); ok2 && !seen[i] {
+					seen[i] = true
 					ok = append(ok, pending[i])
 				}
 			}
 			for _, f := range out.Failed {
 				i, ok2 := entryIndex(f.Id, len(pending))
-				if !ok2 {
+				if !ok2 || seen[i] {
 					continue
 				}
+				seen[i] = true
 				err = fmt.Errorf("redrive: send to %s: %s: %s", dest.Name, aws.ToString(f.Code), aws.ToString(f.Message))
 				m.r.log.Warn("redrive: send failed", zap.String("queue", dest.Name), zap.String("message_id", pending[i].e.Message.ID),
 					zap.String("code", aws.ToString(f.Code)), zap.Bool("sender_fault", f.SenderFault))
@@ -540,6 +646,11 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 					failed = append(failed, pending[i])
 				} else {
 					retry = append(retry, pending[i])
+				}
+			}
+			for i, it := range pending {
+				if !seen[i] { // missing from a malformed response
+					retry = append(retry, it)
 				}
 			}
 			pending = retry
@@ -552,7 +663,7 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 // entryIndex parses a batch entry Id made by batchID.
 func entryIndex(id *string, n int) (int, bool) {
 	s := aws.ToString(id)
-	if len(s) < 2 {
+	if len(s) < 2 || s[0] != 'e' {
 		return 0, false
 	}
 	i, err := strconv.Atoi(s[1:])
@@ -594,7 +705,7 @@ func (m *mover) entry(it item, i int) types.SendMessageBatchRequestEntry {
 	e := types.SendMessageBatchRequestEntry{
 		Id:                aws.String(batchID(i)),
 		MessageBody:       aws.String(msg.Body),
-		MessageAttributes: redriveAttributes(msg, it.e.Failure, m.dlq.Name, m.r.now()),
+		MessageAttributes: redriveAttributes(msg, it.e.Failure, m.dlq.Name, m.runID, m.r.now()),
 	}
 	if m.dlq.FIFO {
 		e.MessageGroupId = aws.String(msg.GroupID)
@@ -604,33 +715,49 @@ func (m *mover) entry(it item, i int) types.SendMessageBatchRequestEntry {
 }
 
 // redriveAttributes returns a moved message's attributes: all of its own,
-// sqsonce-failure replaced by the redrive history, sqsonce-id added when
-// missing, within SQS's 10.
-func redriveAttributes(msg *consumer.Message, f *consumer.Failure, dlq string, now time.Time) map[string]types.MessageAttributeValue {
+// sqsonce-failure replaced by the redrive history, and sqsonce-id added
+// when missing, within SQS's 10. sqsonce-id is always there: when the
+// message has no room for it, attributes are dropped by the rule the
+// consumer uses for dead letters ([consumer.DroppedAttributes]). The
+// history is written only where room is left.
+func redriveAttributes(msg *consumer.Message, f *consumer.Failure, dlq, runID string, now time.Time) map[string]types.MessageAttributeValue {
 	attrs := make(map[string]types.MessageAttributeValue, len(msg.Attributes)+2)
 	for k, v := range msg.Attributes {
 		attrs[k] = v
 	}
+	old, hadHistory := attrs[AttrRedrive]
 	delete(attrs, consumer.AttrFailure)
-	if _, ok := attrs[consumer.AttrID]; !ok && len(attrs) < maxAttributes {
+	delete(attrs, AttrRedrive)
+	if aws.ToString(attrs[consumer.AttrID].StringValue) == "" {
+		delete(attrs, consumer.AttrID)
+		// DroppedAttributes makes room for two attributes (sqsonce-id and
+		// sqsonce-failure), most droppable first; sqsonce-id needs one.
+		if need := len(attrs) + 1 - maxAttributes; need > 0 {
+			rest := &consumer.Message{Attributes: attrs}
+			for _, name := range consumer.DroppedAttributes(rest)[:need] {
+				delete(attrs, name)
+			}
+		}
 		id := msg.ID
 		if f != nil && f.OriginalMessageID != "" {
 			id = f.OriginalMessageID
 		}
 		attrs[consumer.AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(id)}
 	}
-	var h History
-	if old, ok := attrs[AttrRedrive]; ok {
-		_ = json.Unmarshal([]byte(aws.ToString(old.StringValue)), &h)
+	if len(attrs) >= maxAttributes {
+		return attrs
 	}
-	h.Count++
+	var h History
+	if hadHistory {
+		h, _ = ParseHistory(aws.ToString(old.StringValue))
+	}
+	h.Count = max(h.Count, 0) + 1
+	h.Run = runID
 	h.RedrivenAt = now.UTC()
 	h.DLQ = dlq
 	h.LastFailure = f
-	if _, ok := attrs[AttrRedrive]; ok || len(attrs) < maxAttributes {
-		b, _ := json.Marshal(h)
-		attrs[AttrRedrive] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(b))}
-	}
+	b, _ := json.Marshal(h)
+	attrs[AttrRedrive] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(b))}
 	return attrs
 }
 

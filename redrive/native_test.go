@@ -2,16 +2,31 @@ package redrive_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/redrive"
 )
 
-// local-aws-sqs implements the move-task calls but copies messages rather
-// than moving them: only what it does correctly is asserted (the task runs
-// to completion and the messages reach the source).
+// TestNativeMoveTask runs a native move task on local-aws-sqs, which
+// implements the move-task calls. What it shows, and is asserted: the task
+// runs to COMPLETED with its source, destination and rate cap recorded,
+// counts every message as moved, empties the DLQ and delivers each message
+// to the destination with its body and attributes.
+//
+// What it cannot show, and is not asserted: that SQS paces the task at the
+// rate cap (the emulator moves at once, and wall-clock rates are not
+// asserted here); a move without a destination back to each message's
+// original source (SQS knows that only for messages its own
+// maxReceiveCount moved; the emulator moves none — see the last step);
+// cancelling a running task (the emulator's tasks finish before a cancel
+// can reach them), so only the refusal to cancel a finished task is
+// checked.
 func TestNativeMoveTask(t *testing.T) {
 	t.Parallel()
 	client := testenv.MoveTaskSQS(t)
@@ -20,9 +35,8 @@ func TestNativeMoveTask(t *testing.T) {
 	r := newRedriver(t, client)
 	ctx := context.Background()
 	q := resolve(t, r, dlq)
-	// Without a destination SQS moves each message back to the queue it
-	// dead-lettered from, which it knows only for messages it moved itself.
-	h, err := r.StartMoveTask(ctx, q, ptr(resolve(t, r, src)), 0)
+	srcQ := resolve(t, r, src)
+	h, err := r.StartMoveTask(ctx, q, &srcQ, 3)
 	if err != nil || h == "" {
 		t.Fatalf("start: %q, %v", h, err)
 	}
@@ -31,8 +45,20 @@ func TestNativeMoveTask(t *testing.T) {
 	if err != nil || task.Status != "COMPLETED" || seen == 0 {
 		t.Fatalf("wait: %+v, %v", task, err)
 	}
-	if n := total(t, client, src); n != 6 {
-		t.Fatalf("source has %d, want 6", n)
+	if task.SourceARN != q.ARN || task.DestinationARN != srcQ.ARN || task.MaxPerSecond != 3 || task.Moved != 6 || task.ToMove != 6 {
+		t.Fatalf("task %+v", task)
+	}
+	if n := total(t, client, dlq); n != 0 {
+		t.Fatalf("dlq has %d after the move, want 0", n)
+	}
+	moved := drain(t, client, src)
+	if got, want := bodies(moved), bodyList(seq("native", 6, src)); !slices.Equal(got, want) {
+		t.Fatalf("source got %v, want %v", got, want)
+	}
+	for _, m := range moved {
+		if aws.ToString(m.MessageAttributes[consumer.AttrID].StringValue) == "" || m.MessageAttributes[consumer.AttrFailure].StringValue == nil {
+			t.Fatalf("message %s lost its attributes: %v", aws.ToString(m.MessageId), m.MessageAttributes)
+		}
 	}
 	tasks, err := r.MoveTasks(ctx, q)
 	if err != nil || len(tasks) == 0 || tasks[0].SourceARN != q.ARN {
@@ -44,6 +70,14 @@ func TestNativeMoveTask(t *testing.T) {
 	if _, err := r.CancelMoveTask(ctx, ""); err == nil {
 		t.Fatal("cancel with an empty handle must fail")
 	}
+	// Without a destination the emulator moves only messages whose origin
+	// it recorded: these were sent to the DLQ directly, so none moves.
+	putDead(t, client, dlq, false, seq("direct", 2, src)...)
+	if _, err := r.StartMoveTask(ctx, q, nil, 0); err != nil {
+		t.Fatalf("start without destination: %v", err)
+	}
+	task, err = r.WaitMoveTask(ctx, q, 100*time.Millisecond, nil)
+	if err != nil || task.DestinationARN != "" || total(t, client, src) != 0 {
+		t.Fatalf("without destination: %+v %v, source has %d", task, err, total(t, client, src))
+	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -167,8 +167,7 @@ func (p *pass) drained(ctx context.Context) (bool, error) {
 // delete (after one retry).
 func (p *pass) delete(ctx context.Context, msgs []*consumer.Message) (failed []*consumer.Message) {
 	all := msgs
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
 	for attempt := 0; attempt < 2 && len(msgs) > 0; attempt++ {
 		failed = nil
 		for chunk := range chunks(msgs, 10) {
@@ -176,14 +175,25 @@ func (p *pass) delete(ctx context.Context, msgs []*consumer.Message) (failed []*
 			for i, m := range chunk {
 				entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(batchID(i)), ReceiptHandle: m.Raw.ReceiptHandle}
 			}
-			out, err := p.r.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.q.URL), Entries: entries})
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			out, err := p.r.client.DeleteMessageBatch(cctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.q.URL), Entries: entries})
+			cancel()
 			if err != nil {
 				failed = append(failed, chunk...)
 				continue
 			}
-			for _, f := range out.Failed {
-				if i, err := strconv.Atoi(aws.ToString(f.Id)[1:]); err == nil && i < len(chunk) {
-					failed = append(failed, chunk[i])
+			// A message is deleted when the response names it successful;
+			// any other (failed, or missing from a malformed response) is
+			// tried again.
+			done := make([]bool, len(chunk))
+			for _, s := range out.Successful {
+				if i, ok := entryIndex(s.Id, len(chunk)); ok {
+					done[i] = true
+				}
+			}
+			for i, m := range chunk {
+				if !done[i] {
+					failed = append(failed, m)
 				}
 			}
 		}

@@ -48,6 +48,9 @@ var (
 	// ErrNoDestination: a message records no source queue and the DLQ does
 	// not have exactly one source queue; name the destination explicitly.
 	ErrNoDestination = errors.New("redrive: no destination")
+	// ErrRefused: a message records a source queue that is not a source
+	// of its DLQ (see [Summary.Refused]); it is left in the DLQ.
+	ErrRefused = errors.New("redrive: destination refused")
 	// ErrBadRecord: an export file line is not a valid record.
 	ErrBadRecord = errors.New("redrive: bad record")
 )
@@ -149,17 +152,13 @@ var queueAttrs = []types.QueueAttributeName{
 func (r *Redriver) Queue(ctx context.Context, nameOrURL string) (Queue, error) {
 	in := &sqs.GetQueueUrlInput{QueueName: aws.String(nameOrURL)}
 	if strings.Contains(nameOrURL, "://") {
-		u, err := url.Parse(nameOrURL)
-		parts := []string{}
-		if err == nil {
-			parts = strings.Split(strings.Trim(u.Path, "/"), "/")
-		}
-		if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		account, name, ok := urlAccountName(nameOrURL)
+		if !ok {
 			return Queue{}, fmt.Errorf("%w: %q is not a queue URL (want https://HOST/ACCOUNT/NAME)", ErrUnknownQueue, nameOrURL)
 		}
-		in = &sqs.GetQueueUrlInput{QueueName: aws.String(parts[1]), QueueOwnerAWSAccountId: aws.String(parts[0])}
-	} else if arn := strings.Split(nameOrURL, ":"); len(arn) == 6 && arn[0] == "arn" && arn[2] == "sqs" && arn[4] != "" && arn[5] != "" {
-		in = &sqs.GetQueueUrlInput{QueueName: aws.String(arn[5]), QueueOwnerAWSAccountId: aws.String(arn[4])}
+		in = &sqs.GetQueueUrlInput{QueueName: aws.String(name), QueueOwnerAWSAccountId: aws.String(account)}
+	} else if arn, ok := ParseQueueARN(nameOrURL); ok {
+		in = &sqs.GetQueueUrlInput{QueueName: aws.String(arn.Name), QueueOwnerAWSAccountId: aws.String(arn.Account)}
 	} else if nameOrURL == "" || strings.ContainsAny(nameOrURL, "/:") {
 		return Queue{}, fmt.Errorf("%w: %q is not a queue name, URL or ARN", ErrUnknownQueue, nameOrURL)
 	}
@@ -175,6 +174,37 @@ func (r *Redriver) Queue(ctx context.Context, nameOrURL string) (Queue, error) {
 		return Queue{}, fmt.Errorf("%w: %s", ErrUnknownQueue, nameOrURL)
 	}
 	return q, err
+}
+
+// QueueARN is a parsed SQS queue ARN: arn:PARTITION:sqs:REGION:ACCOUNT:NAME.
+type QueueARN struct {
+	Partition, Region, Account, Name string
+}
+
+// ParseQueueARN parses an SQS queue ARN; ok is false for anything else.
+func ParseQueueARN(s string) (QueueARN, bool) {
+	p := strings.Split(s, ":")
+	if len(p) != 6 || p[0] != "arn" || p[1] == "" || p[2] != "sqs" || p[3] == "" || p[4] == "" || p[5] == "" {
+		return QueueARN{}, false
+	}
+	return QueueARN{Partition: p[1], Region: p[3], Account: p[4], Name: p[5]}, true
+}
+
+// urlAccountName reads the account and name of a queue URL
+// (SCHEME://HOST/ACCOUNT/NAME).
+func urlAccountName(s string) (account, name string, ok bool) {
+	if !strings.Contains(s, "://") {
+		return "", "", false
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", "", false
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		return "", "", false
+	}
+	return parts[0], parts[1], true
 }
 
 // describe reads a queue's attributes.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/redrive"
 )
 
@@ -29,22 +31,24 @@ usage: sqs-redrive COMMAND [arguments] [flags]
 commands:
   list                          every DLQ: source queues, approximate count, oldest message age
   peek DLQ [-n N] [--body]      show messages with their failure; they are visible again at once
-  move DLQ [--to QUEUE]         send messages back (default: the source recorded in each message,
-                                else the DLQ's single source queue); --dry-run, --max N, --rate N, --yes
+  move DLQ [--to QUEUE]         send messages back (default: the source recorded in each message if
+                                its RedrivePolicy names the DLQ, else refused; without a record, the
+                                DLQ's single source queue); --dry-run, --max N, --rate N, --yes
   export DLQ FILE [--delete]    write messages as JSON lines ("-" for stdout); --delete removes
                                 from the DLQ only what was written and synced
-  import FILE QUEUE             send the messages of an export file to a queue
+  import FILE QUEUE             send the messages of an export file to a queue (lines up to 8 MiB)
   native start DLQ [--to QUEUE] [--max-per-second N] [--wait]
   native status DLQ             SQS's own move tasks (no filter, no dry run)
   native cancel DLQ [--handle H]
 
 filters (peek, move, export; combinable, all must match):
-  --class C[,C]        failure class (permanent, max_attempts, panic, key_reuse; none = no failure record)
+  --class C[,C]        failure class (permanent, max_attempts, panic, key_reuse, or your own;
+                       none = no failure record)
   --error RE           regular expression on the failure's error text
   --attr NAME=VALUE    message attribute equal to VALUE (NAME~RE: matches RE; NAME alone: present)
   --body-match RE      regular expression on the body
   --json-field P=V     field P (dot path) of a JSON body equal to V (P~RE: matches RE)
-  --older-than D       failed (or arrived in the DLQ) more than D ago (90m, 2h, 7d)
+  --older-than D       failed (or arrived in the DLQ) more than D ago (90m, 2h, 7d; ages print as 2h5m0s)
   --newer-than D       ... less than D ago
   --filter EXPR        any of the above as an expression: class=permanent, error~timeout,
                        attr:tenant=acme, body~RE, json:order.status=failed, age>1h
@@ -56,7 +60,7 @@ global flags (before or after the arguments):
   --visibility-timeout D                      how long looked-at messages stay hidden (30s)
 
 Queues are given by name or URL. Commands that change queues ask for confirmation on a terminal
-and need --yes otherwise. Exit codes: 0 ok, 1 failure, 2 usage.
+and need --yes otherwise. Exit codes: 0 ok, 1 failure (a message failed, refused or not deleted), 2 usage.
 `
 
 // globals are the flags every command takes.
@@ -71,15 +75,35 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	g              globals
+	// syncDir makes a directory's entries durable (fsync); a test hook.
+	syncDir func(dir string) error
+	// region and endpoint are where the client looks, for messages.
+	region, endpoint string
 }
 
 // run is the whole command: it returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return (&app{stdin: stdin, stdout: stdout, stderr: stderr, syncDir: syncDir}).run(ctx, args)
+}
+
+// syncDir fsyncs a directory, so that a file created in it survives a
+// crash of the machine.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// run runs one command and returns the exit code.
+func (a *app) run(ctx context.Context, args []string) int {
+	stdout, stderr := a.stdout, a.stderr
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	var err error
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -165,10 +189,30 @@ func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
 			o.BaseEndpoint = aws.String(a.g.endpoint)
 		}
 	})
+	a.region = cfg.Region
+	a.endpoint = aws.ToString(client.Options().BaseEndpoint)
+	if a.endpoint == "" {
+		a.endpoint = "the region's AWS endpoint"
+	}
 	if a.g.visibility < time.Second || a.g.visibility > 12*time.Hour {
 		return nil, usageError("--visibility-timeout %s is outside 1s..12h", a.g.visibility)
 	}
 	return redrive.New(redrive.Config{Client: client, VisibilityTimeout: a.g.visibility.Round(time.Second)})
+}
+
+// queue resolves a queue; an unknown one is reported with where it was
+// looked for and how to see what is there.
+func (a *app) queue(ctx context.Context, r *redrive.Redriver, nameOrURL string) (redrive.Queue, error) {
+	q, err := r.Queue(ctx, nameOrURL)
+	if errors.Is(err, redrive.ErrUnknownQueue) {
+		what := strings.TrimPrefix(strings.TrimPrefix(err.Error(), redrive.ErrUnknownQueue.Error()), ": ")
+		region := a.region
+		if region == "" {
+			region = "(none set)"
+		}
+		return q, fmt.Errorf("unknown queue %s in region %s at %s: run 'sqs-redrive list' to see the queues there", what, region, a.endpoint)
+	}
+	return q, err
 }
 
 // emit writes one JSON line.
@@ -225,18 +269,16 @@ func (a *app) list(ctx context.Context, argv []string) error {
 	return tw.Flush()
 }
 
-// age formats an age for people.
+// age formats an age for people, always as a Go duration (which
+// --older-than reads): to the second under an hour, to the minute above.
 func age(d time.Duration) string {
 	switch {
 	case d == 0:
 		return "-"
-	case d < time.Minute:
+	case d < time.Hour:
 		return d.Round(time.Second).String()
-	case d < 48*time.Hour:
-		m := int(d.Round(time.Minute).Minutes())
-		return fmt.Sprintf("%dh%02dm", m/60, m%60)
 	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return d.Round(time.Minute).String()
 }
 
 func (a *app) peek(ctx context.Context, argv []string) error {
@@ -263,7 +305,7 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	dlq, err := r.Queue(ctx, pos[0])
+	dlq, err := a.queue(ctx, r, pos[0])
 	if err != nil {
 		return err
 	}
@@ -287,6 +329,9 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 			continue
 		}
 		fmt.Fprintf(a.stdout, "--- %d/%d  %s  age %s\n", i+1, len(entries), m.ID, age(e.Age))
+		if id := m.Attribute(consumer.AttrID); id != "" {
+			fmt.Fprintf(a.stdout, "id:        %s\n", id)
+		}
 		fmt.Fprintf(a.stdout, "class:     %s\n", e.Class())
 		if f := e.Failure; f != nil {
 			fmt.Fprintf(a.stdout, "error:     %s\nattempts:  %d\nsource:    %s\n", f.Error, f.Attempts, f.SourceQueue)
@@ -308,6 +353,11 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 		fmt.Fprintf(a.stderr, "%d message(s) shown; all are visible again\n", len(entries))
 		if dlq.FIFO {
 			fmt.Fprintln(a.stderr, "FIFO: only the first messages of each group can be seen while the earlier ones are held")
+		}
+	}
+	if err == nil {
+		if srcs, serr := r.Sources(ctx, dlq); serr == nil && len(srcs) == 0 {
+			fmt.Fprintf(a.stderr, "note: %s is not a dead-letter queue: no queue's RedrivePolicy names it\n", dlq.Name)
 		}
 	}
 	return err
@@ -353,12 +403,12 @@ func (a *app) move(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	dlq, err := r.Queue(ctx, pos[0])
+	dlq, err := a.queue(ctx, r, pos[0])
 	if err != nil {
 		return err
 	}
 	if *to != "" {
-		dest, err := r.Queue(ctx, *to)
+		dest, err := a.queue(ctx, r, *to)
 		if err != nil {
 			return err
 		}
@@ -384,6 +434,9 @@ func (a *app) move(ctx context.Context, argv []string) error {
 	bar := a.newBar("moving")
 	sum, err := r.Move(ctx, dlq, redrive.MoveOptions{To: *to, Filters: filters, Max: *maxN, Rate: *rate, DryRun: *dry, Progress: bar.update})
 	bar.done()
+	if err != nil && sum.Moved == 0 && (errors.Is(err, redrive.ErrKindMismatch) || errors.Is(err, redrive.ErrNoDestination) || errors.Is(err, redrive.ErrUnknownQueue)) {
+		return err // nothing moved for want of a destination: the error says it all
+	}
 	a.summary("move", dlq.Name, sum)
 	if err != nil {
 		return err
@@ -396,6 +449,8 @@ func failures(sum redrive.Summary) error {
 	switch {
 	case sum.Failed > 0:
 		return fmt.Errorf("%d message(s) could not be sent and stayed in the DLQ", sum.Failed)
+	case sum.Refused > 0:
+		return fmt.Errorf("%d message(s) record a source queue that is not a source of the DLQ and stayed there (see the notes; --to sends them to a queue you name)", sum.Refused)
 	case sum.DeleteFailed > 0:
 		return fmt.Errorf("%d message(s) were sent but not deleted from the DLQ: a later run moves them again (the consumer's dedupe drops the duplicate)", sum.DeleteFailed)
 	}
@@ -432,9 +487,17 @@ func (a *app) summary(command, queue string, sum redrive.Summary) {
 	}
 	verb := map[string]string{"move": "moved", "export": "exported", "import": "imported"}[command]
 	if sum.DryRun {
-		fmt.Fprintf(a.stdout, "dry run: would move %d, skip %d; nothing was changed (%s)\n", sum.Matched, sum.Skipped, sum.Elapsed.Round(time.Millisecond))
+		fmt.Fprintf(a.stdout, "dry run: would move %d, skip %d", sum.Matched, sum.Skipped)
+		if sum.Refused > 0 {
+			fmt.Fprintf(a.stdout, ", refuse %d", sum.Refused)
+		}
+		fmt.Fprintf(a.stdout, "; nothing was changed (%s)\n", sum.Elapsed.Round(time.Millisecond))
 	} else {
-		fmt.Fprintf(a.stdout, "%s %d, skipped %d, failed %d in %s (%.1f msg/s)\n", verb, sum.Moved, sum.Skipped, sum.Failed, sum.Elapsed.Round(time.Millisecond), rate)
+		fmt.Fprintf(a.stdout, "%s %d, skipped %d, failed %d", verb, sum.Moved, sum.Skipped, sum.Failed)
+		if sum.Refused > 0 {
+			fmt.Fprintf(a.stdout, ", refused %d", sum.Refused)
+		}
+		fmt.Fprintf(a.stdout, " in %s (%.1f msg/s)\n", sum.Elapsed.Round(time.Millisecond), rate)
 	}
 	if len(sum.ByClass) > 0 {
 		fmt.Fprintf(a.stdout, "  by class: %s\n", counts(sum.ByClass))
@@ -493,7 +556,7 @@ func (a *app) export(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	dlq, err := r.Queue(ctx, pos[0])
+	dlq, err := a.queue(ctx, r, pos[0])
 	if err != nil {
 		return err
 	}
@@ -517,6 +580,13 @@ func (a *app) export(ctx context.Context, argv []string) error {
 		}
 		defer f.Close()
 		w = f
+		if *del {
+			// The file's data is synced before each delete; its directory
+			// entry must be durable too, or a crash loses the whole file.
+			if err := a.syncDir(filepath.Dir(pos[1])); err != nil {
+				return fmt.Errorf("export file: sync directory: %w (nothing was deleted)", err)
+			}
+		}
 	}
 	bar := a.newBar("exporting")
 	sum, err := r.Export(ctx, dlq, w, redrive.ExportOptions{Filters: filters, Max: *maxN, Delete: *del, Progress: bar.update})
@@ -557,7 +627,7 @@ func (a *app) imp(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	q, err := r.Queue(ctx, pos[1])
+	q, err := a.queue(ctx, r, pos[1])
 	if err != nil {
 		return err
 	}
@@ -612,7 +682,7 @@ func (a *app) native(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	dlq, err := r.Queue(ctx, pos[0])
+	dlq, err := a.queue(ctx, r, pos[0])
 	if err != nil {
 		return err
 	}
@@ -620,7 +690,7 @@ func (a *app) native(ctx context.Context, argv []string) error {
 	case "start":
 		var dest *redrive.Queue
 		if *to != "" {
-			q, err := r.Queue(ctx, *to)
+			q, err := a.queue(ctx, r, *to)
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,12 @@
 //   - the dedupe table sqsonce-dedupe, made by dynamo.CreateTable (pk string
 //     key, on-demand, TTL on expires_at)
 //
+// When SQSONCE_MOVE_TASK_ENDPOINT is set (the no-Docker stack sets it), the
+// same four queues are created on that endpoint too: local-aws-sqs, which
+// answers SQS's message-move-task calls, keeps queues of its own, and
+// `sqs-redrive native ... --endpoint-url $SQSONCE_MOVE_TASK_ENDPOINT` looks
+// for them there.
+//
 // It is idempotent; localstack/init/ready.d/setup.sh creates the same names
 // inside LocalStack.
 package main
@@ -13,6 +19,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -24,19 +31,47 @@ import (
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
 )
 
+// envMoveTask names the endpoint of the server that answers the
+// message-move-task calls, when it is not the SQS endpoint.
+const envMoveTask = "SQSONCE_MOVE_TASK_ENDPOINT"
+
 func main() {
-	if err := run(context.Background()); err != nil {
+	if err := run(context.Background(), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
+func run(ctx context.Context, stdout io.Writer) error {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
-	sq := sqs.NewFromConfig(cfg)
+	if err := demoQueues(ctx, sqs.NewFromConfig(cfg)); err != nil {
+		return err
+	}
+	if ep := os.Getenv(envMoveTask); ep != "" {
+		mt := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(ep) })
+		if err := demoQueues(ctx, mt); err != nil {
+			return fmt.Errorf("on %s (%s): %w", envMoveTask, ep, err)
+		}
+	}
+	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		// DynamoDB Local sends no CRC32 header on error responses (such as
+		// "table exists"), which makes the SDK log a checksum warning.
+		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
+	}), dynamo.DefaultTable); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo and table sqsonce-dedupe are ready")
+	if ep := os.Getenv(envMoveTask); ep != "" {
+		fmt.Fprintf(stdout, "setup: the same queues are ready for native move tasks at %s (%s)\n", ep, envMoveTask)
+	}
+	return nil
+}
+
+// demoQueues creates the demo queues and their DLQs.
+func demoQueues(ctx context.Context, sq *sqs.Client) error {
 	for _, fifo := range []bool{false, true} {
 		suffix := ""
 		if fifo {
@@ -50,14 +85,6 @@ func run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		// DynamoDB Local sends no CRC32 header on error responses (such as
-		// "table exists"), which makes the SDK log a checksum warning.
-		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
-	}), dynamo.DefaultTable); err != nil {
-		return err
-	}
-	fmt.Println("setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo and table sqsonce-dedupe are ready")
 	return nil
 }
 
