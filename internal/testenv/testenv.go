@@ -3,8 +3,8 @@
 // The endpoints come from the standard SDK variables (AWS_ENDPOINT_URL_SQS,
 // AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and static credentials) that
 // `localstack/stack.sh up` writes to .stack/env; the message-move-task
-// tests also need SQSONCE_MOVE_TASK_ENDPOINT. The rule, for each variable
-// an integration test needs:
+// tests also need SQSONCE_MOVE_TASK_ENDPOINT, the PostgreSQL tests
+// DATABASE_URL. The rule, for each variable an integration test needs:
 //
 //   - not set: the test fails when SQSONCE_INTEGRATION=1 (set by `make
 //     test`), and otherwise skips with a message that says how to run it;
