@@ -1,10 +1,14 @@
 // Package reliability holds sqsonce's reliability suite: scenarios that
 // attack the ledger example (crashes, injected faults, slow handlers,
 // shutdown under load, bad input, redrive under crash) on the local stack
-// and then check the promise of docs/architecture.md: the total applied equals the
-// sum over distinct valid credits, no credit was applied twice, the source
-// queue is empty, and the DLQ holds every malformed message and nothing
-// else.
+// and then check the promise of docs/architecture.md (which the README
+// states too): the total applied equals the sum over distinct valid
+// credits, no credit was applied twice, the source queue is empty, and the
+// DLQ holds every malformed message and nothing else. Each scenario also
+// checks that its attack happened: that crashes hit in-flight work, that
+// faults were injected, that SIGTERM came with at least 100 messages in
+// flight, that the bad input reached the consumer, that sqs-redrive was
+// killed mid-move.
 //
 // `make test` runs a short version; `make test-reliability` runs the full
 // one (SQSONCE_RELIABILITY=full) and prints, per scenario, messages

@@ -228,8 +228,9 @@ func (l *ledger) waitDrained(timeout time.Duration) {
 // check verifies the promise: balances per account equal what was sent,
 // every distinct credit is in the journal exactly once, the queue is
 // empty, and the DLQ holds every malformed message (by distinct sqsonce-id)
-// and nothing else. It returns the number of extra DLQ copies.
-func (l *ledger) check(sent ...sendReport) (dlqCopies int) {
+// and nothing else. It returns the number of extra DLQ copies and the DLQ's
+// messages counted by sqsonce-id.
+func (l *ledger) check(sent ...sendReport) (dlqCopies int, dlq map[string]int) {
 	l.t.Helper()
 	want := map[string]int64{}
 	var wantTotal int64
@@ -285,7 +286,7 @@ func (l *ledger) check(sent ...sendReport) (dlqCopies int) {
 	if distinctBad != malformed {
 		l.t.Errorf("DLQ holds %d distinct malformed messages, want %d", distinctBad, malformed)
 	}
-	return dlqCopies
+	return dlqCopies, ids
 }
 
 // dlqIDs reads the whole DLQ and counts its messages by sqsonce-id. It
@@ -318,8 +319,11 @@ func (l *ledger) dlqIDs() map[string]int {
 			if id == "" {
 				l.t.Errorf("dead letter %s has no %s attribute", msg.ID, consumer.AttrID)
 			}
-			if _, ok := consumer.ParseFailure(msg); !ok {
+			// The consumer wrote it, from this ledger's queue, with a reason.
+			if f, ok := consumer.ParseFailure(msg); !ok {
 				l.t.Errorf("dead letter %s has no readable %s attribute", msg.ID, consumer.AttrFailure)
+			} else if f.Error == "" || f.Class == "" || f.SourceQueue != l.urls.queue {
+				l.t.Errorf("dead letter %s (%s): failure %+v, want a reason and a class, from %s", msg.ID, id, f, l.urls.queue)
 			}
 			ids[id]++
 		}
@@ -361,6 +365,42 @@ func settled(t *testing.T, workers ...*worker) []settledLine {
 		f.Close()
 	}
 	return lines
+}
+
+// logged reports whether a worker's log holds a line with this "msg".
+func logged(t *testing.T, w *worker, msg string) bool {
+	t.Helper()
+	b, err := os.ReadFile(w.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Contains(b, []byte(`"msg":"`+msg+`"`))
+}
+
+// settledAfterDrain counts, by outcome, the messages a worker settled after
+// it began to drain: what it held (running or waiting) when SIGTERM came.
+func settledAfterDrain(t *testing.T, w *worker) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(w.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := bytes.Cut(b, []byte(`"msg":"consumer draining"`))
+	if !ok {
+		t.Fatalf("worker log has no drain line:\n%s", b)
+	}
+	out := map[string]int{}
+	for line := range bytes.Lines(after) {
+		if !bytes.Contains(line, []byte(`"msg":"settled"`)) {
+			continue
+		}
+		var s settledLine
+		if err := json.Unmarshal(line, &s); err != nil {
+			t.Fatalf("settled line %q: %v", line, err)
+		}
+		out[s.Outcome]++
+	}
+	return out
 }
 
 // sendRaw sends one message straight to the ledger's queue.

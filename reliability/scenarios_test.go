@@ -3,6 +3,7 @@ package reliability
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,30 +14,52 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/sqsonce/sqsonce/internal/faults"
+	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
 // Scenario 1: three workers; every ~2 s a random one gets SIGKILL and is
-// restarted.
+// restarted. The kills must land on work in flight: the messages a killed
+// worker held come back after their visibility timeout and are settled
+// again with a receive_count above 1.
 func TestCrashes(t *testing.T) {
 	l := newLedger(t)
 	sent := l.send(size(2000, 20000), 0.10, 0.01)
-	args := []string{"-concurrency", "16", "-visibility", "4s"}
+	args := []string{"-concurrency", "16", "-visibility", "4s", "-log-level", "debug"}
 	workers := []*worker{l.startWorker(args...), l.startWorker(args...), l.startWorker(args...)}
-	crashes := 0
+	all := append([]*worker(nil), workers...)
+	crashes, busyKills := 0, 0
 	deadline := time.Now().Add(10 * time.Minute)
 	for !l.status().Drained && time.Now().Before(deadline) {
 		time.Sleep(time.Duration(1500+rand.IntN(1000)) * time.Millisecond)
+		// The queue's in-flight count just before the kill: messages the
+		// three workers hold.
+		if _, inFlight, err := testenv.Counts(context.Background(), l.sqs, l.urls.queue); err != nil {
+			t.Fatal(err)
+		} else if inFlight > 0 {
+			busyKills++
+		}
 		i := rand.IntN(len(workers))
 		workers[i].kill()
 		crashes++
 		workers[i] = l.startWorker(args...)
+		all = append(all, workers[i])
 	}
 	l.waitDrained(2 * time.Minute)
-	copies := l.check(sent)
-	report(t, "%d messages (%d distinct credits, %d duplicates, %d malformed), %d crashes (SIGKILL), 0 faults; invariants hold: %v; extra DLQ copies from kills between DLQ send and delete: %d",
-		sent.Messages, sent.Distinct, sent.Duplicates, sent.Malformed, crashes, !t.Failed(), copies)
+	copies, _ := l.check(sent)
+	redelivered := 0
+	for _, s := range settled(t, all...) {
+		if s.ReceiveCount > 1 {
+			redelivered++
+		}
+	}
+	if crashes < 3 || busyKills == 0 || redelivered == 0 {
+		t.Errorf("%d crashes, %d with messages in flight, %d messages settled again after a crash; want at least 3 crashes that hit work in flight", crashes, busyKills, redelivered)
+	}
+	report(t, "%d messages (%d distinct credits, %d duplicates, %d malformed), %d crashes (SIGKILL, %d with messages in flight), %d messages redelivered after a crash, 0 faults; invariants hold: %v; extra DLQ copies from kills between DLQ send and delete: %d",
+		sent.Messages, sent.Distinct, sent.Duplicates, sent.Malformed, crashes, busyKills, redelivered, !t.Failed(), copies)
 }
 
 // Scenario 2: a fault-injecting proxy in front of both servers: 500/503,
@@ -62,14 +85,21 @@ func TestFaults(t *testing.T) {
 	l.waitDrained(10 * time.Minute)
 	w1.kill()
 	w2.kill()
-	copies := l.check(sent)
+	copies, _ := l.check(sent)
 	counts := func(p *faults.Proxy) string {
 		return fmt.Sprintf("%d calls, %d faults %v", p.Calls(), p.Injected(), p.Counts())
 	}
 	report(t, "%d messages (%d distinct credits, %d malformed), 0 crashes; SQS: %s; DynamoDB: %s; invariants hold: %v; extra DLQ copies: %d",
 		sent.Messages, sent.Distinct, sent.Malformed, counts(sqsProxy), counts(ddbProxy), !t.Failed(), copies)
 	if sqsProxy.Injected() == 0 || ddbProxy.Injected() == 0 {
-		t.Errorf("no faults were injected")
+		t.Errorf("faults injected: %d on SQS, %d on DynamoDB; want some on both", sqsProxy.Injected(), ddbProxy.Injected())
+	}
+	// Every kind the README names happened, resets after the server applied
+	// the call included (counted over both servers).
+	for _, kind := range []string{faults.KindServerError, faults.KindUnavailable, faults.KindThrottle, faults.KindResetBefore, faults.KindResetAfter, faults.KindDelay} {
+		if sqsProxy.Counts()[kind]+ddbProxy.Counts()[kind] == 0 {
+			t.Errorf("no %s fault was injected", kind)
+		}
 	}
 }
 
@@ -102,19 +132,27 @@ func TestSlowHandlers(t *testing.T) {
 	report(t, "%d messages, handler 12 s with visibility 4 s, 0 faults, 0 crashes; receive_count > 1: %d; invariants hold: %v", n, over, !t.Failed())
 }
 
-// Scenario 4: SIGTERM a worker with 100 messages in flight, then restart:
-// none lost, none doubled, the drain finished within its timeout.
+// Scenario 4: SIGTERM a worker with at least 100 messages in flight, then
+// restart: the running handlers finish within the shutdown timeout, the
+// rest are released (visible again at once), none lost, none doubled.
 func TestShutdownUnderLoad(t *testing.T) {
 	l := newLedger(t)
 	sent := l.send(size(400, 2000), 0.10, 0.01)
 	const shutdown = 10 * time.Second
-	args := []string{"-concurrency", "100", "-handler-delay", "1500ms", "-visibility", "30s", "-shutdown-timeout", shutdown.String()}
+	args := []string{"-concurrency", "100", "-handler-delay", "1500ms", "-visibility", "30s", "-shutdown-timeout", shutdown.String(), "-log-level", "debug"}
 	w := l.startWorker(args...)
-	deadline := time.Now().Add(time.Minute)
-	for l.status().InFlight < 100 && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
+	// The queue's own count, read in-process right before the signal.
+	inFlight := 0
+	for deadline := time.Now().Add(time.Minute); inFlight < 100; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker never held 100 messages (last count %d in flight)", inFlight)
+		}
+		time.Sleep(100 * time.Millisecond)
+		var err error
+		if _, inFlight, err = testenv.Counts(context.Background(), l.sqs, l.urls.queue); err != nil {
+			t.Fatal(err)
+		}
 	}
-	inFlight := l.status().InFlight
 	start := time.Now()
 	_ = w.cmd.Process.Signal(syscall.SIGTERM)
 	err := <-w.wait()
@@ -125,18 +163,35 @@ func TestShutdownUnderLoad(t *testing.T) {
 	if drain > shutdown+5*time.Second {
 		t.Errorf("drain took %s, more than the shutdown timeout %s", drain, shutdown)
 	}
-	// Released messages are visible again at once: a new worker finishes
-	// well before the 30 s visibility timeout would have brought them back.
+	// What the worker held at SIGTERM, from its own log: handlers that ran
+	// to the end during the drain (ack, duplicate, dead_letter) and
+	// messages released.
+	held := settledAfterDrain(t, w)
+	total := 0
+	for _, n := range held {
+		total += n
+	}
+	if held["ack"] == 0 || held["retry"] != 0 || logged(t, w, "consumer: shutdown timeout: cancelling running handlers") {
+		t.Errorf("settled after SIGTERM: %v; want running handlers finished (acks), none retried or cancelled", held)
+	}
+	// Released messages are visible again at once, not after the 30 s
+	// visibility timeout: nothing is in flight once the worker has exited.
+	if _, f, err := testenv.Counts(context.Background(), l.sqs, l.urls.queue); err != nil {
+		t.Fatal(err)
+	} else if f != 0 {
+		t.Errorf("%d messages still in flight after the worker exited; want every held message settled or released", f)
+	}
 	w2 := l.startWorker(args...)
 	l.waitDrained(5 * time.Minute)
 	w2.kill()
 	l.check(sent)
-	report(t, "%d messages, SIGTERM with %d in flight, drain %s (timeout %s), then restart; 0 faults; invariants hold: %v",
-		sent.Messages, inFlight, drain.Round(time.Millisecond), shutdown, !t.Failed())
+	report(t, "%d messages, SIGTERM with %d in flight (queue count) / %d held by the worker (settled after it: %v), drain %s (timeout %s), then restart; 0 faults; invariants hold: %v",
+		sent.Messages, inFlight, total, held, drain.Round(time.Millisecond), shutdown, !t.Failed())
 }
 
-// Scenario 5: a corpus of malformed bodies and attributes. Each must be
-// dead-lettered with a reason while the worker keeps going.
+// Scenario 5: a corpus of malformed bodies and attributes. Each must reach
+// the consumer and be dead-lettered with a reason while the worker keeps
+// going.
 func TestBadInput(t *testing.T) {
 	l := newLedger(t)
 	str := func(v string) sqstypes.MessageAttributeValue {
@@ -149,43 +204,62 @@ func TestBadInput(t *testing.T) {
 	tenAttrs["sqsonce-id"] = str("bad-ten-attributes")
 	type badMsg struct {
 		name  string
+		id    string // the sqsonce-id its dead letter carries
 		body  string
 		attrs map[string]sqstypes.MessageAttributeValue
+		// emulatorRefuses names a refusal of the local stack's SQS that
+		// AWS would not make: the send may fail with InvalidMessageContents.
+		emulatorRefuses string
 	}
 	big := `{"id":"bad-256k","account":"a","amount":"` + strings.Repeat("9", 256*1024-60) + `"}`
 	corpus := []badMsg{
-		{"256 KB body", big, nil},
-		{"10 attributes already", `{"id":"bad-ten-attributes","account":"a","amount":1.5}`, tenAttrs},
-		{"binary attribute, invalid UTF-8", `{"id":"bad-binary","amount":2}`, map[string]sqstypes.MessageAttributeValue{
+		{name: "256 KB body", id: "bad-256k", body: big},
+		{name: "10 attributes already", id: "bad-ten-attributes", body: `{"id":"bad-ten-attributes","account":"a","amount":1.5}`, attrs: tenAttrs},
+		{name: "binary attribute, invalid UTF-8", id: "bad-binary", body: `{"id":"bad-binary","amount":2}`, attrs: map[string]sqstypes.MessageAttributeValue{
 			"raw": {DataType: aws.String("Binary"), BinaryValue: []byte{0xff, 0xfe, 0x00, 0x80}},
 		}},
-		{"wrong type: number id", `{"id":7,"account":"a","amount":1}`, map[string]sqstypes.MessageAttributeValue{"sqsonce-id": str("bad-number-id")}},
-		{"wrong type: string amount", `{"id":"bad-string-amount","account":"a","amount":"12"}`, nil},
-		{"fraction", `{"id":"bad-fraction","account":"a","amount":12.5}`, nil},
-		{"exponent", `{"id":"bad-exponent","account":"a","amount":1e3}`, nil},
-		{"overflow", `{"id":"bad-overflow","account":"a","amount":9223372036854775808}`, nil},
-		{"not an object", `["bad-array"]`, map[string]sqstypes.MessageAttributeValue{"sqsonce-id": str("bad-array")}},
-		{"not JSON", `\u0001 not json at all`, map[string]sqstypes.MessageAttributeValue{"sqsonce-id": str("bad-not-json")}},
-		{"whitespace body", " ", map[string]sqstypes.MessageAttributeValue{"sqsonce-id": str("bad-whitespace")}},
-		{"unicode noise", "{\"id\":\"bad-unicode\",\"account\":\"\u00e9\u6f22\",\"amount\":\"\U0001F600\"}", nil},
+		{name: "wrong type: number id", id: "bad-number-id", body: `{"id":7,"account":"a","amount":1}`, attrs: map[string]sqstypes.MessageAttributeValue{"sqsonce-id": str("bad-number-id")}},
+		{name: "wrong type: string amount", id: "bad-string-amount", body: `{"id":"bad-string-amount","account":"a","amount":"12"}`},
+		{name: "fraction", id: "bad-fraction", body: `{"id":"bad-fraction","account":"a","amount":12.5}`},
+		{name: "exponent", id: "bad-exponent", body: `{"id":"bad-exponent","account":"a","amount":1e3}`},
+		{name: "overflow", id: "bad-overflow", body: `{"id":"bad-overflow","account":"a","amount":9223372036854775808}`},
+		{name: "not an object", id: "bad-array", body: `["bad-array"]`, attrs: map[string]sqstypes.MessageAttributeValue{"sqsonce-id": str("bad-array")}},
+		{name: "not JSON", id: "bad-not-json", body: `\u0001 not json at all`, attrs: map[string]sqstypes.MessageAttributeValue{"sqsonce-id": str("bad-not-json")}},
+		{name: "whitespace body", id: "bad-whitespace", body: " ", attrs: map[string]sqstypes.MessageAttributeValue{"sqsonce-id": str("bad-whitespace")}},
+		{name: "unicode noise", id: "bad-unicode-bmp", body: "{\"id\":\"bad-unicode-bmp\",\"account\":\"\u00e9\u6f22\",\"amount\":\"\u2603\ufffd\"}"},
+		{name: "unicode beyond the BMP", id: "bad-unicode", body: "{\"id\":\"bad-unicode\",\"account\":\"\u00e9\u6f22\",\"amount\":\"\U0001F600\"}",
+			emulatorRefuses: "fauxqs rejects characters above U+FFFF, which SQS allows (#x10000 to #x10FFFF)"},
 	}
-	rejected := 0
+	want := map[string]bool{}
 	for _, m := range corpus {
-		if err := l.sendRaw(m.body, m.attrs); err != nil {
-			// SQS itself refuses some input (e.g. over 256 KB with the
-			// attributes); that is an answer too, and nothing reaches us.
-			t.Logf("%s: SQS refused it: %v", m.name, err)
-			rejected++
+		err := l.sendRaw(m.body, m.attrs)
+		var apiErr smithy.APIError
+		switch {
+		case err == nil:
+			want[m.id] = true
+		case m.emulatorRefuses != "" && errors.As(err, &apiErr) && strings.HasSuffix(apiErr.ErrorCode(), "InvalidMessageContents"):
+			t.Logf("%s: refused by the local stack (%s): %v", m.name, m.emulatorRefuses, err)
+		default:
+			t.Errorf("%s: send: %v; the corpus must reach the consumer", m.name, err)
 		}
 	}
+	if len(want) == 0 {
+		t.Fatal("no corpus message reached the queue")
+	}
 	sent := l.send(size(100, 500), 0.05, 0)
-	sent.Malformed = len(corpus) - rejected
+	sent.Malformed = len(want)
 	w := l.startWorker("-concurrency", "8")
 	l.waitDrained(3 * time.Minute)
 	w.kill()
-	copies := l.check(sent)
-	report(t, "%d corpus messages (%d refused by SQS) + %d credits; 0 faults, 0 crashes; invariants hold: %v; extra DLQ copies: %d",
-		len(corpus), rejected, sent.Messages, !t.Failed(), copies)
+	copies, dlq := l.check(sent)
+	// Each corpus message the queue took is in the DLQ under its own id.
+	for id := range want {
+		if dlq[id] == 0 {
+			t.Errorf("corpus message %s is not in the DLQ", id)
+		}
+	}
+	report(t, "%d corpus messages (%d refused by the local stack, %d dead-lettered) + %d credits; 0 faults, 0 crashes; invariants hold: %v; extra DLQ copies: %d",
+		len(corpus), len(corpus)-len(want), len(want), sent.Messages, !t.Failed(), copies)
 }
 
 // Scenario 6: credits waiting in the DLQ are redriven by sqs-redrive, which
@@ -207,7 +281,16 @@ func TestRedriveUnderCrash(t *testing.T) {
 	fresh.Accounts = map[string]int64{}
 	bodies := dlqCredits(t, l, ctx, n, &fresh)
 	crashes := 0
+	var movedAtKill []int
+	total := func(url string) int {
+		v, f, err := testenv.Counts(ctx, l.sqs, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v + f
+	}
 	for attempt := 0; ; attempt++ {
+		before := total(l.urls.queue)
 		cmd := redriveCmd(l, "move", l.name+"-dlq", "--yes", "--rate", "100", "--visibility-timeout", "3s")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -215,10 +298,24 @@ func TestRedriveUnderCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		if attempt < 2 {
-			time.Sleep(time.Duration(700+rand.IntN(600)) * time.Millisecond)
+			// Kill it mid-move: once it has moved something (the source
+			// queue, which nothing consumes now, grows), a little later.
+			for deadline := time.Now().Add(30 * time.Second); total(l.urls.queue) == before; time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					_ = cmd.Process.Signal(syscall.SIGKILL)
+					_ = cmd.Wait()
+					t.Fatalf("sqs-redrive moved nothing within 30 s:\n%s", out.String())
+				}
+			}
+			time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			_ = cmd.Wait()
 			crashes++
+			moved := total(l.urls.queue) - before
+			movedAtKill = append(movedAtKill, moved)
+			if total(l.urls.dlq) == 0 {
+				t.Errorf("sqs-redrive run %d had moved everything when it was killed; want a kill mid-move", attempt+1)
+			}
 			time.Sleep(4 * time.Second) // what the killed run held comes back (its visibility timeout)
 			continue
 		}
@@ -232,8 +329,8 @@ func TestRedriveUnderCrash(t *testing.T) {
 	l.waitDrained(3 * time.Minute)
 	w.kill()
 	l.check(first, fresh)
-	report(t, "%d credits applied first, %d dead letters (%d already applied) redriven with %d SIGKILLs of sqs-redrive; invariants hold: %v",
-		first.Distinct, bodies, first.Distinct, crashes, !t.Failed())
+	report(t, "%d credits applied first, %d dead letters (%d already applied) redriven with %d SIGKILLs of sqs-redrive mid-move (after %v messages); invariants hold: %v",
+		first.Distinct, bodies, first.Distinct, crashes, movedAtKill, !t.Failed())
 }
 
 func withEnv(env []string, kv ...string) []string {

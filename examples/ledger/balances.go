@@ -90,28 +90,30 @@ func cmdStatus(ctx context.Context, g *global, args []string, stdout, stderr io.
 	}
 	var st queueStatus
 	for _, q := range []struct {
-		name                     string
-		visible, inFlight, delay *int
-	}{{n.Queue, &st.Visible, &st.InFlight, &st.Delayed}, {n.DLQ, &st.DLQVisible, &st.DLQInFlight, nil}} {
+		name   string
+		counts []*int
+		attrs  []sqstypes.QueueAttributeName
+	}{
+		{n.Queue, []*int{&st.Visible, &st.InFlight, &st.Delayed}, []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+		}},
+		{n.DLQ, []*int{&st.DLQVisible, &st.DLQInFlight}, []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		}},
+	} {
 		url, err := c.queueURL(ctx, q.name)
 		if err != nil {
 			return err
 		}
-		out, err := c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-			QueueUrl: aws.String(url),
-			AttributeNames: []sqstypes.QueueAttributeName{
-				sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-				sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
-			},
-		})
+		counts, err := queueCounts(ctx, c.sqs, url, q.attrs...)
 		if err != nil {
-			return fmt.Errorf("queue %s attributes: %w", q.name, err)
+			return fmt.Errorf("queue %s: %w", q.name, err)
 		}
-		*q.visible, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
-		*q.inFlight, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
-		if q.delay != nil {
-			*q.delay, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)])
+		for i, v := range counts {
+			*q.counts[i] = v
 		}
 	}
 	st.QueueDrained = st.Visible == 0 && st.InFlight == 0 && st.Delayed == 0
@@ -121,4 +123,32 @@ func cmdStatus(ctx context.Context, g *global, args []string, stdout, stderr io.
 	fmt.Fprintf(stdout, "%s: %d visible, %d in flight, %d delayed; %s: %d visible, %d in flight\n",
 		n.Queue, st.Visible, st.InFlight, st.Delayed, n.DLQ, st.DLQVisible, st.DLQInFlight)
 	return nil
+}
+
+// queueAttributesAPI is the SQS call queueCounts makes.
+type queueAttributesAPI interface {
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// queueCounts reads count attributes of a queue, in the order given. An
+// attribute missing from the answer, or one that is not a non-negative
+// integer, is an error, never 0: "drained" must mean the queue said so.
+func queueCounts(ctx context.Context, client queueAttributesAPI, url string, names ...sqstypes.QueueAttributeName) ([]int, error) {
+	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: names})
+	if err != nil {
+		return nil, fmt.Errorf("attributes: %w", err)
+	}
+	counts := make([]int, len(names))
+	for i, name := range names {
+		v, ok := out.Attributes[string(name)]
+		if !ok {
+			return nil, fmt.Errorf("attribute %s missing from the answer", name)
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("attribute %s=%q is not a count", name, v)
+		}
+		counts[i] = n
+	}
+	return counts, nil
 }

@@ -2,10 +2,17 @@
 //
 // The endpoints come from the standard SDK variables (AWS_ENDPOINT_URL_SQS,
 // AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and static credentials) that
-// `localstack/stack.sh up` writes to .stack/env. When SQSONCE_INTEGRATION=1
-// (set by `make test`) the stack is expected: a missing variable or an
-// unreachable server fails the test. Without it, integration tests skip with
-// a message that says how to run them.
+// `localstack/stack.sh up` writes to .stack/env; the message-move-task
+// tests also need SQSONCE_MOVE_TASK_ENDPOINT, the PostgreSQL tests
+// DATABASE_URL. The rule, for each variable an integration test needs:
+//
+//   - not set: the test fails when SQSONCE_INTEGRATION=1 (set by `make
+//     test`), and otherwise skips with a message that says how to run it;
+//   - set: the stack is expected, so a value that is not a URL, or a server
+//     that does not accept a connection, fails the test.
+//
+// A test skips only when a variable it needs is not set, and never when
+// SQSONCE_INTEGRATION=1.
 package testenv
 
 import (
@@ -16,6 +23,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +39,8 @@ import (
 // Required reports whether the local stack is expected (SQSONCE_INTEGRATION=1).
 func Required() bool { return os.Getenv("SQSONCE_INTEGRATION") == "1" }
 
-// need checks that the variable names a reachable endpoint, failing or
-// skipping the test as Required says.
+// need checks that the variable names a reachable endpoint: unset, the
+// test fails or skips as Required says; set, it must be reachable.
 func need(t testing.TB, variable string) string {
 	t.Helper()
 	endpoint := os.Getenv(variable)
@@ -90,8 +98,11 @@ func LocalDynamoOptions(o *dynamodb.Options) { o.DisableValidateResponseChecksum
 // ListDeadLetterSourceQueues and the message-move-task calls.
 func MoveTaskSQS(t testing.TB) *sqs.Client {
 	t.Helper()
+	// The SQS and DynamoDB variables first: without them (`make test-unit`
+	// unsets them) the test skips, even when this variable is still set.
+	cfg := Config(t)
 	endpoint := need(t, "SQSONCE_MOVE_TASK_ENDPOINT")
-	return sqs.NewFromConfig(Config(t), func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	return sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
 }
 
 // Name returns a unique resource name with the given prefix, valid for
@@ -169,10 +180,20 @@ func QueueWithDLQ(t testing.TB, client *sqs.Client, prefix string, opts QueueOpt
 	return queueURL, dlqURL
 }
 
-// Count returns the approximate visible and in-flight counts of a queue.
-func Count(t testing.TB, client *sqs.Client, queueURL string) (visible, inFlight int) {
-	t.Helper()
-	out, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+// QueueAttributesAPI is the one SQS call [Count] makes; *sqs.Client
+// implements it.
+type QueueAttributesAPI interface {
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+var _ QueueAttributesAPI = (*sqs.Client)(nil)
+
+// Counts returns the approximate visible and in-flight counts of a queue.
+// An attribute the answer lacks, or one that is not a non-negative integer,
+// is an error, never 0: a "queue empty" check must not pass without
+// checking.
+func Counts(ctx context.Context, client QueueAttributesAPI, queueURL string) (visible, inFlight int, err error) {
+	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(queueURL),
 		AttributeNames: []sqstypes.QueueAttributeName{
 			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
@@ -180,10 +201,39 @@ func Count(t testing.TB, client *sqs.Client, queueURL string) (visible, inFlight
 		},
 	})
 	if err != nil {
-		t.Fatalf("queue attributes: %v", err)
+		return 0, 0, fmt.Errorf("testenv: attributes of %s: %w", queueURL, err)
 	}
-	fmt.Sscan(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)], &visible)
-	fmt.Sscan(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)], &inFlight)
+	if visible, err = countAttribute(out.Attributes, sqstypes.QueueAttributeNameApproximateNumberOfMessages); err != nil {
+		return 0, 0, fmt.Errorf("testenv: queue %s: %w", queueURL, err)
+	}
+	if inFlight, err = countAttribute(out.Attributes, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible); err != nil {
+		return 0, 0, fmt.Errorf("testenv: queue %s: %w", queueURL, err)
+	}
+	return visible, inFlight, nil
+}
+
+// countAttribute reads one count attribute strictly.
+func countAttribute(attrs map[string]string, name sqstypes.QueueAttributeName) (int, error) {
+	s, ok := attrs[string(name)]
+	if !ok {
+		return 0, fmt.Errorf("attribute %s missing from the answer", name)
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("attribute %s=%q is not a count", name, s)
+	}
+	return n, nil
+}
+
+// Count returns the approximate visible and in-flight counts of a queue, or
+// fails the test when they cannot be read (see [Counts]). Call it from the
+// test's goroutine.
+func Count(t testing.TB, client QueueAttributesAPI, queueURL string) (visible, inFlight int) {
+	t.Helper()
+	visible, inFlight, err := Counts(context.Background(), client, queueURL)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
 	return visible, inFlight
 }
 
