@@ -574,8 +574,12 @@ func drainKeep(t *testing.T, client *sqs.Client, url string) []string {
 			v := m.MessageAttributes[k]
 			fmt.Fprintf(&b, "%s:%s:%q:%x;", k, aws.ToString(v.DataType), aws.ToString(v.StringValue), v.BinaryValue)
 		}
-		out = append(out, fmt.Sprintf("%s#%d|%s|%s", g, perGroup[g], aws.ToString(m.Body), b.String()))
-		perGroup[g]++
+		pos := 0 // a standard queue keeps no order: only FIFO positions count
+		if g != "" {
+			pos = perGroup[g]
+			perGroup[g]++
+		}
+		out = append(out, fmt.Sprintf("%s#%d|%s|%s", g, pos, aws.ToString(m.Body), b.String()))
 	}
 	slices.Sort(out)
 	// The per-group position makes FIFO order part of the comparison.
