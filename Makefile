@@ -63,6 +63,6 @@ demo: ## the exactly-once ledger demo on the local stack (the stack stays up; `m
 	bash $(STACK) up
 	. "$$(bash $(STACK) env)" && $(GO) run ./localstack/setup && bash examples/ledger/demo.sh
 
-bench: ## the benchmark table: sqsonce next to the plain SDK loops on the same servers (starts the stack if needed)
-	$(WITH_STACK) $(GO) run ./bench
+bench: ## the benchmark table: sqsonce next to the plain SDK loops on the same servers; writes docs/bench.md and docs/bench.svg (starts the stack if needed)
+	$(WITH_STACK) $(GO) run ./bench -md docs/bench.md -svg docs/bench.svg
 	$(WITH_STACK) $(GO) test -run '^$$' -bench . -benchmem ./consumer/ ./dedupe/

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsonce/sqsonce/consumer"
@@ -22,10 +23,17 @@ type countingSQS struct {
 	once    sync.Once
 	deleted atomic.Int64
 
+	// onDeleted, when set, is called with the running total after every
+	// successful delete call.
+	onDeleted func(total int64)
+
 	mu           sync.Mutex
 	calls        map[string]int64
 	firstReceive time.Time
 	lastDelete   time.Time
+	// deleteReturned, when not nil, records when the delete call that
+	// removed each message returned, by receipt handle.
+	deleteReturned map[string]time.Time
 }
 
 var _ consumer.SQSAPI = (*countingSQS)(nil)
@@ -47,7 +55,11 @@ func (c *countingSQS) addDeleted(n int) {
 	c.mu.Lock()
 	c.lastDelete = time.Now()
 	c.mu.Unlock()
-	if c.deleted.Add(int64(n)) >= c.target {
+	total := c.deleted.Add(int64(n))
+	if c.onDeleted != nil {
+		c.onDeleted(total)
+	}
+	if total >= c.target {
 		c.once.Do(func() { close(c.done) })
 	}
 }
@@ -74,6 +86,16 @@ func (c *countingSQS) rate() float64 {
 	return float64(c.deleted.Load()) / d.Seconds()
 }
 
+// returned notes when a delete of the message with this receipt handle
+// returned, if the run tracks that.
+func (c *countingSQS) returned(at time.Time, receiptHandle string) {
+	c.mu.Lock()
+	if c.deleteReturned != nil {
+		c.deleteReturned[receiptHandle] = at
+	}
+	c.mu.Unlock()
+}
+
 func (c *countingSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
 	c.count("ReceiveMessage")
 	c.mu.Lock()
@@ -88,6 +110,7 @@ func (c *countingSQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageIn
 	c.count("DeleteMessage")
 	out, err := c.Client.DeleteMessage(ctx, in, opts...)
 	if err == nil {
+		c.returned(time.Now(), aws.ToString(in.ReceiptHandle))
 		c.addDeleted(1)
 	}
 	return out, err
@@ -97,6 +120,14 @@ func (c *countingSQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMess
 	c.count("DeleteMessageBatch")
 	out, err := c.Client.DeleteMessageBatch(ctx, in, opts...)
 	if err == nil {
+		now := time.Now()
+		handles := make(map[string]string, len(in.Entries))
+		for _, e := range in.Entries {
+			handles[aws.ToString(e.Id)] = aws.ToString(e.ReceiptHandle)
+		}
+		for _, ok := range out.Successful {
+			c.returned(now, handles[aws.ToString(ok.Id)])
+		}
 		c.addDeleted(len(out.Successful))
 	}
 	return out, err

@@ -23,6 +23,11 @@ type runOpts struct {
 	waitTime     time.Duration
 	dlq          string
 	timeout      time.Duration
+	// trackDeletes records when each message's delete call returned
+	// (runResult.deleteReturned); it costs a map entry per message.
+	trackDeletes bool
+	// onDeleted is called with the running total after each delete call.
+	onDeleted func(total int64)
 }
 
 // runResult is what one consumer run measured.
@@ -31,12 +36,19 @@ type runResult struct {
 	calls   map[string]int64 // SQS calls by operation
 	elapsed time.Duration
 	cpu     time.Duration // this process's CPU per message
+	// deleteReturned maps receipt handles to when their delete returned
+	// (with runOpts.trackDeletes).
+	deleteReturned map[string]time.Time
 }
 
 // runConsumer drains n messages from queueURL through a sqsonce consumer
 // and stops once n are deleted.
 func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int, o runOpts) (runResult, error) {
 	counting := newCounting(client, n)
+	counting.onDeleted = o.onDeleted
+	if o.trackDeletes {
+		counting.deleteReturned = make(map[string]time.Time, n)
+	}
 	h := o.handler
 	if h == nil {
 		delay := o.handlerDelay
@@ -95,7 +107,10 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
 		return runResult{}, err
 	}
-	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, cpu: cpu}, nil
+	counting.mu.Lock()
+	returned := counting.deleteReturned
+	counting.mu.Unlock()
+	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, cpu: cpu, deleteReturned: returned}, nil
 }
 
 func cmpOr[T comparable](v, def T) T {

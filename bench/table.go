@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -18,90 +20,134 @@ import (
 
 // row is one line of the table: a sqsonce figure next to its limit.
 type row struct {
-	name   string
-	value  float64
-	limit  float64
+	group string // the chart groups rows by this
+	name  string
+	value sample // sqsonce
+	limit sample // empty when the row has none
+	// ratio is value / limit run by run, when the two sides were run
+	// interleaved; otherwise the ratio of the medians.
+	ratio  sample
 	unit   string
-	target string // e.g. "ratio ≥ 0.9"
+	target target
 	note   string
-	// check says whether the target is met; nil when there is none.
-	check func(r row) bool
 }
 
-func (r row) ratio() float64 {
-	if r.limit == 0 {
-		return 0
+// ratios returns the row's ratio sample (empty without a limit).
+func (r row) ratios() sample {
+	if len(r.ratio) > 0 {
+		return r.ratio
 	}
-	return r.value / r.limit
-}
-
-// ratioAtLeast, ratioAtMost and valueAtMost are the kinds of target.
-func ratioAtLeast(x float64) (string, func(row) bool) {
-	return fmt.Sprintf("ratio ≥ %g", x), func(r row) bool { return r.ratio() >= x }
-}
-
-func ratioAtMost(x float64) (string, func(row) bool) {
-	return fmt.Sprintf("ratio ≤ %g", x), func(r row) bool { return r.ratio() <= x }
-}
-
-func valueAtMost(x float64) (string, func(row) bool) {
-	return fmt.Sprintf("≤ %g", x), func(r row) bool { return r.value <= x }
-}
-
-// with sets the row's target.
-func (r row) with(target string, check func(row) bool) row {
-	r.target, r.check = target, check
-	return r
-}
-
-func (r row) print(w io.Writer) {
-	ratio := "-"
-	if r.limit > 0 {
-		ratio = fmt.Sprintf("%.2f", r.value/r.limit)
+	if len(r.limit) == 0 || r.limit.med() == 0 {
+		return nil
 	}
-	met := ""
-	if r.check != nil {
-		met = "no"
-		if r.check(r) {
-			met = "yes"
-		}
-	}
-	fmt.Fprintf(w, "| %-44s | %10s | %10s | %-7s | %6s | %-11s | %-3s | %s\n", r.name, num(r.value), num(r.limit), r.unit, ratio, r.target, met, r.note)
+	return one(r.value.med() / r.limit.med())
 }
 
-func dashes(n int) string { return strings.Repeat("-", n) }
+// target is what a row must reach; the zero target is none.
+type target struct {
+	kind targetKind
+	x    float64
+}
 
-// num prints a figure with sensible precision ("-" for none).
-func num(v float64) string {
-	switch {
-	case v == 0:
-		return "-"
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 1:
-		return fmt.Sprintf("%.2f", v)
+type targetKind int
+
+const (
+	noTarget targetKind = iota
+	ratioMin            // median ratio ≥ x
+	ratioMax            // median ratio ≤ x
+	valueMax            // median value ≤ x
+)
+
+func atLeast(x float64) target      { return target{ratioMin, x} }
+func atMost(x float64) target       { return target{ratioMax, x} }
+func valueAtMost(x float64) target  { return target{valueMax, x} }
+func (t target) none() bool         { return t.kind == noTarget }
+func (r row) with(t target) row     { r.target = t; return r }
+func (r row) withNote(n string) row { r.note = n; return r }
+
+func (t target) String() string {
+	switch t.kind {
+	case ratioMin:
+		return fmt.Sprintf("ratio ≥ %g", t.x)
+	case ratioMax:
+		return fmt.Sprintf("ratio ≤ %g", t.x)
+	case valueMax:
+		return fmt.Sprintf("≤ %g", t.x)
 	}
-	return fmt.Sprintf("%.3f", v)
+	return ""
+}
+
+// at is the target as a value in the row's unit (for the chart), 0 when
+// there is none.
+func (r row) targetValue() float64 {
+	switch r.target.kind {
+	case ratioMin, ratioMax:
+		return r.target.x * r.limit.med()
+	case valueMax:
+		return r.target.x
+	}
+	return 0
+}
+
+// verdict is "yes" or "no" for a row with a target, "" otherwise. It
+// judges the median: of the run-by-run ratios, or of the value.
+func (r row) verdict() string {
+	var ok bool
+	switch r.target.kind {
+	case noTarget:
+		return ""
+	case ratioMin:
+		ok = len(r.ratios()) > 0 && r.ratios().med() >= r.target.x
+	case ratioMax:
+		ok = len(r.ratios()) > 0 && r.ratios().med() <= r.target.x
+	case valueMax:
+		ok = len(r.value) > 0 && r.value.med() <= r.target.x
+	}
+	if ok {
+		return "yes"
+	}
+	return "no"
 }
 
 type bench struct {
-	ctx    context.Context
-	client *sqs.Client
-	ddb    *dynamodb.Client
-	env    *env
-	n      int
-	out    io.Writer
-	errw   io.Writer
+	ctx     context.Context
+	client  *sqs.Client
+	ddb     *dynamodb.Client
+	env     *env
+	n       int  // messages per throughput run
+	runs    int  // interleaved runs of each side
+	quick   bool // shorter timed rows
+	pollers int  // the plain loop's best poller count, from a warm-up
+	errw    io.Writer
 }
+
+// minRuns is the fewest interleaved runs a published table uses.
+const minRuns = 5
+
+// rowSets are the parts of the table, in order, by their -only names.
+var rowSets = []string{"noop", "io", "fifo", "dedupe", "heartbeat", "latency", "memory"}
 
 func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	n := fs.Int("n", 10000, "messages per throughput run")
-	only := fs.String("only", "", "run only these rows, comma-separated: noop,io,fifo,dedupe,heartbeat,latency,memory")
+	n := fs.Int("n", 10000, "messages per throughput run (the memory rows drain 2n and 20n)")
+	runs := fs.Int("runs", minRuns, "interleaved runs of each side of a row that has a limit (fewer than 5 only for a smoke test)")
+	quick := fs.Bool("quick", false, "shorten the timed rows (heartbeat, latency, bodies in flight): a smoke test, not figures")
+	only := fs.String("only", "", "run only these rows, comma-separated: "+strings.Join(rowSets, ","))
+	mdPath := fs.String("md", "", "also write the table as Markdown to `FILE` (with the date, Go version, CPUs and command)")
+	svgPath := fs.String("svg", "", "also write the table as an SVG bar chart to `FILE`")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof -top bench FILE)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *n < 10 || *runs < 1 || fs.NArg() > 0 {
+		return errors.New("usage: bench [-n N ≥ 10] [-runs R ≥ 1] [-quick] [-only rows] [-md FILE] [-svg FILE] [-cpuprofile FILE]")
+	}
+	want := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
+	for _, name := range strings.Split(*only, ",") {
+		if *only != "" && !slices.Contains(rowSets, name) {
+			return fmt.Errorf("-only: unknown row set %q (have %s)", name, strings.Join(rowSets, ","))
+		}
 	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -114,7 +160,6 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer pprof.StopCPUProfile()
 	}
-	want := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return err
@@ -129,154 +174,55 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer e.cleanup()
-	b := &bench{ctx: ctx, client: client, ddb: ddb, env: e, n: *n, out: stdout, errw: stderr}
-	fmt.Fprintf(stdout, "| %-44s | %10s | %10s | %-7s | %6s | %-11s | %-3s | %s\n", "measure", "sqsonce", "limit", "unit", "ratio", "target", "met", "note")
-	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s|%s|%s|%s\n", dashes(46), dashes(12), dashes(12), dashes(9), dashes(8), dashes(13), dashes(5), dashes(6))
-	var rows []row
-	plain := 0.0
-	if want("noop") {
-		rows, err = b.noop()
-		if err != nil {
-			return err
-		}
-		plain = rows[0].limit
+	b := &bench{ctx: ctx, client: client, ddb: ddb, env: e, n: *n, runs: *runs, quick: *quick, errw: stderr}
+	started := time.Now()
+	steps := map[string]func() ([]row, error){
+		"noop": b.noop, "io": b.ioBound, "fifo": b.fifo, "dedupe": b.dedupeRows,
+		"heartbeat": b.heartbeatCost, "latency": b.latency, "memory": b.memory,
 	}
-	for _, step := range []struct {
-		name string
-		run  func() ([]row, error)
-	}{
-		{"io", func() ([]row, error) {
-			if plain == 0 {
-				var err error
-				if plain, _, err = b.plainBest(false, 0); err != nil {
-					return nil, err
-				}
-			}
-			return b.ioBound(plain)
-		}},
-		{"fifo", b.fifo},
-		{"dedupe", b.dedupeRows},
-		{"heartbeat", b.heartbeatCost},
-		{"latency", b.latency},
-		{"memory", b.memory},
-	} {
-		if !want(step.name) {
+	var rows []row
+	for _, name := range rowSets {
+		if !want(name) {
 			continue
 		}
-		more, err := step.run()
+		fmt.Fprintf(stderr, "bench: %s rows\n", name)
+		more, err := steps[name]()
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		rows = append(rows, more...)
 	}
-	for _, r := range rows {
-		r.print(stdout)
+	meta := runMeta{
+		date:    started.UTC(),
+		elapsed: time.Since(started),
+		goVer:   runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		cpus:    runtime.NumCPU(),
+		command: strings.TrimSpace("go run ./bench " + strings.Join(args, " ")),
+		runs:    *runs,
+		n:       *n,
+	}
+	writeMarkdownTable(stdout, rows)
+	if *mdPath != "" {
+		if err := writeFile(*mdPath, func(w io.Writer) error { return writeMarkdown(w, meta, rows) }); err != nil {
+			return err
+		}
+	}
+	if *svgPath != "" {
+		if err := writeFile(*svgPath, func(w io.Writer) error { return writeSVG(w, meta, rows) }); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// plainBest runs the plain loop at 1, 4 and 8 pollers and returns the best.
-func (b *bench) plainBest(fifo bool, groups int) (float64, int, error) {
-	best, bestP, _, err := b.plainBestCPU(fifo, groups)
-	return best, bestP, err
-}
-
-// plainBestCPU is plainBest that also returns the best run's CPU per
-// message.
-func (b *bench) plainBestCPU(fifo bool, groups int) (float64, int, time.Duration, error) {
-	best, bestP, bestCPU := 0.0, 0, time.Duration(0)
-	for _, pollers := range []int{1, 4, 8} {
-		q, err := b.env.queue(b.ctx, "plain", fifo)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
-			return 0, 0, 0, err
-		}
-		rate, cpu, err := plainLoop(b.ctx, b.client, q, b.n, pollers)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		fmt.Fprintf(b.errw, "bench: plain loop, %d pollers: %.0f msgs/s\n", pollers, rate)
-		if rate > best {
-			best, bestP, bestCPU = rate, pollers, cpu
-		}
-	}
-	return best, bestP, bestCPU, nil
-}
-
-func (b *bench) noop() ([]row, error) {
-	limit, pollers, plainCPU, err := b.plainBestCPU(false, 0)
+func writeFile(path string, fn func(io.Writer) error) error {
+	f, err := os.Create(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	// Three runs, the best kept: the limit is the best of three plain runs
-	// too, and on a shared two-core machine a single run is noisy.
-	var best runResult
-	var rates []string
-	for range 3 {
-		q, err := b.env.queue(b.ctx, "noop", false)
-		if err != nil {
-			return nil, err
-		}
-		if err := preload(b.ctx, b.client, q, b.n, 0, "{}"); err != nil {
-			return nil, err
-		}
-		res, err := runConsumer(b.ctx, b.client, q, b.n, runOpts{concurrency: 32})
-		if err != nil {
-			return nil, err
-		}
-		rates = append(rates, fmt.Sprintf("%.0f", res.rate))
-		if res.rate > best.rate {
-			best = res
-		}
+	if err := fn(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	perMsg := float64(total(best.calls)) / float64(b.n)
-	return []row{
-		row{name: "no-op handler, standard queue (conc 32)", value: best.rate, limit: limit, unit: "msgs/s",
-			note: fmt.Sprintf("best of 3 runs (%s); limit: plain loop, %d pollers", strings.Join(rates, ", "), pollers)}.with(ratioAtLeast(0.9)),
-		{name: "Go CPU per message, no-op (this process)", value: float64(best.cpu.Nanoseconds()) / 1000, limit: float64(plainCPU.Nanoseconds()) / 1000, unit: "µs",
-			note: "limit: the plain loop's CPU per message; steadier than rates on a shared machine"},
-		row{name: "SQS requests per message (no-op run)", value: perMsg, limit: 0.2, unit: "req/msg", note: fmt.Sprintf("limit: 1 receive + 1 delete batch per 10; %v", best.calls)}.with(valueAtMost(0.22)),
-	}, nil
-}
-
-// ioBound: a 20 ms handler at concurrency 100; the ideal is
-// min(plain loop, concurrency / handler time).
-func (b *bench) ioBound(plain float64) ([]row, error) {
-	const conc, delay = 100, 20 * time.Millisecond
-	q, err := b.env.queue(b.ctx, "io", false)
-	if err != nil {
-		return nil, err
-	}
-	if err := preload(b.ctx, b.client, q, b.n, 0, "{}"); err != nil {
-		return nil, err
-	}
-	res, err := runConsumer(b.ctx, b.client, q, b.n, runOpts{concurrency: conc, handlerDelay: delay})
-	if err != nil {
-		return nil, err
-	}
-	ideal := min(plain, float64(conc)/delay.Seconds())
-	return []row{row{name: "I/O-bound handler (20 ms, conc 100)", value: res.rate, limit: ideal, unit: "msgs/s", note: "limit: min(plain loop, 100 / 20 ms)"}.with(ratioAtLeast(0.85))}, nil
-}
-
-// fifo: 100 groups, sqsonce against the plain loop on a FIFO queue.
-func (b *bench) fifo() ([]row, error) {
-	const groups = 100
-	limit, pollers, err := b.plainBest(true, groups)
-	if err != nil {
-		return nil, err
-	}
-	q, err := b.env.queue(b.ctx, "fifo", true)
-	if err != nil {
-		return nil, err
-	}
-	if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
-		return nil, err
-	}
-	res, err := runConsumer(b.ctx, b.client, q, b.n, runOpts{concurrency: 32})
-	if err != nil {
-		return nil, err
-	}
-	return []row{{name: "FIFO, 100 groups, no-op (conc 32)", value: res.rate, limit: limit, unit: "msgs/s", note: fmt.Sprintf("limit: plain loop on FIFO, %d pollers", pollers)}}, nil
+	return f.Close()
 }

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sqsonce/sqsonce/internal/testenv"
+)
+
+// TestTableTiny runs the whole table at a tiny size against the local
+// stack: every row must produce a number, every row with a target a
+// verdict, and the Markdown and the SVG must be written and parse.
+func TestTableTiny(t *testing.T) {
+	testenv.SQS(t) // fails loudly when the stack is expected and missing
+	testenv.Dynamo(t)
+	dir := t.TempDir()
+	md, svg := filepath.Join(dir, "bench.md"), filepath.Join(dir, "bench.svg")
+	var stdout, stderr bytes.Buffer
+	err := runTable(context.Background(), []string{"-n", "30", "-runs", "1", "-quick", "-md", md, "-svg", svg}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr.String())
+	}
+
+	mdText, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"go run ./bench -n 30 -runs 1 -quick", "CPUs", "fewer than the 5"} {
+		if !strings.Contains(string(mdText), want) {
+			t.Errorf("bench.md lacks %q", want)
+		}
+	}
+	rows := tableRows(t, string(mdText))
+	if len(rows) < 20 {
+		t.Fatalf("bench.md has %d rows, want every row of the table:\n%s", len(rows), mdText)
+	}
+	names := map[string]bool{}
+	for _, r := range rows {
+		name, value, limit, ratio, target, met := r[0], r[1], r[2], r[4], r[5], r[6]
+		names[name] = true
+		if value == "" || value == "-" {
+			t.Errorf("row %q has no figure", name)
+		}
+		if target != "" && met != "yes" && met != "no" {
+			t.Errorf("row %q has target %q but verdict %q", name, target, met)
+		}
+		if target == "" && met != "" {
+			t.Errorf("row %q has no target but verdict %q", name, met)
+		}
+		if limit != "-" && ratio == "-" {
+			t.Errorf("row %q has a limit but no ratio", name)
+		}
+	}
+	for _, want := range []string{
+		"no-op handler, standard queue (conc 32)", "I/O-bound handler (20 ms, conc 100)", "FIFO, 100 groups, no-op (conc 32)",
+		"dedupe, lease mode vs its own two writes", "latency send → delete returned, p99", "live heap growth per message, 600 msgs",
+	} {
+		if !names[want] {
+			t.Errorf("bench.md lacks the row %q", want)
+		}
+	}
+	// stdout prints the same table.
+	if got := tableRows(t, stdout.String()); len(got) != len(rows) {
+		t.Errorf("stdout has %d rows, bench.md %d", len(got), len(rows))
+	}
+
+	svgText, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	dec := xml.NewDecoder(bytes.NewReader(svgText))
+	var root string
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("bench.svg does not parse: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = tok.Name.Local
+			}
+		case xml.CharData:
+			texts = append(texts, string(tok))
+		}
+	}
+	if root != "svg" {
+		t.Errorf("bench.svg's root is %q", root)
+	}
+	all := strings.Join(texts, "\n")
+	for name := range names {
+		if !strings.Contains(all, name) {
+			t.Errorf("bench.svg lacks the row %q", name)
+		}
+	}
+}
+
+// tableRows returns the cells of each body row of the Markdown table in s.
+func tableRows(t *testing.T, s string) [][]string {
+	t.Helper()
+	var rows [][]string
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| measure ") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		if len(cells) != 8 {
+			t.Fatalf("row with %d cells: %q", len(cells), line)
+		}
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		rows = append(rows, cells)
+	}
+	return rows
+}

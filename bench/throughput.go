@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqsonce/sqsonce/consumer"
+)
+
+// plainOnce drains a fresh queue of b.n messages with the plain loop.
+func (b *bench) plainOnce(fifo bool, groups, pollers int) (rate float64, cpu time.Duration, err error) {
+	q, err := b.env.queue(b.ctx, "plain", fifo)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
+		return 0, 0, err
+	}
+	return plainLoop(b.ctx, b.client, q, b.n, pollers)
+}
+
+// sqsonceOnce drains a fresh queue of b.n messages through the consumer.
+func (b *bench) sqsonceOnce(name string, fifo bool, groups int, o runOpts) (runResult, error) {
+	q, err := b.env.queue(b.ctx, name, fifo)
+	if err != nil {
+		return runResult{}, err
+	}
+	if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
+		return runResult{}, err
+	}
+	return runConsumer(b.ctx, b.client, q, b.n, o)
+}
+
+// plainPollers is the plain loop's warm-up: one run each at 1, 4 and 8
+// pollers, discarded but for the poller count that was fastest, which the
+// measured runs then use.
+func (b *bench) plainPollers(fifo bool, groups int) (int, error) {
+	best, bestP := 0.0, 1
+	for _, pollers := range []int{1, 4, 8} {
+		rate, _, err := b.plainOnce(fifo, groups, pollers)
+		if err != nil {
+			return 0, err
+		}
+		fmt.Fprintf(b.errw, "bench:   warm-up: plain loop, %d pollers: %.0f msgs/s\n", pollers, rate)
+		if rate > best {
+			best, bestP = rate, pollers
+		}
+	}
+	return bestP, nil
+}
+
+// standardPollers is plainPollers for a standard queue, measured once.
+func (b *bench) standardPollers() (int, error) {
+	if b.pollers == 0 {
+		p, err := b.plainPollers(false, 0)
+		if err != nil {
+			return 0, err
+		}
+		b.pollers = p
+	}
+	return b.pollers, nil
+}
+
+// pairs is the symmetric comparison: a warm-up of the sqsonce side (the
+// plain side's warm-up chose its poller count), then b.runs rounds of one
+// plain run followed by one sqsonce run.
+func (b *bench) pairs(label string, plain func() error, sq func() error, warm bool) error {
+	if warm {
+		if err := sq(); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	for i := range b.runs {
+		if err := plain(); err != nil {
+			return fmt.Errorf("run %d, plain: %w", i+1, err)
+		}
+		if err := sq(); err != nil {
+			return fmt.Errorf("run %d, sqsonce: %w", i+1, err)
+		}
+		fmt.Fprintf(b.errw, "bench:   %s: run %d of %d done\n", label, i+1, b.runs)
+	}
+	return nil
+}
+
+// interleaved is the note every row with a limit carries.
+func (b *bench) interleaved() string {
+	return fmt.Sprintf("median (min–max) of %d interleaved runs per side after a warm-up", b.runs)
+}
+
+// noop: the no-op handler at concurrency 32 against the plain loop, with
+// the CPU per message and the SQS requests per message of the same runs.
+func (b *bench) noop() ([]row, error) {
+	pollers, err := b.standardPollers()
+	if err != nil {
+		return nil, err
+	}
+	var plainRate, plainCPU, rate, cpu, reqs sample
+	warm := true
+	err = b.pairs("no-op", func() error {
+		r, c, err := b.plainOnce(false, 0, pollers)
+		plainRate, plainCPU = append(plainRate, r), append(plainCPU, micros(c))
+		return err
+	}, func() error {
+		res, err := b.sqsonceOnce("noop", false, 0, runOpts{concurrency: 32})
+		if warm {
+			warm = false
+			return err
+		}
+		rate, cpu = append(rate, res.rate), append(cpu, micros(res.cpu))
+		reqs = append(reqs, float64(total(res.calls))/float64(b.n))
+		return err
+	}, true)
+	if err != nil {
+		return nil, err
+	}
+	return []row{
+		row{group: "Throughput, SQS", name: "no-op handler, standard queue (conc 32)", value: rate, limit: plainRate, ratio: ratios(rate, plainRate), unit: "msgs/s",
+			note: fmt.Sprintf("%s; limit: plain ReceiveMessage(10) + DeleteMessageBatch loop, %d pollers (best of 1/4/8 in the warm-up)", b.interleaved(), pollers)}.with(atLeast(0.9)),
+		row{group: "CPU and requests per message", name: "Go CPU per message, no-op (this process)", value: cpu, limit: plainCPU, ratio: ratios(cpu, plainCPU), unit: "µs",
+			note: "the no-op row's runs; limit: the plain loop's CPU per message (the SDK's cost is in both)"}.with(atMost(1.1)),
+		row{group: "CPU and requests per message", name: "SQS requests per message (no-op runs)", value: reqs, limit: one(0.2), unit: "req/msg",
+			note: "limit: one receive + one delete batch per 10 messages"}.with(valueAtMost(0.22)),
+	}, nil
+}
+
+func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+
+// ioBound: a 20 ms handler and a heavy-tailed one at concurrency 100. The
+// limit of each run is min(the plain loop run beside it, concurrency /
+// mean handler time).
+func (b *bench) ioBound() ([]row, error) {
+	const conc = 100
+	pollers, err := b.standardPollers()
+	if err != nil {
+		return nil, err
+	}
+	fixed := func(int) time.Duration { return 20 * time.Millisecond }
+	// Log-normal handler times: median 5 ms, p99 200 ms (σ = ln 40 / 2.326).
+	mixed := heavyTailed(b.n, 5*time.Millisecond, 200*time.Millisecond)
+	var rows []row
+	for _, c := range []struct {
+		name, label string
+		delay       func(i int) time.Duration
+		mean        time.Duration
+		target      float64
+	}{
+		{"I/O-bound handler (20 ms, conc 100)", "io", fixed, 20 * time.Millisecond, 0.95},
+		{"mixed handler times (median 5 ms, p99 200 ms, conc 100)", "mixed", func(i int) time.Duration { return mixed[i%len(mixed)] }, meanOf(mixed), 0.9},
+	} {
+		ideal := float64(conc) / c.mean.Seconds()
+		var limit, rate sample
+		warm := true
+		err := b.pairs(c.label, func() error {
+			r, _, err := b.plainOnce(false, 0, pollers)
+			limit = append(limit, min(r, ideal))
+			return err
+		}, func() error {
+			var next atomic.Int64
+			h := consumer.HandlerFunc(func(ctx context.Context, _ *consumer.Message) error {
+				return sleepCtx(ctx, c.delay(int(next.Add(1)-1)))
+			})
+			res, err := b.sqsonceOnce(c.label, false, 0, runOpts{concurrency: conc, handler: h})
+			if warm {
+				warm = false
+				return err
+			}
+			rate = append(rate, res.rate)
+			return err
+		}, true)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{group: "Throughput, SQS", name: c.name, value: rate, limit: limit, ratio: ratios(rate, limit), unit: "msgs/s",
+			note: fmt.Sprintf("%s; limit: min(plain loop, %d / mean handler time %s = %.0f msgs/s)", b.interleaved(), conc, c.mean.Round(10*time.Microsecond), ideal)}.with(atLeast(c.target)))
+	}
+	return rows, nil
+}
+
+// heavyTailed returns n handler times drawn from a log-normal distribution
+// with the given median and 99th percentile, from a fixed seed so every
+// run sleeps the same times.
+func heavyTailed(n int, median, p99 time.Duration) []time.Duration {
+	mu := math.Log(float64(median))
+	sigma := math.Log(float64(p99)/float64(median)) / 2.326
+	rng := rand.New(rand.NewPCG(1, 2))
+	out := make([]time.Duration, max(n, 1))
+	for i := range out {
+		out[i] = time.Duration(math.Exp(mu + sigma*rng.NormFloat64()))
+	}
+	return out
+}
+
+func meanOf(ds []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds))
+}
+
+// percentile of ds (sorted in place), 0 for none.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[int(q*float64(len(ds)-1))]
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// fifo: 100 groups and 10 groups, sqsonce against the plain loop on a
+// FIFO queue. With 10 groups SQS's group locking sets the limit: a group's
+// next messages wait until its received ones are deleted.
+func (b *bench) fifo() ([]row, error) {
+	var rows []row
+	for _, c := range []struct {
+		groups int
+		target target
+	}{{100, atLeast(0.9)}, {10, target{}}} {
+		pollers, err := b.plainPollers(true, c.groups)
+		if err != nil {
+			return nil, err
+		}
+		var limit, rate sample
+		warm := true
+		label := fmt.Sprintf("fifo-%d", c.groups)
+		err = b.pairs(label, func() error {
+			r, _, err := b.plainOnce(true, c.groups, pollers)
+			limit = append(limit, r)
+			return err
+		}, func() error {
+			res, err := b.sqsonceOnce(label, true, c.groups, runOpts{concurrency: 32})
+			if warm {
+				warm = false
+				return err
+			}
+			rate = append(rate, res.rate)
+			return err
+		}, true)
+		if err != nil {
+			return nil, err
+		}
+		note := fmt.Sprintf("%s; limit: plain loop on the same FIFO queue shape, %d pollers (best of 1/4/8 in the warm-up)", b.interleaved(), pollers)
+		if c.groups == 10 {
+			note += "; few groups: SQS hands out a group's next messages only once its received ones are deleted"
+		}
+		rows = append(rows, row{group: "Throughput, SQS", name: fmt.Sprintf("FIFO, %d groups, no-op (conc 32)", c.groups), value: rate, limit: limit, ratio: ratios(rate, limit), unit: "msgs/s", note: note}.with(c.target))
+	}
+	return rows, nil
+}
