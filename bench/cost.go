@@ -85,9 +85,11 @@ func (b *bench) latency() ([]row, error) {
 		res runResult
 		err error
 	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
 	done := make(chan result, 1)
 	go func() {
-		res, err := runConsumer(b.ctx, b.client, q, n, runOpts{concurrency: 32, observer: obs, waitTime: 20 * time.Second, trackDeletes: true})
+		res, err := runConsumer(ctx, b.client, q, n, runOpts{concurrency: 32, observer: obs, waitTime: 20 * time.Second, trackDeletes: true})
 		done <- result{res, err}
 	}()
 	tick := time.NewTicker(time.Second / (rate / 10))
@@ -95,7 +97,8 @@ func (b *bench) latency() ([]row, error) {
 	body := func(int) string { return fmt.Sprintf(`{"t":%d}`, time.Now().UnixNano()) }
 	for sent := 0; sent < n; sent += 10 {
 		<-tick.C
-		if err := preloadWith(context.Background(), b.client, q, 10, body); err != nil {
+		if err := preloadWith(ctx, b.client, q, 10, body); err != nil {
+			cancel()
 			<-done
 			return nil, err
 		}

@@ -1,9 +1,11 @@
 // Command bench measures sqsonce against the limits of the servers it runs
 // on, in the same run: every figure is printed next to its limit and as a
-// ratio. Endpoints come from the standard AWS SDK variables (`make bench`
-// starts the local stack and sets them).
+// ratio. A row with a limit runs both sides -runs times (5), interleaved
+// after a warm-up, and reports the median with its spread. Endpoints come
+// from the standard AWS SDK variables (`make bench` starts the local stack
+// and sets them).
 //
-//	bench [-quick]                 print the table
+//	bench [-n N] [-runs R] [-only rows] [-md FILE] [-svg FILE]   print (and write) the table
 //	bench drain -queue-url URL -n N [-concurrency C] [-handler-delay D]
 package main
 

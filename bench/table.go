@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -160,6 +161,26 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// Open the output files first: a path that cannot be written fails
+	// now, not after the whole run.
+	var mdFile, svgFile *os.File
+	for _, o := range []struct {
+		path string
+		f    **os.File
+	}{{*mdPath, &mdFile}, {*svgPath, &svgFile}} {
+		if o.path == "" {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(o.path), 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(o.path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		*o.f = f
+	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return err
@@ -202,27 +223,21 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		n:       *n,
 	}
 	writeMarkdownTable(stdout, rows)
-	if *mdPath != "" {
-		if err := writeFile(*mdPath, func(w io.Writer) error { return writeMarkdown(w, meta, rows) }); err != nil {
+	if mdFile != nil {
+		if err := writeMarkdown(mdFile, meta, rows); err != nil {
+			return fmt.Errorf("write %s: %w", *mdPath, err)
+		}
+		if err := mdFile.Close(); err != nil {
 			return err
 		}
 	}
-	if *svgPath != "" {
-		if err := writeFile(*svgPath, func(w io.Writer) error { return writeSVG(w, meta, rows) }); err != nil {
+	if svgFile != nil {
+		if err := writeSVG(svgFile, meta, rows); err != nil {
+			return fmt.Errorf("write %s: %w", *svgPath, err)
+		}
+		if err := svgFile.Close(); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func writeFile(path string, fn func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := fn(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
 }

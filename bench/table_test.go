@@ -21,7 +21,7 @@ func TestTableTiny(t *testing.T) {
 	testenv.SQS(t) // fails loudly when the stack is expected and missing
 	testenv.Dynamo(t)
 	dir := t.TempDir()
-	md, svg := filepath.Join(dir, "bench.md"), filepath.Join(dir, "bench.svg")
+	md, svg := filepath.Join(dir, "docs", "bench.md"), filepath.Join(dir, "docs", "bench.svg") // docs/ does not exist yet
 	var stdout, stderr bytes.Buffer
 	err := runTable(context.Background(), []string{"-n", "30", "-runs", "1", "-quick", "-md", md, "-svg", svg}, &stdout, &stderr)
 	if err != nil {

@@ -120,7 +120,7 @@ func (b *bench) noop() ([]row, error) {
 	}
 	return []row{
 		row{group: "Throughput, SQS", name: "no-op handler, standard queue (conc 32)", value: rate, limit: plainRate, ratio: ratios(rate, plainRate), unit: "msgs/s",
-			note: fmt.Sprintf("%s; limit: plain ReceiveMessage(10) + DeleteMessageBatch loop, %d pollers (best of 1/4/8 in the warm-up)", b.interleaved(), pollers)}.with(atLeast(0.9)),
+			note: fmt.Sprintf("%s; limit: plain ReceiveMessage(10) + DeleteMessageBatch loop with the poller count (%d) that was fastest of 1/4/8 in the warm-up", b.interleaved(), pollers)}.with(atLeast(0.9)),
 		row{group: "CPU and requests per message", name: "Go CPU per message, no-op (this process)", value: cpu, limit: plainCPU, ratio: ratios(cpu, plainCPU), unit: "µs",
 			note: "the no-op row's runs; limit: the plain loop's CPU per message (the SDK's cost is in both)"}.with(atMost(1.1)),
 		row{group: "CPU and requests per message", name: "SQS requests per message (no-op runs)", value: reqs, limit: one(0.2), unit: "req/msg",
@@ -258,7 +258,7 @@ func (b *bench) fifo() ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		note := fmt.Sprintf("%s; limit: plain loop on the same FIFO queue shape, %d pollers (best of 1/4/8 in the warm-up)", b.interleaved(), pollers)
+		note := fmt.Sprintf("%s; limit: plain loop on the same FIFO queue shape, with the poller count (%d) that was fastest of 1/4/8 in the warm-up", b.interleaved(), pollers)
 		if c.groups == 10 {
 			note += "; few groups: SQS hands out a group's next messages only once its received ones are deleted"
 		}
