@@ -50,12 +50,13 @@ func ratios(a, b sample) sample {
 	return out
 }
 
-// String prints the median and, when the runs differ, the spread.
+// String prints the median and, when the runs differ at the printed
+// precision, the spread.
 func (s sample) String() string {
 	switch {
 	case len(s) == 0:
 		return "-"
-	case len(s) == 1 || s.lo() == s.hi():
+	case num(s.lo()) == num(s.hi()):
 		return num(s.med())
 	}
 	return fmt.Sprintf("%s (%s–%s)", num(s.med()), num(s.lo()), num(s.hi()))
@@ -66,7 +67,7 @@ func (s sample) ratioString() string {
 	switch {
 	case len(s) == 0:
 		return "-"
-	case len(s) == 1 || s.lo() == s.hi():
+	case fmt.Sprintf("%.2f", s.lo()) == fmt.Sprintf("%.2f", s.hi()):
 		return fmt.Sprintf("%.2f", s.med())
 	}
 	return fmt.Sprintf("%.2f (%.2f–%.2f)", s.med(), s.lo(), s.hi())
