@@ -161,8 +161,9 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer pprof.StopCPUProfile()
 	}
-	// Open the output files first: a path that cannot be written fails
-	// now, not after the whole run.
+	// Open the output files first, as temporary files beside them: a path
+	// that cannot be written fails now, not after the whole run, and a
+	// failed run leaves the last table in place.
 	var mdFile, svgFile *os.File
 	for _, o := range []struct {
 		path string
@@ -174,10 +175,11 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := os.MkdirAll(filepath.Dir(o.path), 0o755); err != nil {
 			return err
 		}
-		f, err := os.Create(o.path)
+		f, err := os.CreateTemp(filepath.Dir(o.path), "."+filepath.Base(o.path)+".*")
 		if err != nil {
 			return err
 		}
+		defer os.Remove(f.Name())
 		defer f.Close()
 		*o.f = f
 	}
@@ -223,21 +225,25 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		n:       *n,
 	}
 	writeMarkdownTable(stdout, rows)
-	if mdFile != nil {
-		if err := writeMarkdown(mdFile, meta, rows); err != nil {
-			return fmt.Errorf("write %s: %w", *mdPath, err)
-		}
-		if err := mdFile.Close(); err != nil {
-			return err
-		}
+	if err := finish(mdFile, *mdPath, func(w io.Writer) error { return writeMarkdown(w, meta, rows) }); err != nil {
+		return err
 	}
-	if svgFile != nil {
-		if err := writeSVG(svgFile, meta, rows); err != nil {
-			return fmt.Errorf("write %s: %w", *svgPath, err)
-		}
-		if err := svgFile.Close(); err != nil {
-			return err
-		}
+	return finish(svgFile, *svgPath, func(w io.Writer) error { return writeSVG(w, meta, rows) })
+}
+
+// finish writes f (nil: nothing to write) and renames it to path.
+func finish(f *os.File, path string, write func(io.Writer) error) error {
+	if f == nil {
+		return nil
 	}
-	return nil
+	if err := write(f); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(f.Name(), path)
 }
