@@ -3,6 +3,7 @@ package outbox
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -66,6 +67,7 @@ func (m *Memory) Put(_ context.Context, evs ...Event) error {
 	for _, ev := range evs {
 		m.seq++
 		ev.Handle = strconv.FormatInt(m.seq, 10)
+		ev.Trace = maps.Clone(ev.Trace)
 		m.events[ev.Handle] = &memEvent{ev: ev, seq: m.seq}
 	}
 	return nil

@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
 
 // Event is one thing that happened, written in the same transaction as the
@@ -27,6 +31,10 @@ type Event struct {
 	Payload string
 	// CreatedAt is when the event was written. Set by the writer.
 	CreatedAt time.Time
+	// Trace is the writer's W3C trace context (traceparent, tracestate),
+	// set by [WithTraceContext]. The relay sends it as message attributes,
+	// so the consumer's span joins the writer's trace. Defaults to none.
+	Trace map[string]string
 
 	// Set by a Store when it hands the event to a relay.
 
@@ -38,6 +46,19 @@ type Event struct {
 	Dead bool
 	// Handle is the Store's own reference to the stored event.
 	Handle string
+}
+
+// WithTraceContext returns ev carrying the W3C trace context of the span
+// in ctx (none when ctx has no span): call it where the event is built, in
+// the request that writes it.
+func WithTraceContext(ctx context.Context, ev Event) Event {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ev
+	}
+	c := propagation.MapCarrier{}
+	telemetry.Propagator.Inject(ctx, c)
+	ev.Trace = c
+	return ev
 }
 
 // Errors a writer returns for an event it cannot store.

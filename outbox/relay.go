@@ -11,9 +11,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/internal/backoff"
+	"github.com/sqsonce/sqsonce/internal/telemetry"
 	"github.com/sqsonce/sqsonce/producer"
 )
 
@@ -117,8 +119,9 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		cfg.NowFunc = time.Now
 	}
 	// The relay keeps its own per-event backoff across polls, so each send
-	// is one attempt here.
-	prod, err := producer.New(producer.Config{Client: cfg.Client, QueueURL: cfg.QueueURL, MaxAttempts: 1, Logger: cfg.Logger})
+	// is one attempt here. Each message carries its event's trace context,
+	// never the relay's own.
+	prod, err := producer.New(producer.Config{Client: cfg.Client, QueueURL: cfg.QueueURL, MaxAttempts: 1, Logger: cfg.Logger, NoTraceContext: true})
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
@@ -175,10 +178,18 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 	msgs := make([]producer.Message, len(evs))
 	for i, ev := range evs {
 		msgs[i] = producer.Message{ID: ev.ID, Body: ev.Payload, GroupID: ev.Entity}
+		attrs := map[string]types.MessageAttributeValue{}
 		if ev.Type != "" {
-			msgs[i].Attributes = map[string]types.MessageAttributeValue{
-				AttrType: {DataType: aws.String("String"), StringValue: aws.String(ev.Type)},
-			}
+			attrs[AttrType] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(ev.Type)}
+		}
+		if len(ev.Trace) > 0 {
+			// The writer's trace, not the relay's: one slot stays for
+			// sqsonce-id, as the producer keeps it.
+			writer := telemetry.Propagator.Extract(context.Background(), propagation.MapCarrier(ev.Trace))
+			telemetry.Inject(writer, attrs, producer.MaxMessageAttributes-1)
+		}
+		if len(attrs) > 0 {
+			msgs[i].Attributes = attrs
 		}
 	}
 	results := r.prod.SendBatch(ctx, msgs)

@@ -160,8 +160,9 @@ func creditsHandler(box *outboxdynamo.Store, delay time.Duration) http.Handler {
 		payload, _ := json.Marshal(map[string]any{"id": resp.CreditID, "account": account, "amount": amount})
 		// Built at commit time, and again if another request committed a
 		// later credit of the same account first (the outbox keeps each
-		// account's credits in commit order).
-		ev := outbox.Event{ID: resp.CreditID, Entity: account, Type: "credit", Payload: string(payload)}
+		// account's credits in commit order). It carries the request's trace
+		// context, so the worker's span joins the request's trace.
+		ev := outbox.WithTraceContext(r.Context(), outbox.Event{ID: resp.CreditID, Entity: account, Type: "credit", Payload: string(payload)})
 		err = idempotency.TransactFunc(r.Context(), func() ([]ddbtypes.TransactWriteItem, error) {
 			return box.Put(ev)
 		}, box.IsOrderConflict)

@@ -164,7 +164,15 @@ func (st *Store) queryAll(ctx context.Context, pk string) ([]map[string]types.At
 }
 
 func toEvent(item map[string]types.AttributeValue) outbox.Event {
+	var tr map[string]string
+	if m, ok := item["trace"].(*types.AttributeValueMemberM); ok {
+		tr = make(map[string]string, len(m.Value))
+		for k := range m.Value {
+			tr[k] = str(m.Value, k)
+		}
+	}
 	return outbox.Event{
+		Trace:     tr,
 		ID:        str(item, "id"),
 		Entity:    str(item, "entity"),
 		Type:      str(item, "type"),

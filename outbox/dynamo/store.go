@@ -163,6 +163,13 @@ func (st *Store) Put(evs ...outbox.Event) ([]types.TransactWriteItem, error) {
 		if ev.Type != "" {
 			item["type"] = s(ev.Type)
 		}
+		if len(ev.Trace) > 0 {
+			tr := map[string]types.AttributeValue{}
+			for k, v := range ev.Trace {
+				tr[k] = s(v)
+			}
+			item["trace"] = &types.AttributeValueMemberM{Value: tr}
+		}
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName:           aws.String(st.cfg.Table),
 			Item:                item,

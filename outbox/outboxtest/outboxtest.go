@@ -1,7 +1,8 @@
 // Package outboxtest is the conformance suite every outbox [outbox.Store]
 // passes: commit order per entity, retries and parked events holding back
 // their entity only, partitions shared between relays and taken over when a
-// relay stops, and the counts of [outbox.Store.Stats].
+// relay stops, the counts of [outbox.Store.Stats], and each event's trace
+// context kept as written.
 //
 //	func TestConformance(t *testing.T) {
 //		outboxtest.Run(t, func(t *testing.T) outboxtest.Harness { ... })
@@ -62,6 +63,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("TakeoverAfterLease", func(t *testing.T) { takeover(t, newHarness(t)) })
 	t.Run("ReleaseHandsOver", func(t *testing.T) { release(t, newHarness(t)) })
 	t.Run("StatsAndInvalid", func(t *testing.T) { statsAndInvalid(t, newHarness(t)) })
+	t.Run("TraceContextKept", func(t *testing.T) { traceKept(t, newHarness(t)) })
 }
 
 func ev(entity string, n int) outbox.Event {
@@ -312,4 +314,27 @@ func statsAndInvalid(t *testing.T, h Harness) {
 	evs := due(t, h, "r1")
 	published(t, h, evs)
 	published(t, h, evs)
+}
+
+// traceKept: an event's trace context comes back from Due as written.
+func traceKept(t *testing.T, h Harness) {
+	traced := ev("a", 0)
+	traced.Trace = map[string]string{
+		"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"tracestate":  "vendor=x",
+	}
+	commit(t, h, traced, ev("b", 0))
+	got := map[string]map[string]string{}
+	for _, e := range due(t, h, "r1") {
+		got[e.ID] = e.Trace
+	}
+	if len(got) != 2 {
+		t.Fatalf("Due returned %d events, want 2", len(got))
+	}
+	if tr := got["a-000"]; len(tr) != 2 || tr["traceparent"] != traced.Trace["traceparent"] || tr["tracestate"] != "vendor=x" {
+		t.Fatalf("trace context %v, want %v", tr, traced.Trace)
+	}
+	if tr := got["b-000"]; len(tr) != 0 {
+		t.Fatalf("an event written without a trace context came back with %v", tr)
+	}
 }
