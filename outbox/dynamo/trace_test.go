@@ -7,8 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.uber.org/zap/zaptest"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/testenv"
