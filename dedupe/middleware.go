@@ -8,9 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
 
 // Options configures [Middleware].
@@ -50,6 +54,12 @@ type Options struct {
 	// with consumer.ErrLeaseLost), not again here. Set it to the consumer's
 	// (or Lambda adapter's) Observer. Defaults to consumer.NopObserver.
 	Observer consumer.Observer
+	// MeterProvider, when set, counts every claim in sqsonce.dedupe.results
+	// by result: claimed, duplicate, in_progress, key_reused, or error (the
+	// store failed). Whatever it is set to, the result is also recorded on
+	// the message's span (sqsonce.dedupe.result) when the consumer traces.
+	// Defaults to nil: nothing is measured.
+	MeterProvider metric.MeterProvider
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
 }
@@ -85,15 +95,34 @@ func Middleware(store Store, opts Options) consumer.Middleware {
 	if opts.Observer == nil {
 		opts.Observer = consumer.NopObserver{}
 	}
+	results := telemetry.NewResults(opts.MeterProvider, "sqsonce.dedupe.results",
+		"Dedupe claims, by result.", "{message}", "result", resultNames[:]...)
 	return func(next consumer.Handler) consumer.Handler {
-		return &middleware{store: store, opts: opts, next: next}
+		return &middleware{store: store, opts: opts, next: next, results: results}
 	}
 }
 
+// resultNames are the values of the result attribute, by Status (0: the
+// claim failed).
+var resultNames = [...]string{"error", "claimed", "duplicate", "in_progress", "key_reused"}
+
 type middleware struct {
-	store Store
-	opts  Options
-	next  consumer.Handler
+	store   Store
+	opts    Options
+	next    consumer.Handler
+	results *telemetry.Results
+}
+
+// observe counts the claim's result and records it on the message's span.
+func (m *middleware) observe(ctx context.Context, st Status) {
+	name := "error"
+	if int(st) > 0 && int(st) < len(resultNames) {
+		name = resultNames[st]
+	}
+	m.results.Add(ctx, name, 1)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("sqsonce.dedupe.result", name))
+	}
 }
 
 // recheck is the delay before a delivery that found its key in progress
@@ -142,8 +171,10 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	fp := m.opts.FingerprintFunc(msg)
 	c, err := m.store.Claim(ctx, key, fp, lease)
 	if err != nil {
+		m.observe(ctx, 0)
 		return fmt.Errorf("dedupe: claim %q: %w", key, err)
 	}
+	m.observe(ctx, c.Status)
 	switch c.Status {
 	case Claimed:
 	case Duplicate:

@@ -17,7 +17,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
 
 // Header names.
@@ -80,6 +83,10 @@ type Config struct {
 	// ObserveFunc, when set, is called once per request that takes a key,
 	// with its outcome. Defaults to nil.
 	ObserveFunc func(Event)
+	// MeterProvider, when set, counts every request that takes a key in
+	// sqsonce.idempotency.requests, by outcome (see the README's
+	// Observability section). Defaults to nil: nothing is measured.
+	MeterProvider metric.MeterProvider
 	// Logger receives lost leases, store failures and responses too large
 	// to store. Keys and scopes are never logged. Defaults to zap.NewNop().
 	Logger *zap.Logger
@@ -155,6 +162,7 @@ type Middleware struct {
 	replay  []string // canonical names
 	fphdrs  []string
 	counts  [numOutcomes]atomic.Int64
+	metric  *telemetry.Results
 }
 
 // New returns the middleware, or an error naming the bad field.
@@ -185,6 +193,8 @@ func New(cfg Config) (*Middleware, error) {
 		cfg.NowFunc = time.Now
 	}
 	m := &Middleware{cfg: cfg, methods: map[string]bool{}}
+	m.metric = telemetry.NewResults(cfg.MeterProvider, "sqsonce.idempotency.requests",
+		"Requests that took an Idempotency-Key, by outcome.", "{request}", "outcome", outcomeNames[:]...)
 	for _, meth := range cfg.Methods {
 		m.methods[meth] = true
 	}
@@ -211,6 +221,7 @@ func (m *Middleware) Count(o Outcome) int64 {
 
 func (m *Middleware) observe(o Outcome, status int) {
 	m.counts[o].Add(1)
+	m.metric.Add(context.Background(), o.String(), 1)
 	if m.cfg.ObserveFunc != nil {
 		m.cfg.ObserveFunc(Event{Outcome: o, Status: status})
 	}
