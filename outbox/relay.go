@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
@@ -50,6 +51,13 @@ type RelayConfig struct {
 	StatsInterval time.Duration
 	// Observer is told what the relay does. Defaults to none.
 	Observer Observer
+	// MeterProvider, when set, records the relay's metrics (the
+	// sqsonce.outbox.* names in the README's Observability section):
+	// events published, failed sends, events parked as dead, and every
+	// StatsInterval the pending count, the dead count and the oldest
+	// pending event's age. The Observer is still called. Defaults to nil:
+	// nothing is measured.
+	MeterProvider metric.MeterProvider
 	// Logger receives a warning per failed send and an error per parked
 	// event (ids and reasons, never payloads). Defaults to zap.NewNop().
 	Logger *zap.Logger
@@ -112,6 +120,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
+	cfg = instrument(cfg)
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
