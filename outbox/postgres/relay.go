@@ -97,7 +97,7 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 	return out, nil
 }
 
-const eventColumns = `entity_key, seq, id, entity, type, payload, created_at, attempts, last_error, dead`
+const eventColumns = `entity_key, seq, id, entity, type, payload, created_at, attempts, last_error, dead, trace`
 
 func scanEvents(rows pgx.Rows) ([]outbox.Event, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Event, error) {
@@ -106,7 +106,7 @@ func scanEvents(rows pgx.Rows) ([]outbox.Event, error) {
 			key string
 			seq int64
 		)
-		err := row.Scan(&key, &seq, &ev.ID, &ev.Entity, &ev.Type, &ev.Payload, &ev.CreatedAt, &ev.Attempts, &ev.LastError, &ev.Dead)
+		err := row.Scan(&key, &seq, &ev.ID, &ev.Entity, &ev.Type, &ev.Payload, &ev.CreatedAt, &ev.Attempts, &ev.LastError, &ev.Dead, &ev.Trace)
 		ev.Handle = handle(key, seq)
 		return ev, err
 	})
@@ -126,7 +126,7 @@ const dueSQL = `WITH RECURSIVE heads(partition, k) AS (
 		WHERE o.partition = h.partition AND o.entity_key > h.k ORDER BY o.entity_key LIMIT 1)
 	FROM heads h WHERE h.k IS NOT NULL
 )
-SELECT e.entity_key, e.seq, e.id, e.entity, e.type, e.payload, e.created_at, e.attempts, e.last_error, e.dead
+SELECT e.entity_key, e.seq, e.id, e.entity, e.type, e.payload, e.created_at, e.attempts, e.last_error, e.dead, e.trace
 FROM heads h CROSS JOIN LATERAL (
 	SELECT * FROM ` + tableEvents + ` o WHERE o.partition = h.partition AND o.entity_key = h.k ORDER BY o.seq LIMIT 1
 ) e

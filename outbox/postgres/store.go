@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -98,8 +99,10 @@ ON CONFLICT (entity_key) DO UPDATE SET seq = e.seq + excluded.seq
 RETURNING e.seq`
 
 const insertSQL = `INSERT INTO ` + tableEvents + `
-(entity_key, seq, id, entity, partition, type, payload, created_at)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::text[], $7::text[], $8::timestamptz[])`
+(entity_key, seq, id, entity, partition, type, payload, created_at, trace)
+SELECT k, s, i, e, p, t, pl, c, tr::jsonb
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
+AS u(k, s, i, e, p, t, pl, c, tr)`
 
 // Put writes evs in tx, the caller's transaction: they are published after
 // it commits, and never if it rolls back. It checks every event first
@@ -149,6 +152,7 @@ func (st *Store) Put(ctx context.Context, tx pgx.Tx, evs ...outbox.Event) error 
 		seqs                                  = make([]int64, n)
 		parts                                 = make([]int32, n)
 		created                               = make([]time.Time, n)
+		traces                                = make([]*string, n) // JSON; nil: none
 	)
 	for i, ev := range prepared {
 		k := entityKey(ev.Entity)
@@ -156,8 +160,12 @@ func (st *Store) Put(ctx context.Context, tx pgx.Tx, evs ...outbox.Event) error 
 		next[k]++
 		ids[i], entities[i], types[i], payloads[i], created[i] = ev.ID, ev.Entity, ev.Type, ev.Payload, ev.CreatedAt
 		parts[i] = int32(outbox.Partition(ev.Entity, st.cfg.Partitions))
+		if len(ev.Trace) > 0 {
+			b, _ := json.Marshal(ev.Trace) // a map of strings always encodes
+			traces[i] = new(string(b))
+		}
 	}
-	if _, err := tx.Exec(ctx, insertSQL, ekeys, seqs, ids, entities, parts, types, payloads, created); err != nil {
+	if _, err := tx.Exec(ctx, insertSQL, ekeys, seqs, ids, entities, parts, types, payloads, created, traces); err != nil {
 		return fmt.Errorf("outbox/postgres: put: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, st.cfg.Channel); err != nil {

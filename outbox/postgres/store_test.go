@@ -21,7 +21,7 @@ func newPool(t *testing.T) *pgxpool.Pool { return newPoolTB(t) }
 func newPoolTB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool := testenv.Postgres(t)
-	if v, err := postgres.Migrate(context.Background(), pool); err != nil || fmt.Sprint(v) != "[1]" {
+	if v, err := postgres.Migrate(context.Background(), pool); err != nil || fmt.Sprint(v) != "[1 2]" {
 		t.Fatalf("Migrate: %v %v", v, err)
 	}
 	if v, err := postgres.Migrate(context.Background(), pool); err != nil || len(v) != 0 {
