@@ -186,3 +186,82 @@ func TestTemplate(t *testing.T) {
 		t.Error("template grants a wildcard resource")
 	}
 }
+
+// resources splits the template's Resources section into each resource's
+// lines, by name.
+func resources(t *testing.T, s string) map[string]string {
+	t.Helper()
+	_, rest, ok := strings.Cut(s, "\nResources:\n")
+	if !ok {
+		t.Fatal("template has no Resources section")
+	}
+	out := map[string]string{}
+	name := ""
+	for line := range strings.Lines(rest) {
+		switch {
+		case strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#"):
+		case !strings.HasPrefix(line, " "): // the next section
+			return out
+		case !strings.HasPrefix(line, "   "): // "  Name:"
+			name = strings.TrimSuffix(strings.TrimSpace(line), ":")
+		default:
+			out[name] += line
+		}
+	}
+	return out
+}
+
+// The template alarms on a non-empty dead-letter queue and on the age of
+// the source queue's oldest message (threshold a parameter), both to the
+// SNS topic.
+func TestTemplateAlarms(t *testing.T) {
+	b, err := os.ReadFile("template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := resources(t, string(b))
+	if !strings.Contains(res["AlarmTopic"], "Type: AWS::SNS::Topic") {
+		t.Fatalf("no SNS topic AlarmTopic: %q", res["AlarmTopic"])
+	}
+	if !strings.Contains(string(b), "\n  OldestMessageAgeAlarmSeconds:\n    Type: Number") {
+		t.Error("no OldestMessageAgeAlarmSeconds parameter")
+	}
+	alarms := map[string]int{}
+	for name, body := range res {
+		if strings.Contains(body, "Type: AWS::CloudWatch::Alarm") {
+			alarms[name]++
+		}
+	}
+	for name, want := range map[string][]string{
+		"DeadLetterQueueNotEmptyAlarm": {
+			"Namespace: AWS/SQS",
+			"MetricName: ApproximateNumberOfMessagesVisible",
+			"- Name: QueueName\n          Value: !GetAtt DeadLetterQueue.QueueName\n",
+			"Threshold: 0\n",
+			"ComparisonOperator: GreaterThanThreshold\n",
+			"AlarmActions: [!Ref AlarmTopic]",
+		},
+		"OldestMessageAgeAlarm": {
+			"Namespace: AWS/SQS",
+			"MetricName: ApproximateAgeOfOldestMessage",
+			"- Name: QueueName\n          Value: !GetAtt Queue.QueueName\n",
+			"Threshold: !Ref OldestMessageAgeAlarmSeconds\n",
+			"ComparisonOperator: GreaterThanOrEqualToThreshold\n",
+			"AlarmActions: [!Ref AlarmTopic]",
+		},
+	} {
+		body := res[name]
+		if alarms[name] != 1 {
+			t.Errorf("no CloudWatch alarm %s", name)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s lacks %q:\n%s", name, w, body)
+			}
+		}
+	}
+	if len(alarms) != 2 {
+		t.Errorf("alarms %v, want exactly the two above", alarms)
+	}
+}
