@@ -41,7 +41,7 @@ const maxReasonLen = 2048
 func DeadLetterInput(msg *Message, res Result, sourceQueueURL, dlqURL string, fifo bool, now time.Time) *sqs.SendMessageInput {
 	reason := res.Reason
 	if reason == "" && res.Err != nil {
-		reason = res.Err.Error()
+		reason = handlerText(res.Err)
 	}
 	reason = truncate(reason, maxReasonLen)
 	class := res.Class

@@ -56,7 +56,9 @@ type Result struct {
 	// in the dead letter ("permanent", "max_attempts", "key_reuse", ...);
 	// for a retried panic "panic"; otherwise empty.
 	Class string
-	// Reason is the text recorded as [Failure.Error] in a dead letter.
+	// Reason is the text recorded as [Failure.Error] in a dead letter: the
+	// handler's error text, without the "permanent: " or "retry after"
+	// prefix of [Permanent] and [RetryAfter] (the class says it).
 	Reason string
 	// Duration is how long the middleware chain and handler ran.
 	Duration time.Duration
@@ -106,9 +108,9 @@ func (p *Pipeline) Classify(ctx context.Context, msg *Message, err error) Result
 		if res.Class == "" {
 			res.Class = ClassPermanent
 		}
-		res.Reason = err.Error()
+		res.Reason = handlerText(err)
 		if res.Class == ClassMaxAttempts {
-			res.Reason = fmt.Sprintf("max attempts (%d): %s", max(msg.ReceiveCount, 1), err)
+			res.Reason = fmt.Sprintf("max attempts (%d): %s", max(msg.ReceiveCount, 1), res.Reason)
 		}
 	}
 	return res
@@ -164,8 +166,9 @@ const SettledMessage = "settled"
 // message "settled" with fields message_id (the SQS MessageId), key (the
 // dedupe key, without namespace), outcome (ack, duplicate, retry,
 // dead_letter or release), receive_count (an integer) and duration (the
-// handler's run time), plus delay, class and error when they apply. It
-// never logs the body.
+// handler's run time), plus delay, class and error when they apply (the
+// error's text without the prefix of [Permanent] or [RetryAfter], which
+// the class or delay already says). It never logs the body.
 //
 // zap's sampling (zap.NewProduction samples by level and message) would
 // drop most of these lines under load: give the consumer a logger built
@@ -192,7 +195,7 @@ func LogSettled(logger *zap.Logger, msg *Message, res Result) {
 		fields = append(fields, zap.String("class", res.Class))
 	}
 	if res.Err != nil {
-		fields = append(fields, zap.String("error", res.Err.Error()))
+		fields = append(fields, zap.String("error", handlerText(res.Err)))
 	}
 	ce.Write(fields...)
 }

@@ -224,6 +224,19 @@ func (h *Heartbeat) Resume(handle string) bool {
 	return ok
 }
 
+// Tracked reports whether handle is tracked. It is false once the handle
+// was removed, and also once a tick or an extension found it lost, even
+// before its lost callback has run: every handle found lost in one round
+// stops being tracked before any of their callbacks is called. A caller
+// that learns of one handle's loss from its callback can therefore check
+// the others here without racing the callbacks still to come.
+func (h *Heartbeat) Tracked(handle string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.entries[handle]
+	return ok
+}
+
 // Len returns the number of tracked handles.
 func (h *Heartbeat) Len() int {
 	h.mu.Lock()

@@ -360,6 +360,10 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 			o = h.skip(ctx, r, fmt.Errorf("%w: %w", ErrNoTimeLeft, context.Cause(hctx)))
 		case r.ctx.Err() != nil: // its visibility was lost while it waited
 			o = h.skip(ctx, r, context.Cause(r.ctx))
+		case r.hb != nil && !r.hb.Tracked(r.ev.ReceiptHandle):
+			// Lost in the same heartbeat round as a record that ended
+			// because of it, and its own lost callback has not run yet.
+			o = h.skip(ctx, r, fmt.Errorf("%w: its visibility was lost before it started", consumer.ErrLeaseLost))
 		default:
 			o = h.run(ctx, r)
 		}
