@@ -59,12 +59,11 @@ const (
 	valueMax            // median value ≤ x
 )
 
-func atLeast(x float64) target      { return target{ratioMin, x} }
-func atMost(x float64) target       { return target{ratioMax, x} }
-func valueAtMost(x float64) target  { return target{valueMax, x} }
-func (t target) none() bool         { return t.kind == noTarget }
-func (r row) with(t target) row     { r.target = t; return r }
-func (r row) withNote(n string) row { r.note = n; return r }
+func atLeast(x float64) target     { return target{ratioMin, x} }
+func atMost(x float64) target      { return target{ratioMax, x} }
+func valueAtMost(x float64) target { return target{valueMax, x} }
+func (t target) none() bool        { return t.kind == noTarget }
+func (r row) with(t target) row    { r.target = t; return r }
 
 func (t target) String() string {
 	switch t.kind {

@@ -148,7 +148,7 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 		if err := store.Check(ctx); err != nil {
 			return err
 		}
-		mw = append(mw, dedupe.Middleware(store, dedupe.Options{Logger: logger}))
+		mw = append(mw, dedupe.Middleware(store, dedupe.Options{Logger: logger, MeterProvider: obs.mp}))
 	}
 	c, err := consumer.New(consumer.Config{
 		Client:            sqs.NewFromConfig(awsCfg),
