@@ -243,8 +243,10 @@ func TestTransactionalDeadlockRetried(t *testing.T) {
 			t.Fatalf("transfer %d: %v (%v), want ack", i, r.Outcome, r.Err)
 		}
 	}
-	if deadlocks.Load() != 1 {
-		t.Fatalf("%d deadlocks seen, want 1", deadlocks.Load())
+	// PostgreSQL aborts one of the two; on a loaded machine a rerun can
+	// meet the other again before it commits, so more than one may be seen.
+	if deadlocks.Load() < 1 {
+		t.Fatalf("%d deadlocks seen, want at least 1", deadlocks.Load())
 	}
 	if a, b := l.balance(t, "a"), l.balance(t, "b"); a != 0 || b != 0 {
 		t.Fatalf("balances a=%d b=%d, want 0 and 0 (each transfer once)", a, b)
