@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/internal/backoff"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
 	"github.com/sqsonce/sqsonce/producer"
 )
@@ -195,7 +196,7 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 			// The writer's trace, not the relay's: one slot stays for
 			// sqsonce-id, as the producer keeps it.
 			writer := telemetry.Propagator.Extract(context.Background(), propagation.MapCarrier(ev.Trace))
-			telemetry.Inject(writer, attrs, producer.MaxMessageAttributes-1)
+			telemetry.Inject(writer, attrs, sqslimits.MaxMessageAttributes-1)
 		}
 		if len(attrs) > 0 {
 			msgs[i].Attributes = attrs

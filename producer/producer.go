@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sqsonce/sqsonce/internal/backoff"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
 
@@ -32,12 +33,12 @@ const AttrID = "sqsonce-id"
 // SQS's limits on what one send may carry.
 const (
 	// MaxBatchEntries is the most entries one SendMessageBatch takes.
-	MaxBatchEntries = 10
+	MaxBatchEntries = sqslimits.MaxBatchEntries
 	// MaxMessageBytes is SQS's largest message (body plus attribute names,
 	// types and values), and also the largest SendMessageBatch payload.
-	MaxMessageBytes = 1 << 20
+	MaxMessageBytes = sqslimits.MaxMessageBytes
 	// MaxMessageAttributes is the most message attributes one message carries.
-	MaxMessageAttributes = 10
+	MaxMessageAttributes = sqslimits.MaxMessageAttributes
 )
 
 var (

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // QueueAPI is the part of the SQS client [CreateQueue] uses. *sqs.Client
@@ -80,16 +82,16 @@ func CreateQueue(ctx context.Context, client QueueAPI, cfg QueueConfig) (Queues,
 	}
 	visibility := cmp.Or(cfg.VisibilityTimeout, time.Minute)
 	retention := cmp.Or(cfg.Retention, 4*24*time.Hour)
-	dlqRetention := cmp.Or(cfg.DeadLetterRetention, 14*24*time.Hour)
+	dlqRetention := cmp.Or(cfg.DeadLetterRetention, sqslimits.MaxRetention)
 	for _, d := range []time.Duration{visibility, retention, dlqRetention} {
 		if d < 0 || d%time.Second != 0 {
 			return Queues{}, fmt.Errorf("producer: %v is not a whole number of seconds", d)
 		}
 	}
-	if visibility > 12*time.Hour {
+	if visibility > sqslimits.MaxVisibility {
 		return Queues{}, errors.New("producer: VisibilityTimeout must be at most 12h")
 	}
-	if retention < time.Minute || retention > 14*24*time.Hour || dlqRetention < time.Minute || dlqRetention > 14*24*time.Hour {
+	if retention < sqslimits.MinRetention || retention > sqslimits.MaxRetention || dlqRetention < sqslimits.MinRetention || dlqRetention > sqslimits.MaxRetention {
 		return Queues{}, errors.New("producer: retention must be between 1 minute and 14 days")
 	}
 

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // ClassNone is the class of a dead letter that carries no sqsonce-failure
@@ -69,7 +70,7 @@ const receiveMargin = 10 * time.Second
 func (r *Redriver) receive(ctx context.Context, q Queue, n int) (msgs []types.Message, err error) {
 	in := &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(q.URL),
-		MaxNumberOfMessages:         int32(min(max(n, 1), 10)),
+		MaxNumberOfMessages:         int32(min(max(n, 1), sqslimits.MaxBatchEntries)),
 		WaitTimeSeconds:             int32(r.wait / time.Second),
 		VisibilityTimeout:           int32(r.vis / time.Second),
 		MessageAttributeNames:       []string{"All"},
@@ -106,7 +107,7 @@ func (r *Redriver) release(ctx context.Context, q Queue, handles []string) int {
 func (r *Redriver) setVisibility(ctx context.Context, q Queue, handles []string, seconds int32) int {
 	ctx = context.WithoutCancel(ctx)
 	failed := 0
-	for chunk := range chunks(handles, 10) {
+	for chunk := range chunks(handles, sqslimits.MaxBatchEntries) {
 		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
 		for i, h := range chunk {
 			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(batchID(i)), ReceiptHandle: aws.String(h), VisibilityTimeout: seconds}

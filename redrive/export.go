@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // Record is one line of an export file (JSON lines).
@@ -137,9 +138,9 @@ func (r *Redriver) Export(ctx context.Context, dlq Queue, w io.Writer, opts Expo
 	bw := bufio.NewWriter(w)
 	next := func() int {
 		if opts.Max > 0 {
-			return min(10, opts.Max-sum.Matched)
+			return min(sqslimits.MaxBatchEntries, opts.Max-sum.Matched)
 		}
-		return 10
+		return sqslimits.MaxBatchEntries
 	}
 	err = p.run(ctx, next, func(ctx context.Context, msgs []*consumer.Message) (err error) {
 		var written []*consumer.Message
@@ -391,7 +392,7 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 			return fmt.Errorf("%w: line %d: record and queue kinds differ", ErrKindMismatch, line)
 		}
 		s := len(rec.Body) + 1024
-		if len(batch) == 10 || (len(batch) > 0 && size+s > maxBatchBytes) {
+		if len(batch) == sqslimits.MaxBatchEntries || (len(batch) > 0 && size+s > maxBatchBytes) {
 			if err := flush(); err != nil {
 				return err
 			}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
+
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // DLQ is a dead-letter queue and what feeds it.
@@ -188,7 +190,7 @@ func (r *Redriver) oldest(ctx context.Context, q Queue) (time.Duration, error) {
 	defer cancel()
 	out, err := r.client.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(q.URL),
-		MaxNumberOfMessages:         10,
+		MaxNumberOfMessages:         sqslimits.MaxBatchEntries,
 		VisibilityTimeout:           1, // 0 would mean the queue's default
 		WaitTimeSeconds:             0,
 		MessageAttributeNames:       []string{consumer.AttrFailure},

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // AttrRedrive is the redrive history a moved message carries instead of
@@ -25,11 +26,11 @@ import (
 // the message already has SQS's maximum of 10 attributes.
 const AttrRedrive = "sqsonce-redrive"
 
-// maxAttributes is SQS's limit of message attributes per message.
-const maxAttributes = 10
-
-// maxBatchBytes is the payload limit of one SendMessageBatch.
-const maxBatchBytes = 256 * 1024
+// maxBatchBytes is the payload a move or an import puts in one
+// SendMessageBatch: a quarter of SQS's limit (sqslimits.MaxMessageBytes),
+// the limit SQS had before 2025, which some emulators still enforce. A
+// single larger message still goes alone in its batch.
+const maxBatchBytes = sqslimits.MaxMessageBytes / 4
 
 // History is the JSON of the [AttrRedrive] attribute.
 type History struct {
@@ -258,7 +259,7 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 		sum = m.sum
 	}()
 	next := func() int {
-		n := 10
+		n := sqslimits.MaxBatchEntries
 		if opts.Max > 0 {
 			n = min(n, opts.Max-m.sum.Matched)
 		}
@@ -678,7 +679,7 @@ func sendChunks(items []item) [][]item {
 	size := 0
 	for _, it := range items {
 		s := payloadSize(it.e.Message)
-		if len(cur) == 10 || (len(cur) > 0 && size+s > maxBatchBytes) {
+		if len(cur) == sqslimits.MaxBatchEntries || (len(cur) > 0 && size+s > maxBatchBytes) {
 			out, cur, size = append(out, cur), nil, 0
 		}
 		cur = append(cur, it)
@@ -732,7 +733,7 @@ func redriveAttributes(msg *consumer.Message, f *consumer.Failure, dlq, runID st
 		delete(attrs, consumer.AttrID)
 		// DroppedAttributes makes room for two attributes (sqsonce-id and
 		// sqsonce-failure), most droppable first; sqsonce-id needs one.
-		if need := len(attrs) + 1 - maxAttributes; need > 0 {
+		if need := len(attrs) + 1 - sqslimits.MaxMessageAttributes; need > 0 {
 			rest := &consumer.Message{Attributes: attrs}
 			for _, name := range consumer.DroppedAttributes(rest)[:need] {
 				delete(attrs, name)
@@ -744,7 +745,7 @@ func redriveAttributes(msg *consumer.Message, f *consumer.Failure, dlq, runID st
 		}
 		attrs[consumer.AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(id)}
 	}
-	if len(attrs) >= maxAttributes {
+	if len(attrs) >= sqslimits.MaxMessageAttributes {
 		return attrs
 	}
 	var h History

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // pass is one walk over a queue: it receives until the queue has nothing
@@ -170,7 +171,7 @@ func (p *pass) delete(ctx context.Context, msgs []*consumer.Message) (failed []*
 	ctx = context.WithoutCancel(ctx)
 	for attempt := 0; attempt < 2 && len(msgs) > 0; attempt++ {
 		failed = nil
-		for chunk := range chunks(msgs, 10) {
+		for chunk := range chunks(msgs, sqslimits.MaxBatchEntries) {
 			entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
 			for i, m := range chunk {
 				entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(batchID(i)), ReceiptHandle: m.Raw.ReceiptHandle}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/internal/sqserr"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // SQSAPI is the part of the SQS client the redrive tool uses.
@@ -94,13 +95,13 @@ func New(cfg Config) (*Redriver, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("redrive: Config.Client is required")
 	}
-	if cfg.VisibilityTimeout < 0 || cfg.VisibilityTimeout > 12*time.Hour {
+	if cfg.VisibilityTimeout < 0 || cfg.VisibilityTimeout > sqslimits.MaxVisibility {
 		return nil, fmt.Errorf("redrive: VisibilityTimeout %s is outside 0..12h", cfg.VisibilityTimeout)
 	}
 	if cfg.VisibilityTimeout != 0 && cfg.VisibilityTimeout < time.Second {
 		return nil, fmt.Errorf("redrive: VisibilityTimeout %s is under SQS's 1s granularity", cfg.VisibilityTimeout)
 	}
-	if cfg.WaitTime < 0 || cfg.WaitTime > 20*time.Second {
+	if cfg.WaitTime < 0 || cfg.WaitTime > sqslimits.MaxWaitTime {
 		return nil, fmt.Errorf("redrive: WaitTime %s is outside 0..20s", cfg.WaitTime)
 	}
 	if cfg.NowFunc == nil {

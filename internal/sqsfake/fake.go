@@ -10,17 +10,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // Limits SQS documents, enforced by the fake.
 const (
-	maxBatchEntries    = 10
-	maxBatchPayload    = 1 << 20 // total bytes of a SendMessageBatch
-	maxVisibility      = 12 * time.Hour
+	maxBatchEntries    = sqslimits.MaxBatchEntries
+	maxBatchPayload    = sqslimits.MaxMessageBytes // total bytes of a SendMessageBatch
+	maxVisibility      = sqslimits.MaxVisibility
 	dedupeWindow       = 5 * time.Minute
 	attemptWindow      = 5 * time.Minute
-	maxMessageAttrs    = 10
-	maxWaitTimeSeconds = 20
+	maxMessageAttrs    = sqslimits.MaxMessageAttributes
+	maxWaitTimeSeconds = sqslimits.MaxWaitTimeSeconds
 	purgeInterval      = 60 * time.Second
 )
 

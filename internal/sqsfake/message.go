@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 type msg struct {
@@ -345,7 +347,7 @@ func (f *Fake) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs.R
 	if max == 0 {
 		max = 1
 	}
-	if max < 1 || max > 10 {
+	if max < 1 || max > maxBatchEntries {
 		f.problem("ReceiveMessage MaxNumberOfMessages=%d", in.MaxNumberOfMessages)
 		f.mu.Unlock()
 		return nil, invalidParameter("Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", in.MaxNumberOfMessages)
@@ -355,7 +357,7 @@ func (f *Fake) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs.R
 		f.mu.Unlock()
 		return nil, invalidParameter("Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", in.WaitTimeSeconds)
 	}
-	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > 43200 {
+	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > sqslimits.MaxVisibilitySeconds {
 		f.problem("ReceiveMessage VisibilityTimeout=%d", in.VisibilityTimeout)
 		f.mu.Unlock()
 		return nil, invalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", in.VisibilityTimeout)
@@ -677,7 +679,7 @@ func (f *Fake) changeOne(q *queue, handle string, secs int32) (err error) {
 		}
 		f.visLog = append(f.visLog, entry)
 	}()
-	if secs < 0 || secs > 43200 {
+	if secs < 0 || secs > sqslimits.MaxVisibilitySeconds {
 		f.problem("ChangeMessageVisibility VisibilityTimeout=%d", secs)
 		return invalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200.", secs)
 	}

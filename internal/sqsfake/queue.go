@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 type queue struct {
@@ -87,11 +89,11 @@ func parseRedrivePolicy(p string) (string, int, error) {
 // attrRange lists the settable numeric attributes with their default and
 // documented bounds.
 var attrRange = map[string]struct{ def, lo, hi int }{
-	"VisibilityTimeout":             {30, 0, 43200},
-	"MaximumMessageSize":            {1 << 20, 1024, 1 << 20},
-	"MessageRetentionPeriod":        {345600, 60, 1209600},
+	"VisibilityTimeout":             {30, 0, int(sqslimits.MaxVisibilitySeconds)},
+	"MaximumMessageSize":            {sqslimits.MaxMessageBytes, 1024, sqslimits.MaxMessageBytes},
+	"MessageRetentionPeriod":        {345600, int(sqslimits.MinRetention / time.Second), int(sqslimits.MaxRetention / time.Second)},
 	"DelaySeconds":                  {0, 0, 900},
-	"ReceiveMessageWaitTimeSeconds": {0, 0, 20},
+	"ReceiveMessageWaitTimeSeconds": {0, 0, int(sqslimits.MaxWaitTimeSeconds)},
 }
 
 var otherAttrs = map[string]bool{
