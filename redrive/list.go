@@ -13,7 +13,6 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
-
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 

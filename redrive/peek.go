@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sqsonce/sqsonce/consumer"
-
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
