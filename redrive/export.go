@@ -117,10 +117,7 @@ func (r *Redriver) Export(ctx context.Context, dlq Queue, w io.Writer, opts Expo
 	start := time.Now()
 	sum = Summary{ByClass: map[string]int{}}
 	p := newPass(r, dlq)
-	total := dlq.Messages + dlq.InFlight
-	if opts.Max > 0 && (total == 0 || opts.Max < total) {
-		total = opts.Max
-	}
+	total := expected(dlq, opts.Max)
 	blocked := map[string]bool{}
 	defer func() {
 		sum.Released, _ = p.finish(ctx)

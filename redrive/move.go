@@ -242,10 +242,7 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 		}
 		m.to = &to
 	}
-	m.total = dlq.Messages + dlq.InFlight
-	if opts.Max > 0 && (m.total == 0 || opts.Max < m.total) {
-		m.total = opts.Max
-	}
+	m.total = expected(dlq, opts.Max)
 	defer func() {
 		m.sum.Released, _ = m.p.finish(ctx)
 		m.sum.Notes = append(m.sum.Notes, m.p.notes...)

@@ -3,7 +3,6 @@ package redrive
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -147,21 +146,33 @@ func (p *pass) drained(ctx context.Context) (bool, error) {
 		}
 		return false, fmt.Errorf("redrive: queue attributes %s: %w", p.q.Name, err)
 	}
-	inFlight, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	// A count that is not a number is unknown: the pass cannot tell that
+	// nothing is in flight elsewhere, so it waits for such messages as if
+	// the count said there were some, and says so at the end.
+	raw := out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)]
+	inFlight, known := approxCount(raw)
 	own := len(p.held) + len(p.undeleted)
-	if inFlight <= own {
+	if known && inFlight <= own {
 		return true, nil
 	}
 	now := time.Now()
-	p.r.log.Debug("redrive: messages in flight elsewhere; waiting for them", zap.String("queue", p.q.Name), zap.Int("in_flight", inFlight), zap.Int("held", own))
+	if known {
+		p.r.log.Debug("redrive: messages in flight elsewhere; waiting for them", zap.String("queue", p.q.Name), zap.Int("in_flight", inFlight), zap.Int("held", own))
+	} else {
+		p.r.log.Debug("redrive: in-flight count is not a number; waiting for messages in flight elsewhere", zap.String("queue", p.q.Name), zap.String("in_flight", clip(raw, 40)), zap.Int("held", own))
+	}
 	if p.waitUntil.IsZero() {
 		p.waitUntil = now.Add(p.r.vis + 2*time.Second)
 	}
-	if now.After(p.waitUntil) {
-		p.notes = append(p.notes, fmt.Sprintf("%d message(s) stayed in flight elsewhere (another reader?) and were not looked at", inFlight-own))
-		return true, nil
+	if !now.After(p.waitUntil) {
+		return false, nil
 	}
-	return false, nil
+	if known {
+		p.notes = append(p.notes, fmt.Sprintf("%d message(s) stayed in flight elsewhere (another reader?) and were not looked at", inFlight-own))
+	} else {
+		p.notes = append(p.notes, fmt.Sprintf("SQS returned ApproximateNumberOfMessagesNotVisible %s, which is not a number: the pass waited one visibility timeout for messages in flight elsewhere, then ended (any still in flight were not looked at)", clip(raw, 40)))
+	}
+	return true, nil
 }
 
 // delete deletes messages from the queue and returns those it could not

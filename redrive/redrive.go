@@ -131,7 +131,9 @@ type Queue struct {
 	// DeadLetterTargetARN is the DLQ of this queue's RedrivePolicy, if any.
 	DeadLetterTargetARN string `json:"dead_letter_target_arn,omitempty"`
 	// Messages and InFlight are ApproximateNumberOfMessages and
-	// ApproximateNumberOfMessagesNotVisible when the queue was resolved.
+	// ApproximateNumberOfMessagesNotVisible when the queue was resolved;
+	// -1 when SQS returned something that is not a count (unknown, never
+	// taken as 0).
 	Messages int `json:"messages"`
 	// InFlight: see Messages.
 	InFlight int `json:"in_flight"`
@@ -221,10 +223,46 @@ func (r *Redriver) describe(ctx context.Context, queueURL string) (Queue, error)
 func queueFrom(queueURL string, a map[string]string) Queue {
 	q := Queue{URL: queueURL, Name: nameOf(queueURL), ARN: a[string(types.QueueAttributeNameQueueArn)]}
 	q.FIFO = a[string(types.QueueAttributeNameFifoQueue)] == "true" || strings.HasSuffix(q.Name, ".fifo")
-	q.Messages, _ = strconv.Atoi(a[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-	q.InFlight, _ = strconv.Atoi(a[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	q.Messages = countOrUnknown(a[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	q.InFlight = countOrUnknown(a[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
 	q.DeadLetterTargetARN = targetARN(a[string(types.QueueAttributeNameRedrivePolicy)])
 	return q
+}
+
+// approxCount parses an approximate message count SQS returns. ok is false
+// for a value that is present and not a non-negative integer: such a count
+// is unknown, and taking it as 0 would make a queue look empty. An absent
+// value (not asked for) is 0.
+func approxCount(s string) (n int, ok bool) {
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// countOrUnknown is approxCount with -1 for unknown (see [Queue.Messages]).
+func countOrUnknown(s string) int {
+	if n, ok := approxCount(s); ok {
+		return n
+	}
+	return -1
+}
+
+// expected returns how many messages a command over q expects to see for
+// its progress reports, capped by limit (0: none); 0 means unknown.
+func expected(q Queue, limit int) int {
+	total := 0
+	if q.Messages >= 0 && q.InFlight >= 0 {
+		total = q.Messages + q.InFlight
+	}
+	if limit > 0 && (total == 0 || limit < total) {
+		total = limit
+	}
+	return total
 }
 
 // nameOf returns the last path segment of a queue URL.

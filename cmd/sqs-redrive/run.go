@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -264,9 +265,33 @@ func (a *app) list(ctx context.Context, argv []string) error {
 		for i, s := range d.Sources {
 			srcs[i] = s.Name
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", d.Name, d.Messages, d.InFlight, age(d.OldestAge), strings.Join(srcs, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, countText(d.Messages), countText(d.InFlight), age(d.OldestAge), strings.Join(srcs, ","))
 	}
 	return tw.Flush()
+}
+
+// countText formats an approximate count; an unknown one (-1: SQS returned
+// something that is not a number) shows as "?".
+func countText(n int) string {
+	if n < 0 {
+		return "?"
+	}
+	return strconv.Itoa(n)
+}
+
+// upTo says how many messages a command may change, for its prompt: the
+// smaller of the queue's count and max (0: no max); "all the" when neither
+// is known.
+func upTo(n, max int) string {
+	switch {
+	case n < 0 && max <= 0:
+		return "all the"
+	case n < 0:
+		return fmt.Sprintf("up to %d", max)
+	case max > 0:
+		return fmt.Sprintf("up to %d", min(n, max))
+	}
+	return fmt.Sprintf("up to %d", n)
 }
 
 // age formats an age for people, always as a Go duration (which
@@ -415,17 +440,14 @@ func (a *app) move(ctx context.Context, argv []string) error {
 		*to = dest.URL
 	}
 	if !*dry {
-		n := dlq.Messages
-		if *maxN > 0 {
-			n = min(n, *maxN)
-		}
+		n := upTo(dlq.Messages, *maxN)
 		dest := "their source queues"
 		if *to != "" {
 			dest = *to
 		}
-		q := fmt.Sprintf("Move up to %d message(s) from %s to %s?", n, dlq.Name, dest)
+		q := fmt.Sprintf("Move %s message(s) from %s to %s?", n, dlq.Name, dest)
 		if len(filters) > 0 {
-			q = fmt.Sprintf("Move up to %d message(s) matching %d filter(s) from %s to %s?", n, len(filters), dlq.Name, dest)
+			q = fmt.Sprintf("Move %s message(s) matching %d filter(s) from %s to %s?", n, len(filters), dlq.Name, dest)
 		}
 		if err := a.confirm(q, *yes); err != nil {
 			return err
@@ -561,7 +583,7 @@ func (a *app) export(ctx context.Context, argv []string) error {
 		return err
 	}
 	if *del {
-		if err := a.confirm(fmt.Sprintf("Export up to %d message(s) of %s to %s and delete them from the DLQ?", dlq.Messages, dlq.Name, pos[1]), *yes); err != nil {
+		if err := a.confirm(fmt.Sprintf("Export %s message(s) of %s to %s and delete them from the DLQ?", upTo(dlq.Messages, 0), dlq.Name, pos[1]), *yes); err != nil {
 			return err
 		}
 	}
