@@ -67,8 +67,8 @@ type Attribute struct {
 	BinaryValue []byte `json:"binary_value,omitempty"`
 }
 
-// RecordOf builds the export record of an entry.
-func RecordOf(e Entry) Record {
+// recordOf builds the export record of an entry.
+func recordOf(e Entry) Record {
 	m := e.Message
 	rec := Record{MessageID: m.ID, Body: m.Body, GroupID: m.GroupID, DeduplicationID: m.DeduplicationID,
 		SentAt: m.SentAt.UTC(), ReceiveCount: m.ReceiveCount, Failure: e.Failure}
@@ -114,100 +114,127 @@ func (r *Redriver) Export(ctx context.Context, dlq Queue, w io.Writer, opts Expo
 	if opts.Max < 0 {
 		return Summary{}, errors.New("redrive: Max must not be negative")
 	}
-	start := time.Now()
-	sum = Summary{ByClass: map[string]int{}}
-	p := newPass(r, dlq)
-	total := expected(dlq, opts.Max)
-	blocked := map[string]bool{}
-	defer func() {
-		sum.Released, _ = p.finish(ctx)
-		sum.Notes = append(sum.Notes, p.notes...)
-		if dlq.FIFO && !opts.Delete {
-			sum.Notes = append(sum.Notes, "FIFO: without --delete only the messages SQS hands out while the earlier ones of their group are held can be read")
-		}
-		sum.Elapsed = time.Since(start)
-	}()
-	progress := func(ph Phase) {
-		if opts.Progress != nil {
-			opts.Progress(Progress{Phase: ph, Total: total, Received: sum.Received, Moved: sum.Moved, Skipped: sum.Skipped, Failed: sum.Failed, Elapsed: time.Since(start)})
-		}
+	x := &exporter{r: r, p: newPass(r, dlq), dlq: dlq, opts: opts, bw: bufio.NewWriter(w), start: time.Now(), total: expected(dlq, opts.Max)}
+	if canSync {
+		x.sync = sy
 	}
-	bw := bufio.NewWriter(w)
+	x.sum = Summary{ByClass: map[string]int{}}
+	x.sel = newSelector(x.p, dlq.FIFO, opts.Filters, opts.Max, &x.sum)
+	defer func() {
+		x.sum.Released, _ = x.p.finish(ctx)
+		x.sum.Notes = append(x.sum.Notes, x.p.notes...)
+		if dlq.FIFO && !opts.Delete {
+			x.sum.Notes = append(x.sum.Notes, "FIFO: without --delete only the messages SQS hands out while the earlier ones of their group are held can be read")
+		}
+		x.sum.Elapsed = time.Since(x.start)
+		r.metrics.record(ctx, "export", dlq, x.sum)
+		sum = x.sum
+	}()
 	next := func() int {
 		if opts.Max > 0 {
-			return min(sqslimits.MaxBatchEntries, opts.Max-sum.Matched)
+			return min(sqslimits.MaxBatchEntries, opts.Max-x.sum.Matched)
 		}
 		return sqslimits.MaxBatchEntries
 	}
-	err = p.run(ctx, next, func(ctx context.Context, msgs []*consumer.Message) (err error) {
-		var written []*consumer.Message
-		defer func() {
-			if err != nil { // hand back what this batch did not get to
-				for _, m := range msgs {
-					p.hold(m)
-				}
-			}
-		}()
-		for _, m := range msgs {
-			e := r.entry(m)
-			sum.Received++
-			if dlq.FIFO && blocked[m.GroupID] {
-				sum.Skipped++
-				sum.Blocked++
-				p.hold(m)
-				continue
-			}
-			if !matchAll(opts.Filters, e) || (opts.Max > 0 && sum.Matched >= opts.Max) {
-				sum.Skipped++
-				p.hold(m)
-				blocked[m.GroupID] = dlq.FIFO
-				continue
-			}
-			sum.Matched++
-			b, err := json.Marshal(RecordOf(e))
-			if err != nil {
-				p.hold(m)
-				return fmt.Errorf("redrive: export: encode %s: %w", m.ID, err)
-			}
-			b = append(b, '\n')
-			if _, err := bw.Write(b); err != nil {
-				p.hold(m)
-				return fmt.Errorf("redrive: export: write: %w", err)
-			}
-			written = append(written, m)
-			sum.ByClass[e.Class()]++
-		}
-		if err := bw.Flush(); err != nil {
-			for _, m := range written {
-				p.hold(m)
-			}
-			return fmt.Errorf("redrive: export: write: %w", err)
-		}
-		if canSync && len(written) > 0 {
-			if err := sy.Sync(); err != nil {
-				for _, m := range written {
-					p.hold(m)
-				}
-				return fmt.Errorf("redrive: export: sync: %w", err)
+	return x.sum, x.p.run(ctx, next, x.batch)
+}
+
+// exporter is the state of one Export.
+type exporter struct {
+	r     *Redriver
+	p     *pass
+	dlq   Queue
+	opts  ExportOptions
+	sel   *selector
+	sum   Summary
+	bw    *bufio.Writer
+	sync  syncer // nil: the writer cannot sync
+	start time.Time
+	total int
+}
+
+// batch writes the selected messages of one batch and, with Delete,
+// deletes them once their lines are on stable storage.
+func (x *exporter) batch(ctx context.Context, msgs []*consumer.Message) (err error) {
+	defer func() {
+		if err != nil { // hand back what this batch did not get to
+			for _, m := range msgs {
+				x.p.hold(m)
 			}
 		}
-		sum.Moved += len(written)
-		sum.Active = time.Since(start)
-		progress(PhaseSent)
-		if !opts.Delete {
-			for _, m := range written {
-				p.hold(m)
-			}
-			return nil
+	}()
+	written, err := x.write(msgs)
+	if err != nil {
+		return err
+	}
+	if err := x.commit(written); err != nil {
+		return err
+	}
+	x.sum.Moved += len(written)
+	x.sum.Active = time.Since(x.start)
+	x.progress(PhaseSent)
+	if !x.opts.Delete {
+		for _, m := range written {
+			x.p.hold(m)
 		}
-		for _, f := range p.delete(ctx, written) {
-			sum.DeleteFailed++
-			p.undeleted[f.ID] = true
-		}
-		progress(PhaseDeleted)
 		return nil
-	})
-	return sum, err
+	}
+	for _, f := range x.p.delete(ctx, written) {
+		x.sum.DeleteFailed++
+		x.p.undeleted[f.ID] = true
+	}
+	x.progress(PhaseDeleted)
+	return nil
+}
+
+// write sorts a batch (see selector) and writes the record of each
+// selected message to the buffer; it returns the messages written.
+func (x *exporter) write(msgs []*consumer.Message) (written []*consumer.Message, err error) {
+	for _, m := range msgs {
+		e := x.r.entry(m)
+		x.sum.Received++
+		switch {
+		case x.sel.groupBlocked(m):
+			continue
+		case !x.sel.selected(e):
+			x.sum.Skipped++
+			x.sel.leave(m)
+			continue
+		}
+		x.sum.Matched++
+		b, err := json.Marshal(recordOf(e))
+		if err != nil {
+			return nil, fmt.Errorf("redrive: export: encode %s: %w", m.ID, err)
+		}
+		b = append(b, '\n')
+		if _, err := x.bw.Write(b); err != nil {
+			return nil, fmt.Errorf("redrive: export: write: %w", err)
+		}
+		written = append(written, m)
+		x.sum.ByClass[e.Class()]++
+	}
+	return written, nil
+}
+
+// commit flushes the written lines and, when the writer can, syncs them
+// to stable storage.
+func (x *exporter) commit(written []*consumer.Message) error {
+	if err := x.bw.Flush(); err != nil {
+		return fmt.Errorf("redrive: export: write: %w", err)
+	}
+	if x.sync != nil && len(written) > 0 {
+		if err := x.sync.Sync(); err != nil {
+			return fmt.Errorf("redrive: export: sync: %w", err)
+		}
+	}
+	return nil
+}
+
+// progress reports progress.
+func (x *exporter) progress(ph Phase) {
+	if x.opts.Progress != nil {
+		x.opts.Progress(Progress{Phase: ph, Total: x.total, Received: x.sum.Received, Moved: x.sum.Moved, Skipped: x.sum.Skipped, Failed: x.sum.Failed, Elapsed: time.Since(x.start)})
+	}
 }
 
 // ImportOptions shape a [Redriver.Import].
@@ -306,7 +333,10 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 	sum = Summary{ByClass: map[string]int{}}
 	runID := newRunID()
 	paced := 0
-	defer func() { sum.Elapsed = time.Since(start) }()
+	defer func() {
+		sum.Elapsed = time.Since(start)
+		r.metrics.record(ctx, "import", to, sum)
+	}()
 	var batch []Record
 	flush := func() error {
 		if len(batch) == 0 {

@@ -206,10 +206,10 @@ type mover struct {
 	runID string
 	next  time.Time // when the next paced batch may go
 
+	sel     *selector
 	to      *Queue
 	sources []Queue
 	sourced bool
-	blocked map[string]bool
 }
 
 // Move moves messages from a DLQ to their destination: each batch is sent
@@ -227,8 +227,9 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 	if opts.Max < 0 || opts.Rate < 0 {
 		return Summary{}, errors.New("redrive: Max and Rate must not be negative")
 	}
-	m := &mover{r: r, p: newPass(r, dlq), dlq: dlq, opts: opts, start: time.Now(), runID: newRunID(), blocked: map[string]bool{}}
+	m := &mover{r: r, p: newPass(r, dlq), dlq: dlq, opts: opts, start: time.Now(), runID: newRunID()}
 	m.sum = Summary{DryRun: opts.DryRun, ByClass: map[string]int{}, ByDestination: map[string]int{}}
+	m.sel = newSelector(m.p, dlq.FIFO, opts.Filters, opts.Max, &m.sum)
 	if opts.To != "" {
 		to, err := r.Queue(ctx, opts.To)
 		if err != nil {
@@ -247,12 +248,13 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 		m.sum.Released, _ = m.p.finish(ctx)
 		m.sum.Notes = append(m.sum.Notes, m.p.notes...)
 		if dlq.FIFO && m.sum.Blocked > 0 {
-			m.sum.Notes = append(m.sum.Notes, fmt.Sprintf("FIFO: %d message(s) in %d group(s) stayed behind a message that did not match or could not be sent (a group cannot be skipped past without reordering it)", m.sum.Blocked, len(m.blocked)))
+			m.sum.Notes = append(m.sum.Notes, fmt.Sprintf("FIFO: %d message(s) in %d group(s) stayed behind a message that did not match or could not be sent (a group cannot be skipped past without reordering it)", m.sum.Blocked, m.sel.blockedGroups()))
 		}
 		if dlq.FIFO && opts.DryRun {
 			m.sum.Notes = append(m.sum.Notes, "FIFO: a dry run sees only the messages SQS hands out while the earlier ones of their group are held; later messages of a group are not counted")
 		}
 		m.sum.Elapsed = time.Since(m.start)
+		r.metrics.record(ctx, "move", dlq, m.sum)
 		sum = m.sum
 	}()
 	next := func() int {
@@ -281,60 +283,9 @@ func kinds(from, to Queue) error {
 
 // batch sorts one received batch and moves what should move.
 func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
-	var items []item
-	for i, msg := range msgs {
-		e := m.r.entry(msg)
-		m.sum.Received++
-		switch {
-		case m.dlq.FIFO && m.blocked[msg.GroupID]:
-			m.sum.Skipped++
-			m.sum.Blocked++
-			m.p.hold(msg)
-			continue
-		case m.cameBack(msg):
-			m.sum.Skipped++
-			m.p.hold(msg)
-			if m.dlq.FIFO {
-				m.blocked[msg.GroupID] = true
-			}
-			m.note("some messages came back to the DLQ after this run had moved them (still failing?) and were left there")
-			continue
-		case !matchAll(m.opts.Filters, e), m.opts.Max > 0 && m.sum.Matched >= m.opts.Max:
-			m.sum.Skipped++
-			m.p.hold(msg)
-			if m.dlq.FIFO {
-				m.blocked[msg.GroupID] = true
-			}
-			continue
-		}
-		dest, err := m.destination(ctx, e)
-		if errors.Is(err, ErrRefused) {
-			m.sum.Refused++
-			m.p.hold(msg)
-			if m.dlq.FIFO {
-				m.blocked[msg.GroupID] = true
-			}
-			m.r.log.Warn("redrive: refused a recorded destination", zap.String("dlq", m.dlq.Name), zap.String("message_id", msg.ID))
-			m.note(err.Error())
-			continue
-		}
-		if err != nil {
-			for _, rest := range msgs[i:] {
-				m.p.hold(rest)
-			}
-			for _, it := range items {
-				m.p.hold(it.e.Message)
-			}
-			return err
-		}
-		m.sum.Matched++
-		if m.opts.DryRun {
-			m.sum.ByClass[e.Class()]++
-			m.sum.ByDestination[dest.Name]++
-			m.p.hold(msg)
-			continue
-		}
-		items = append(items, item{e: e, dest: dest})
+	items, err := m.sort(ctx, msgs)
+	if err != nil {
+		return err
 	}
 	m.r.log.Debug("redrive: batch", zap.String("dlq", m.dlq.Name), zap.Int("received", len(msgs)), zap.Int("to_move", len(items)), zap.Bool("dry_run", m.opts.DryRun))
 	m.progress(PhaseReceived)
@@ -347,6 +298,64 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 		}
 		return err
 	}
+	return m.moveItems(ctx, items)
+}
+
+// sort decides what becomes of each message of a batch: left in the DLQ
+// (blocked behind its FIFO group, come back, not selected, refused),
+// counted only (a dry run), or returned to be moved, with its
+// destination. On an error every message of the batch not yet moved is
+// held.
+func (m *mover) sort(ctx context.Context, msgs []*consumer.Message) ([]item, error) {
+	var items []item
+	for i, msg := range msgs {
+		e := m.r.entry(msg)
+		m.sum.Received++
+		switch {
+		case m.sel.groupBlocked(msg):
+			continue
+		case m.cameBack(msg):
+			m.sum.Skipped++
+			m.sel.leave(msg)
+			m.note("some messages came back to the DLQ after this run had moved them (still failing?) and were left there")
+			continue
+		case !m.sel.selected(e):
+			m.sum.Skipped++
+			m.sel.leave(msg)
+			continue
+		}
+		dest, err := m.destination(ctx, e)
+		if errors.Is(err, ErrRefused) {
+			m.sum.Refused++
+			m.sel.leave(msg)
+			m.r.log.Warn("redrive: refused a recorded destination", zap.String("dlq", m.dlq.Name), zap.String("message_id", msg.ID))
+			m.note(err.Error())
+			continue
+		}
+		if err != nil {
+			for _, rest := range msgs[i:] {
+				m.p.hold(rest)
+			}
+			for _, it := range items {
+				m.p.hold(it.e.Message)
+			}
+			return nil, err
+		}
+		m.sum.Matched++
+		if m.opts.DryRun {
+			m.sum.ByClass[e.Class()]++
+			m.sum.ByDestination[dest.Name]++
+			m.p.hold(msg)
+			continue
+		}
+		items = append(items, item{e: e, dest: dest})
+	}
+	return items, nil
+}
+
+// moveItems sends items round by round (see rounds) and deletes from the
+// DLQ what each round sent. It fails only when every send failed.
+func (m *mover) moveItems(ctx context.Context, items []item) error {
 	sentAny := false
 	var sendErr error
 	failedGroups := map[string]bool{}
@@ -366,46 +375,15 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 				return true
 			})
 		}
-		var ok []item
-		for _, dest := range destinations(round) {
-			var group []item
-			for _, it := range round {
-				if it.dest.URL == dest.URL {
-					group = append(group, it)
-				}
-			}
-			good, bad, err := m.send(ctx, dest, group)
-			if err != nil {
-				sendErr = err
-			}
-			ok = append(ok, good...)
-			for _, it := range bad {
-				m.sum.Failed++
-				m.p.hold(it.e.Message)
-				if m.dlq.FIFO {
-					m.blocked[it.e.Message.GroupID] = true
-					failedGroups[it.e.Message.GroupID] = true
-				}
-			}
+		ok, err := m.sendRound(ctx, round, failedGroups)
+		if err != nil {
+			sendErr = err
 		}
 		if len(ok) == 0 {
 			continue
 		}
 		sentAny = true
-		m.sum.Moved += len(ok)
-		m.sum.Active = time.Since(m.start)
-		m.progress(PhaseSent)
-		sent := make([]*consumer.Message, len(ok))
-		for i, it := range ok {
-			sent[i] = it.e.Message
-			m.sum.ByClass[it.e.Class()]++
-			m.sum.ByDestination[it.dest.Name]++
-		}
-		for _, f := range m.p.delete(ctx, sent) {
-			m.sum.DeleteFailed++
-			m.p.undeleted[f.ID] = true
-		}
-		m.progress(PhaseDeleted)
+		m.settleSent(ctx, ok)
 	}
 	if sendErr != nil {
 		m.note("send: " + sendErr.Error())
@@ -414,6 +392,52 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 		}
 	}
 	return nil
+}
+
+// sendRound sends one round to its destinations and returns what was
+// sent. What could not be sent is counted failed and held; on FIFO its
+// group is blocked for the rest of the pass and recorded in failedGroups.
+func (m *mover) sendRound(ctx context.Context, round []item, failedGroups map[string]bool) (ok []item, sendErr error) {
+	for _, dest := range destinations(round) {
+		var group []item
+		for _, it := range round {
+			if it.dest.URL == dest.URL {
+				group = append(group, it)
+			}
+		}
+		good, bad, err := m.send(ctx, dest, group)
+		if err != nil {
+			sendErr = err
+		}
+		ok = append(ok, good...)
+		for _, it := range bad {
+			m.sum.Failed++
+			m.sel.leave(it.e.Message)
+			if m.dlq.FIFO {
+				failedGroups[it.e.Message.GroupID] = true
+			}
+		}
+	}
+	return ok, sendErr
+}
+
+// settleSent counts sent items as moved and deletes them from the DLQ; a
+// message whose delete failed is deleted when the pass sees it again.
+func (m *mover) settleSent(ctx context.Context, ok []item) {
+	m.sum.Moved += len(ok)
+	m.sum.Active = time.Since(m.start)
+	m.progress(PhaseSent)
+	sent := make([]*consumer.Message, len(ok))
+	for i, it := range ok {
+		sent[i] = it.e.Message
+		m.sum.ByClass[it.e.Class()]++
+		m.sum.ByDestination[it.dest.Name]++
+	}
+	for _, f := range m.p.delete(ctx, sent) {
+		m.sum.DeleteFailed++
+		m.p.undeleted[f.ID] = true
+	}
+	m.progress(PhaseDeleted)
 }
 
 // note adds a note once.
@@ -581,7 +605,7 @@ func matchSource(sources []Queue, recorded string) (Queue, bool) {
 		return Queue{}, false
 	}
 	for _, q := range sources {
-		if a, ok := ParseQueueARN(q.ARN); ok && a.Account == account && a.Name == name {
+		if a, ok := parseQueueARN(q.ARN); ok && a.Account == account && a.Name == name {
 			return q, true
 		}
 	}
@@ -591,8 +615,8 @@ func matchSource(sources []Queue, recorded string) (Queue, bool) {
 // sameAccountRegion reports whether two queue ARNs are in one account and
 // region.
 func sameAccountRegion(a, b string) bool {
-	x, ok1 := ParseQueueARN(a)
-	y, ok2 := ParseQueueARN(b)
+	x, ok1 := parseQueueARN(a)
+	y, ok2 := parseQueueARN(b)
 	return ok1 && ok2 && x.Partition == y.Partition && x.Region == y.Region && x.Account == y.Account
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/internal/sqserr"
@@ -77,6 +78,13 @@ type Config struct {
 	// line per batch (debug); never message bodies. Defaults to
 	// zap.NewNop().
 	Logger *zap.Logger
+	// MeterProvider receives the OpenTelemetry metrics of every move,
+	// export and import (dry runs record nothing):
+	// sqsonce.redrive.messages counts messages by result (moved, failed,
+	// refused, skipped) and sqsonce.redrive.duration is each run's
+	// duration; see the README's Observability section. Defaults to nil:
+	// no metrics, at no cost.
+	MeterProvider metric.MeterProvider
 }
 
 // Redriver moves messages out of dead-letter queues. Its methods are safe
@@ -88,6 +96,7 @@ type Redriver struct {
 	empties int
 	now     func() time.Time
 	log     *zap.Logger
+	metrics *metrics // nil: off
 }
 
 // New returns a Redriver, filling Config's zero values with their defaults.
@@ -114,6 +123,7 @@ func New(cfg Config) (*Redriver, error) {
 		empties: max(1, cfg.EmptyReceives),
 		now:     cfg.NowFunc,
 		log:     cmp.Or(cfg.Logger, zap.NewNop()),
+		metrics: newMetrics(cfg.MeterProvider),
 	}, nil
 }
 
@@ -160,7 +170,7 @@ func (r *Redriver) Queue(ctx context.Context, nameOrURL string) (Queue, error) {
 			return Queue{}, fmt.Errorf("%w: %q is not a queue URL (want https://HOST/ACCOUNT/NAME)", ErrUnknownQueue, nameOrURL)
 		}
 		in = &sqs.GetQueueUrlInput{QueueName: aws.String(name), QueueOwnerAWSAccountId: aws.String(account)}
-	} else if arn, ok := ParseQueueARN(nameOrURL); ok {
+	} else if arn, ok := parseQueueARN(nameOrURL); ok {
 		in = &sqs.GetQueueUrlInput{QueueName: aws.String(arn.Name), QueueOwnerAWSAccountId: aws.String(arn.Account)}
 	} else if nameOrURL == "" || strings.ContainsAny(nameOrURL, "/:") {
 		return Queue{}, fmt.Errorf("%w: %q is not a queue name, URL or ARN", ErrUnknownQueue, nameOrURL)
@@ -179,18 +189,18 @@ func (r *Redriver) Queue(ctx context.Context, nameOrURL string) (Queue, error) {
 	return q, err
 }
 
-// QueueARN is a parsed SQS queue ARN: arn:PARTITION:sqs:REGION:ACCOUNT:NAME.
-type QueueARN struct {
+// queueARN is a parsed SQS queue ARN: arn:PARTITION:sqs:REGION:ACCOUNT:NAME.
+type queueARN struct {
 	Partition, Region, Account, Name string
 }
 
-// ParseQueueARN parses an SQS queue ARN; ok is false for anything else.
-func ParseQueueARN(s string) (QueueARN, bool) {
+// parseQueueARN parses an SQS queue ARN; ok is false for anything else.
+func parseQueueARN(s string) (queueARN, bool) {
 	p := strings.Split(s, ":")
 	if len(p) != 6 || p[0] != "arn" || p[1] == "" || p[2] != "sqs" || p[3] == "" || p[4] == "" || p[5] == "" {
-		return QueueARN{}, false
+		return queueARN{}, false
 	}
-	return QueueARN{Partition: p[1], Region: p[3], Account: p[4], Name: p[5]}, true
+	return queueARN{Partition: p[1], Region: p[3], Account: p[4], Name: p[5]}, true
 }
 
 // urlAccountName reads the account and name of a queue URL
