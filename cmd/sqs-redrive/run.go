@@ -170,6 +170,68 @@ func args(pos []string, want int, shape string) error {
 	return nil
 }
 
+// command is the shape of a subcommand's start: the positional arguments
+// it takes, its own checks of the command line, whether it filters, and
+// which argument names the queue it works on.
+type command struct {
+	// nargs and shape are the positional arguments it takes ("move DLQ").
+	nargs int
+	shape string
+	// check, when not nil, checks the positional arguments and flags
+	// before anything is contacted; its errors are usage errors or its own.
+	check func(pos []string) error
+	// filters, when not nil, holds the filter flags' expressions (see
+	// filterFlags), parsed after check.
+	filters *list
+	// queueArg is the index of the argument that names the queue; -1: none.
+	queueArg int
+}
+
+// started is what a subcommand works with once its command line was read
+// and SQS reached.
+type started struct {
+	pos     []string
+	filters []redrive.Filter
+	r       *redrive.Redriver
+	queue   redrive.Queue // pos[queueArg], resolved
+}
+
+// start is every subcommand's prologue, in this order: parse the flags
+// (the global ones and its own, already defined on fs), check the
+// positional arguments, run the command's checks, parse the filters, and
+// only then connect to SQS and resolve the queue argument, so that a
+// mistake on the command line never costs a request.
+func (a *app) start(ctx context.Context, fs *flag.FlagSet, argv []string, c command) (started, error) {
+	var s started
+	pos, err := parse(fs, argv)
+	if err != nil {
+		return s, err
+	}
+	if err := args(pos, c.nargs, c.shape); err != nil {
+		return s, err
+	}
+	s.pos = pos
+	if c.check != nil {
+		if err := c.check(pos); err != nil {
+			return s, err
+		}
+	}
+	if c.filters != nil {
+		if s.filters, err = redrive.ParseFilters(*c.filters...); err != nil {
+			return s, err
+		}
+	}
+	if s.r, err = a.redriver(ctx); err != nil {
+		return s, err
+	}
+	if c.queueArg >= 0 {
+		if s.queue, err = a.queue(ctx, s.r, pos[c.queueArg]); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
 // redriver connects to SQS as the flags and the environment say.
 func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
 	// The SDK's own warnings (an unread response body on a cancelled long
@@ -227,19 +289,11 @@ func (a *app) emit(v any) {
 }
 
 func (a *app) list(ctx context.Context, argv []string) error {
-	fs := a.flags("list")
-	pos, err := parse(fs, argv)
+	s, err := a.start(ctx, a.flags("list"), argv, command{nargs: 0, shape: "no arguments", queueArg: -1})
 	if err != nil {
 		return err
 	}
-	if err := args(pos, 0, "no arguments"); err != nil {
-		return err
-	}
-	r, err := a.redriver(ctx)
-	if err != nil {
-		return err
-	}
-	dlqs, err := r.List(ctx, nil)
+	dlqs, err := s.r.List(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -312,29 +366,17 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 	body := fs.Bool("body", false, "show bodies")
 	var exprs list
 	filterFlags(fs, &exprs)
-	pos, err := parse(fs, argv)
+	s, err := a.start(ctx, fs, argv, command{nargs: 1, shape: "peek DLQ", filters: &exprs, check: func([]string) error {
+		if *n < 1 {
+			return usageError("-n must be at least 1")
+		}
+		return nil
+	}})
 	if err != nil {
 		return err
 	}
-	if err := args(pos, 1, "peek DLQ"); err != nil {
-		return err
-	}
-	if *n < 1 {
-		return usageError("-n must be at least 1")
-	}
-	filters, err := redrive.ParseFilters(exprs...)
-	if err != nil {
-		return err
-	}
-	r, err := a.redriver(ctx)
-	if err != nil {
-		return err
-	}
-	dlq, err := a.queue(ctx, r, pos[0])
-	if err != nil {
-		return err
-	}
-	entries, err := r.Peek(ctx, dlq, redrive.PeekOptions{Max: *n, Filters: filters})
+	r, dlq := s.r, s.queue
+	entries, err := r.Peek(ctx, dlq, redrive.PeekOptions{Max: *n, Filters: s.filters})
 	for i, e := range entries {
 		m := e.Message
 		if a.g.json {
@@ -410,28 +452,16 @@ func (a *app) move(ctx context.Context, argv []string) error {
 	yes := fs.Bool("yes", false, "do not ask")
 	var exprs list
 	filterFlags(fs, &exprs)
-	pos, err := parse(fs, argv)
+	s, err := a.start(ctx, fs, argv, command{nargs: 1, shape: "move DLQ", filters: &exprs, check: func([]string) error {
+		if *maxN < 0 || *rate < 0 {
+			return usageError("--max and --rate must not be negative")
+		}
+		return nil
+	}})
 	if err != nil {
 		return err
 	}
-	if err := args(pos, 1, "move DLQ"); err != nil {
-		return err
-	}
-	if *maxN < 0 || *rate < 0 {
-		return usageError("--max and --rate must not be negative")
-	}
-	filters, err := redrive.ParseFilters(exprs...)
-	if err != nil {
-		return err
-	}
-	r, err := a.redriver(ctx)
-	if err != nil {
-		return err
-	}
-	dlq, err := a.queue(ctx, r, pos[0])
-	if err != nil {
-		return err
-	}
+	r, dlq, filters := s.r, s.queue, s.filters
 	if *to != "" {
 		dest, err := a.queue(ctx, r, *to)
 		if err != nil {
@@ -557,31 +587,19 @@ func (a *app) export(ctx context.Context, argv []string) error {
 	yes := fs.Bool("yes", false, "do not ask (with --delete)")
 	var exprs list
 	filterFlags(fs, &exprs)
-	pos, err := parse(fs, argv)
+	s, err := a.start(ctx, fs, argv, command{nargs: 2, shape: "export DLQ FILE", filters: &exprs, check: func(pos []string) error {
+		if *maxN < 0 {
+			return usageError("--max must not be negative")
+		}
+		if pos[1] == "-" && *del {
+			return usageError("--delete needs a FILE (stdout cannot be synced)")
+		}
+		return nil
+	}})
 	if err != nil {
 		return err
 	}
-	if err := args(pos, 2, "export DLQ FILE"); err != nil {
-		return err
-	}
-	if *maxN < 0 {
-		return usageError("--max must not be negative")
-	}
-	if pos[1] == "-" && *del {
-		return usageError("--delete needs a FILE (stdout cannot be synced)")
-	}
-	filters, err := redrive.ParseFilters(exprs...)
-	if err != nil {
-		return err
-	}
-	r, err := a.redriver(ctx)
-	if err != nil {
-		return err
-	}
-	dlq, err := a.queue(ctx, r, pos[0])
-	if err != nil {
-		return err
-	}
+	r, dlq, filters, pos := s.r, s.queue, s.filters, s.pos
 	if *del {
 		if err := a.confirm(fmt.Sprintf("Export %s message(s) of %s to %s and delete them from the DLQ?", upTo(dlq.Messages, 0), dlq.Name, pos[1]), *yes); err != nil {
 			return err
@@ -630,29 +648,25 @@ func (a *app) imp(ctx context.Context, argv []string) error {
 	fs := a.flags("import")
 	rate := fs.Float64("rate", 0, "messages per second")
 	yes := fs.Bool("yes", false, "do not ask")
-	pos, err := parse(fs, argv)
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	s, err := a.start(ctx, fs, argv, command{nargs: 2, shape: "import FILE QUEUE", queueArg: 1, check: func(pos []string) (err error) {
+		if *rate < 0 {
+			return usageError("--rate must not be negative")
+		}
+		if f, err = os.Open(pos[0]); err != nil {
+			return fmt.Errorf("cannot read export file: %w", err)
+		}
+		return nil
+	}})
 	if err != nil {
 		return err
 	}
-	if err := args(pos, 2, "import FILE QUEUE"); err != nil {
-		return err
-	}
-	if *rate < 0 {
-		return usageError("--rate must not be negative")
-	}
-	f, err := os.Open(pos[0])
-	if err != nil {
-		return fmt.Errorf("cannot read export file: %w", err)
-	}
-	defer f.Close()
-	r, err := a.redriver(ctx)
-	if err != nil {
-		return err
-	}
-	q, err := a.queue(ctx, r, pos[1])
-	if err != nil {
-		return err
-	}
+	r, q, pos := s.r, s.queue, s.pos
 	n, err := redrive.CheckRecords(f, q.FIFO)
 	if err != nil {
 		return fmt.Errorf("export file %s: %w (nothing was sent)", pos[0], err)
@@ -693,21 +707,11 @@ func (a *app) native(ctx context.Context, argv []string) error {
 	default:
 		return usageError("unknown native command %q (want start, status or cancel)", sub)
 	}
-	pos, err := parse(fs, argv[1:])
+	s, err := a.start(ctx, fs, argv[1:], command{nargs: 1, shape: "native " + sub + " DLQ"})
 	if err != nil {
 		return err
 	}
-	if err := args(pos, 1, "native "+sub+" DLQ"); err != nil {
-		return err
-	}
-	r, err := a.redriver(ctx)
-	if err != nil {
-		return err
-	}
-	dlq, err := a.queue(ctx, r, pos[0])
-	if err != nil {
-		return err
-	}
+	r, dlq := s.r, s.queue
 	switch sub {
 	case "start":
 		var dest *redrive.Queue
