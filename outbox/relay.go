@@ -29,7 +29,7 @@ type RelayConfig struct {
 	// Store holds the events.
 	Store Store
 	// Client sends to SQS.
-	Client producer.SendAPI
+	Client producer.SQSAPI
 	// QueueURL is where events are published. On a FIFO queue the entity is
 	// the MessageGroupId and the event id the MessageDeduplicationId.
 	QueueURL string

@@ -53,18 +53,24 @@ var (
 	ErrNoGroup = errors.New("producer: a FIFO queue needs a GroupID")
 )
 
-// SendAPI is the part of the SQS client a Producer uses. *sqs.Client
+// SQSAPI is the part of the SQS client a Producer uses. *sqs.Client
 // satisfies it.
-type SendAPI interface {
+type SQSAPI interface {
 	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }
 
-var _ SendAPI = (*sqs.Client)(nil)
+// SendAPI is the former name of [SQSAPI].
+//
+// Deprecated: use SQSAPI, the name every sqsonce package gives its SQS
+// client interface.
+type SendAPI = SQSAPI
+
+var _ SQSAPI = (*sqs.Client)(nil)
 
 // Config configures a Producer. Client and QueueURL are required.
 type Config struct {
 	// Client sends the messages. Required.
-	Client SendAPI
+	Client SQSAPI
 	// QueueURL is the queue sent to. Required.
 	QueueURL string
 	// FIFO says the queue is a FIFO queue. Defaults to whether QueueURL ends

@@ -56,7 +56,7 @@ func attr(e types.SendMessageBatchRequestEntry) string {
 	return aws.ToString(e.MessageAttributes[producer.AttrID].StringValue)
 }
 
-func newProducer(t *testing.T, client producer.SendAPI, url string) *producer.Producer {
+func newProducer(t *testing.T, client producer.SQSAPI, url string) *producer.Producer {
 	t.Helper()
 	p, err := producer.New(producer.Config{Client: client, QueueURL: url, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	if err != nil {

@@ -66,7 +66,7 @@ func TestOrderConflictFollowsCommitOrder(t *testing.T) {
 
 // flaky fails every send of one entity's events.
 type flaky struct {
-	producer.SendAPI
+	producer.SQSAPI
 	entity string
 	fails  atomic.Int64
 }
@@ -86,7 +86,7 @@ func (f *flaky) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchIn
 	if len(keep) > 0 {
 		cp := *in
 		cp.Entries = keep
-		res, err := f.SendAPI.SendMessageBatch(ctx, &cp, o...)
+		res, err := f.SQSAPI.SendMessageBatch(ctx, &cp, o...)
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +142,7 @@ func TestRelaysOnTheLocalStack(t *testing.T) {
 			}
 		}
 	}
-	client := &flaky{SendAPI: sqsClient, entity: "e07"}
+	client := &flaky{SQSAPI: sqsClient, entity: "e07"}
 	obs := &counter{}
 	var wg sync.WaitGroup
 	for i := range 2 {
