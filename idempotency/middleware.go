@@ -74,7 +74,9 @@ type Config struct {
 	FingerprintHeaders []string
 	// ReleaseServerErrors releases the key after a 5xx response instead of
 	// storing it, so a retry runs the handler again. Defaults to false:
-	// a 5xx is stored and replayed like any response (Stripe's rule).
+	// a 5xx is stored and replayed like any response (Stripe's rule). In
+	// the transactional mode (BeginTxFunc) a 5xx always rolls back and
+	// releases.
 	ReleaseServerErrors bool
 	// SettleTimeout bounds each store call: the claim, each lease
 	// extension, and the completion or release after the handler returns

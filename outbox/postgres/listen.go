@@ -26,6 +26,7 @@ type Listener struct {
 
 // Listener returns a Listener on the store's channel. It connects on the
 // first Wait, taking one connection out of pool for good (until Close).
+// Give each relay its own: Waits on one Listener run one at a time.
 func (st *Store) Listener(pool *pgxpool.Pool) *Listener {
 	return &Listener{pool: pool, channel: st.cfg.Channel}
 }
