@@ -60,9 +60,16 @@
 // commit time and builds them again after a conflict its retry function
 // recognises (an outbox order conflict).
 //
+// With an SQL database, Config.BeginTxFunc (postgres.Store.BeginTx) runs
+// each claimed request in a transaction the middleware opens and hands to
+// the handler ([TxFromContext]; postgres.TxFromContext returns the
+// pgx.Tx). The response is stored in that transaction and committed with
+// the handler's work; a panic, [Release], a 5xx or a failed commit roll
+// it all back and release the key, so a retry runs the handler again.
+//
 // # What it cannot do
 //
-// Without Transact, a handler's effects and the stored response are two
+// Without Transact or BeginTxFunc, a handler's effects and the stored response are two
 // writes: if the process dies between them, the key runs again when its
 // lease ends. Effects outside the store's database need their own
 // idempotency downstream (pass the key on). A response too large to store

@@ -74,12 +74,28 @@ type Config struct {
 	FingerprintHeaders []string
 	// ReleaseServerErrors releases the key after a 5xx response instead of
 	// storing it, so a retry runs the handler again. Defaults to false:
-	// a 5xx is stored and replayed like any response (Stripe's rule).
+	// a 5xx is stored and replayed like any response (Stripe's rule). In
+	// the transactional mode (BeginTxFunc) a 5xx always rolls back and
+	// releases.
 	ReleaseServerErrors bool
 	// SettleTimeout bounds each store call: the claim, each lease
 	// extension, and the completion or release after the handler returns
 	// (made even when the client has gone). Defaults to 10 seconds.
 	SettleTimeout time.Duration
+	// BeginTxFunc, when set, runs each claimed request in a transaction
+	// it opens (the transactional mode; postgres.Store.BeginTx is one).
+	// The handler reaches it through its request's context
+	// ([TxFromContext], unwrapped by the store's package, e.g.
+	// postgres.TxFromContext) and does its work in it. When the handler
+	// returns, the middleware stores the response in the same transaction
+	// ([Tx.Complete]) and commits; only then is the response sent. A
+	// panic, [Release], a 5xx (whatever ReleaseServerErrors says), a
+	// response too large to store and a failed commit roll it back and
+	// release the key: nothing of the request is left, and a retry runs
+	// the handler again. A failed begin answers 503 and runs nothing.
+	// [Transact] is not available in this mode. Defaults to nil: the
+	// handler's own effects and the stored response are separate writes.
+	BeginTxFunc func(ctx context.Context) (Tx, error)
 	// ObserveFunc, when set, is called once per request that takes a key,
 	// with its outcome. Defaults to nil.
 	ObserveFunc func(Event)
@@ -396,6 +412,7 @@ type state struct {
 	writes   []types.TransactWriteItem
 	builds   []Build
 	streamed bool // the response went out unstored
+	tx       Tx   // the transactional mode's transaction
 }
 
 func fromContext(ctx context.Context) *state {
@@ -431,6 +448,14 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	var wg sync.WaitGroup
 	wg.Go(func() { m.keep(rk, c.Token, c.LeaseUntil, cancel, stop) })
 	rec := newRecorder(w, st, m.cfg.MaxResponseBytes, m.replay)
+	if m.cfg.BeginTxFunc != nil {
+		if st.tx = m.begin(w, r, rk, c.Token); st.tx == nil {
+			close(stop)
+			wg.Wait()
+			return
+		}
+		ctx = context.WithValue(ctx, txKey{}, st.tx)
+	}
 
 	panicked := call(h.next, rec, r.WithContext(ctx))
 	close(stop)
@@ -445,9 +470,16 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		}
 	}
 	if panicked != nil {
+		if st.tx != nil {
+			m.rollback(sctx, rk, st.tx)
+		}
 		release()
 		m.observe(OutcomeReleased, http.StatusInternalServerError)
 		panic(panicked)
+	}
+	if st.tx != nil {
+		m.settleTx(sctx, w, rec, st, rk, c.Token, release)
+		return
 	}
 
 	st.mu.Lock()
@@ -529,6 +561,90 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		release()
 		m.log(rk).Warn("idempotency: commit failed: nothing committed, key released", zap.Error(err))
 		writeProblem(w, http.StatusServiceUnavailable, TypeCommitFailed, "the request's writes could not be committed; nothing was committed", 1)
+		m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
+	}
+}
+
+// begin opens the request's transaction, or answers 503 with the key
+// released and returns nil.
+func (m *Middleware) begin(w http.ResponseWriter, r *http.Request, rk, token string) Tx {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
+	defer cancel()
+	tx, err := m.cfg.BeginTxFunc(ctx)
+	if err == nil {
+		return tx
+	}
+	m.log(rk).Warn("idempotency: begin transaction failed: nothing ran, key released", zap.Error(err))
+	if err := m.cfg.Store.Release(ctx, rk, token); err != nil && !errors.Is(err, ErrNotOwner) {
+		m.log(rk).Warn("idempotency: release failed", zap.Error(err))
+	}
+	writeProblem(w, http.StatusServiceUnavailable, TypeStoreUnavailable, "the request's transaction could not begin; nothing ran", 1)
+	m.observe(OutcomeStoreError, http.StatusServiceUnavailable)
+	return nil
+}
+
+func (m *Middleware) rollback(ctx context.Context, rk string, tx Tx) {
+	if err := tx.Rollback(ctx); err != nil {
+		// The database rolls back a transaction whose connection ends.
+		m.log(rk).Warn("idempotency: rollback failed", zap.Error(err))
+	}
+}
+
+// settleTx ends a request of the transactional mode: the response is
+// stored in the handler's transaction and committed, then sent; or the
+// transaction is rolled back and the key released.
+func (m *Middleware) settleTx(ctx context.Context, w http.ResponseWriter, rec *recorder, st *state, rk, token string, release func()) {
+	st.mu.Lock()
+	released := st.released
+	st.mu.Unlock()
+	resp := rec.response()
+	keep := stored(resp, m.replay)
+	switch {
+	case rec.discarded, keep.Size() > m.cfg.MaxResponseBytes && !released:
+		m.rollback(ctx, rk, st.tx)
+		release()
+		m.log(rk).Warn("idempotency: transactional response too large to store: rolled back, key released",
+			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
+		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's work; nothing was committed", 0)
+		m.observe(OutcomeNotStored, http.StatusInternalServerError)
+		return
+	case released || resp.Status >= 500:
+		// The handler failed or gave the key back: its work must not
+		// commit, and a retry runs it again.
+		m.rollback(ctx, rk, st.tx)
+		release()
+		rec.deliver()
+		m.observe(OutcomeReleased, resp.Status)
+		return
+	}
+	err := st.tx.Complete(ctx, rk, token, keep)
+	if err == nil {
+		err = st.tx.Commit(ctx)
+	}
+	if err == nil {
+		rec.deliver()
+		m.observe(OutcomeExecuted, resp.Status)
+		return
+	}
+	m.rollback(ctx, rk, st.tx)
+	switch {
+	case errors.Is(err, ErrNotOwner):
+		m.log(rk).Warn("idempotency: lease lost before the commit: rolled back", zap.Error(err))
+		writeProblem(w, http.StatusConflict, TypeLeaseLost, "the request's lease was taken over before it committed; nothing was committed", 1)
+		m.observe(OutcomeLeaseLost, http.StatusConflict)
+	case errors.Is(err, ErrTooLarge):
+		release()
+		m.log(rk).Warn("idempotency: transactional response too large for the store: rolled back, key released", zap.Error(err))
+		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's work; nothing was committed", 0)
+		m.observe(OutcomeNotStored, http.StatusInternalServerError)
+	default:
+		// A commit whose outcome is unknown (the connection died after
+		// sending it) may have committed: Release is fenced on
+		// IN_PROGRESS, so it then leaves the completed record, and the
+		// retry gets the stored response.
+		release()
+		m.log(rk).Warn("idempotency: commit failed: rolled back, key released", zap.Error(err))
+		writeProblem(w, http.StatusServiceUnavailable, TypeCommitFailed, "the request's work could not be committed; nothing was committed", 1)
 		m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
 	}
 }

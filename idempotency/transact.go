@@ -31,8 +31,10 @@ import (
 // DynamoDB store does; the memory store answers ErrWritesUnsupported).
 // DynamoDB's limits apply: 100 items per transaction, the record included.
 //
-// It returns ErrNoKey when ctx is not a request holding a key, and
-// ErrResponseStarted when the response was already sent unstored.
+// It returns ErrNoKey when ctx is not a request holding a key,
+// ErrResponseStarted when the response was already sent unstored, and
+// ErrWritesUnsupported in the transactional mode (Config.BeginTxFunc),
+// where the handler writes in its own transaction instead.
 func Transact(ctx context.Context, items ...types.TransactWriteItem) error {
 	st := fromContext(ctx)
 	if st == nil {
@@ -40,6 +42,9 @@ func Transact(ctx context.Context, items ...types.TransactWriteItem) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.tx != nil {
+		return ErrWritesUnsupported
+	}
 	if st.streamed {
 		return ErrResponseStarted
 	}
@@ -67,6 +72,9 @@ func TransactFunc(ctx context.Context, build func() ([]types.TransactWriteItem, 
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.tx != nil {
+		return ErrWritesUnsupported
+	}
 	if st.streamed {
 		return ErrResponseStarted
 	}

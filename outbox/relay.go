@@ -39,6 +39,17 @@ type RelayConfig struct {
 	// PollInterval is the wait after a poll that found nothing to publish.
 	// Defaults to 200ms.
 	PollInterval time.Duration
+	// WaitFunc, when set, is how the relay waits after a poll that found
+	// nothing to publish, instead of sleeping: it blocks until events may
+	// be due (woken, e.g. by a commit's NOTIFY: the PostgreSQL outbox's
+	// Listener.Wait), d (PollInterval) passes, or ctx ends; the relay polls
+	// after it returns either way. Polling stays the fallback: after an
+	// error (a lost connection) the relay logs it, sleeps
+	// min(PollInterval, 1s), polls, and calls WaitFunc again, which
+	// reconnects. With a WaitFunc, PollInterval can be long (seconds to a
+	// minute): it only bounds how late a missed wake-up is noticed.
+	// Defaults to nil: the relay sleeps PollInterval.
+	WaitFunc func(ctx context.Context, d time.Duration) (woken bool, err error)
 	// BatchSize is the most events taken per poll. Defaults to 100.
 	BatchSize int
 	// MaxAttempts is how many failed sends park an event as dead. Defaults
@@ -164,12 +175,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if n == r.cfg.BatchSize && err == nil {
 			continue // more may be waiting
 		}
-		t := time.NewTimer(r.cfg.PollInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
+		r.wait(ctx)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -177,6 +183,29 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.cfg.Logger.Warn("outbox: release partitions", zap.String("owner", r.cfg.Owner), zap.Error(err))
 	}
 	return nil
+}
+
+// waitRetry is the longest sleep after a failed WaitFunc: the relay polls
+// at this pace until WaitFunc works again.
+const waitRetry = time.Second
+
+// wait waits for the next poll: WaitFunc, or PollInterval.
+func (r *Relay) wait(ctx context.Context) {
+	d := r.cfg.PollInterval
+	if r.cfg.WaitFunc != nil {
+		_, err := r.cfg.WaitFunc(ctx, d)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		r.cfg.Logger.Warn("outbox: relay wait failed: polling until it works again", zap.String("owner", r.cfg.Owner), zap.Error(err))
+		d = min(d, waitRetry)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // Step publishes one batch of due events and returns how many it took.

@@ -29,8 +29,22 @@
 //
 // # The response in the work's transaction
 //
-// [Store.CompleteTx] completes a claim inside the caller's pgx.Tx, so the
-// request's SQL work and its stored response commit together or not at
-// all. [Store.Complete] (what the middleware calls) stores the response on
-// its own and answers idempotency.ErrWritesUnsupported to DynamoDB writes.
+// With idempotency.Config.BeginTxFunc set to [Store.BeginTx], the
+// middleware opens a transaction per claimed request, the handler does its
+// work in it ([TxFromContext]), and the middleware stores the response in
+// it and commits: the work and the stored response are durable together
+// or not at all. A 5xx, a panic, idempotency.Release, a killed connection
+// or a failed commit leave neither, and the key is released for the
+// retry. A commit whose outcome is unknown (the connection died after
+// sending it) is safe too: the release is fenced on IN_PROGRESS, so a
+// commit that happened keeps its record and the retry replays it.
+//
+//	mw, err := idempotency.New(idempotency.Config{Store: store, BeginTxFunc: store.BeginTx, ScopeFunc: apiKeyID})
+//	...
+//	tx := postgres.TxFromContext(r.Context()) // in the handler
+//	_, err := tx.Exec(r.Context(), `INSERT INTO credits ...`, ...)
+//
+// Outside the middleware, [Store.CompleteTx] completes a claim inside the
+// caller's own pgx.Tx. [Store.Complete] stores the response on its own and
+// answers idempotency.ErrWritesUnsupported to DynamoDB writes.
 package postgres

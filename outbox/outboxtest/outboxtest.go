@@ -7,6 +7,9 @@
 //	func TestConformance(t *testing.T) {
 //		outboxtest.Run(t, func(t *testing.T) outboxtest.Harness { ... })
 //	}
+//
+// [RunRelays] adds the scenarios that run relays against a real FIFO
+// queue.
 package outboxtest
 
 import (
@@ -25,7 +28,8 @@ type Harness struct {
 	Store outbox.Store
 	// Commit writes evs in one transaction of the store's backend.
 	Commit func(ctx context.Context, evs ...outbox.Event) error
-	// Clock is the store's clock: its NowFunc must be Clock.Now.
+	// Clock is the store's clock: its NowFunc must be Clock.Now. Unused
+	// by [RunRelays], whose stores run on the wall clock.
 	Clock *Clock
 	// Lease is the store's partition lease.
 	Lease time.Duration

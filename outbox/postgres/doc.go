@@ -64,8 +64,14 @@
 // # Waking relays
 //
 // Put sends a NOTIFY on Config.Channel (delivered on commit). A
-// [Listener] waits for it on a connection of its own, with polling as the
-// fallback (a timeout, a lost connection).
+// [Listener] waits for it on a connection of its own; its Wait is the
+// relay's outbox.RelayConfig.WaitFunc, with polling as the fallback (the
+// poll interval, a lost connection that the next Wait reconnects):
+//
+//	l := store.Listener(pool)
+//	defer l.Close(ctx)
+//	relay, err := outbox.NewRelay(outbox.RelayConfig{Store: store, Client: sqsClient, QueueURL: url,
+//		WaitFunc: l.Wait, PollInterval: 30 * time.Second})
 //
 // # Privileges
 //

@@ -26,14 +26,24 @@ type Listener struct {
 
 // Listener returns a Listener on the store's channel. It connects on the
 // first Wait, taking one connection out of pool for good (until Close).
+// Give each relay its own: Waits on one Listener run one at a time.
 func (st *Store) Listener(pool *pgxpool.Pool) *Listener {
 	return &Listener{pool: pool, channel: st.cfg.Channel}
 }
 
 // Wait blocks until an event commits, d passes, or ctx ends, and reports
-// whether it was woken by a commit. Notifications that arrived since the
-// last Wait wake it at once, so a commit between a relay's poll and its
-// Wait is not missed once the Listener is connected.
+// whether the caller should poll now: woken by a commit, or just
+// (re)connected. Notifications that arrived since the last Wait wake it
+// at once, so a commit between a relay's poll and its Wait is not missed
+// once the Listener is connected; and the Wait that connects returns at
+// once, woken, because commits before its LISTEN were not heard. After an
+// error the connection is closed and the next Wait reconnects.
+//
+// It is an outbox.RelayConfig.WaitFunc:
+//
+//	l := store.Listener(pool)
+//	defer l.Close(ctx)
+//	relay, err := outbox.NewRelay(outbox.RelayConfig{Store: store, WaitFunc: l.Wait, PollInterval: time.Minute, ...})
 func (l *Listener) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -48,6 +58,7 @@ func (l *Listener) Wait(ctx context.Context, d time.Duration) (bool, error) {
 			return false, fmt.Errorf("outbox/postgres: listen: %w", err)
 		}
 		l.conn = conn
+		return true, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()

@@ -20,6 +20,9 @@ func TestListenerWakesOnCommit(t *testing.T) {
 	l := st.Listener(pool)
 	defer l.Close(ctx) //nolint:errcheck
 
+	if woke, err := l.Wait(ctx, time.Minute); err != nil || !woke {
+		t.Fatalf("the Wait that connects: woke=%v err=%v, want woken at once", woke, err)
+	}
 	if woke, err := l.Wait(ctx, 50*time.Millisecond); err != nil || woke {
 		t.Fatalf("Wait with nothing committed: woke=%v err=%v, want a timeout", woke, err)
 	}
@@ -57,5 +60,23 @@ func TestListenerWakesOnCommit(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Wait during a commit: %v", err)
+	}
+}
+
+// An event committed after the relay's last poll but before its Listener
+// connected is heard of: the Wait that connects returns at once, woken, so
+// the relay polls again with LISTEN in place.
+func TestListenerConnectWakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	st := newStore(t, pool, postgres.Config{Channel: "outbox_" + t.Name()})
+	l := st.Listener(pool)
+	defer l.Close(ctx) //nolint:errcheck
+	if err := commit(ctx, pool, st, outbox.Event{Entity: "a", Payload: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if woke, err := l.Wait(ctx, 5*time.Second); err != nil || !woke {
+		t.Fatalf("the first Wait, after a commit nobody heard: woke=%v err=%v, want woken at once", woke, err)
 	}
 }
