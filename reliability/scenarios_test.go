@@ -23,10 +23,23 @@ import (
 // Scenario 1: three workers; every ~2 s a random one gets SIGKILL and is
 // restarted. The kills must land on work in flight: the messages a killed
 // worker held come back after their visibility timeout and are settled
-// again with a receive_count above 1.
+// again with a receive_count above 1. It runs on each store; on PostgreSQL
+// a kill also drops the worker's connections, mid-transaction or not.
 func TestCrashes(t *testing.T) {
-	l := newLedger(t)
-	sent := l.send(size(2000, 20000), 0.10, 0.01)
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
+			n := size(2000, 20000)
+			if store == storePostgres {
+				n = size(600, 20000) // the short suite stays short
+			}
+			testCrashes(t, store, n)
+		})
+	}
+}
+
+func testCrashes(t *testing.T, store string, n int) {
+	l := newLedgerStore(t, store)
+	sent := l.send(n, 0.10, 0.01)
 	args := []string{"-concurrency", "16", "-visibility", "4s", "-log-level", "debug"}
 	workers := []*worker{l.startWorker(args...), l.startWorker(args...), l.startWorker(args...)}
 	all := append([]*worker(nil), workers...)
@@ -64,8 +77,21 @@ func TestCrashes(t *testing.T) {
 
 // Scenario 2: a fault-injecting proxy in front of both servers: 500/503,
 // throttling and connection resets on 10% of calls, 5% delayed by up to
-// 2 s.
+// 2 s. On PostgreSQL (TestFaults/postgres) the SQS proxy stays and the
+// database's faults are its own: see testFaultsPostgres.
 func TestFaults(t *testing.T) {
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
+			if store == storePostgres {
+				testFaultsPostgres(t)
+				return
+			}
+			testFaults(t)
+		})
+	}
+}
+
+func testFaults(t *testing.T) {
 	l := newLedger(t)
 	sent := l.send(size(1000, 5000), 0.10, 0.01)
 	cfg := faults.Config{ErrorRate: 0.10, DelayRate: 0.05, MaxDelay: 2 * time.Second}
@@ -100,6 +126,76 @@ func TestFaults(t *testing.T) {
 		if sqsProxy.Counts()[kind]+ddbProxy.Counts()[kind] == 0 {
 			t.Errorf("no %s fault was injected", kind)
 		}
+	}
+}
+
+// testFaultsPostgres: the SQS fault proxy as in testFaults, and the
+// workers' PostgreSQL connections reset again and again: every 300 to
+// 800 ms each backend of the two workers is ended with
+// pg_terminate_backend, many of them inside a transaction (between the
+// dedupe row and the commit, or during the commit itself, whose answer is
+// then lost). The transactions roll back or commit whole; the workers
+// reconnect and run them again or ack the redelivery as a duplicate.
+func testFaultsPostgres(t *testing.T) {
+	l := newLedgerStore(t, storePostgres)
+	sent := l.send(size(500, 5000), 0.10, 0.01)
+	sqsProxy, err := faults.Listen(os.Getenv("AWS_ENDPOINT_URL_SQS"), faults.Config{ErrorRate: 0.10, DelayRate: 0.05, MaxDelay: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqsProxy.Close()
+	l.env = withEnv(l.env, "AWS_ENDPOINT_URL_SQS="+sqsProxy.URL)
+	args := []string{"-concurrency", "16", "-visibility", "5s", "-log-level", "debug"}
+	w1, w2 := l.startWorker(args...), l.startWorker(args...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	type tally struct{ rounds, killed, inTx int }
+	done := make(chan tally, 1)
+	go func() {
+		var tl tally
+		defer func() { done <- tl }()
+		conn, err := l.pgConnect(ctx)
+		if err != nil {
+			t.Errorf("terminator: %v", err)
+			return
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(300+rand.IntN(500)) * time.Millisecond):
+			}
+			killed, inTx, err := l.terminateWorkers(ctx, conn)
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("terminate the workers' backends: %v", err)
+				}
+				return
+			}
+			tl.rounds++
+			tl.killed += killed
+			tl.inTx += inTx
+		}
+	}()
+	l.waitDrained(10 * time.Minute)
+	cancel()
+	tl := <-done
+	w1.kill()
+	w2.kill()
+	copies, _ := l.check(sent)
+	retried := 0
+	for _, w := range []*worker{w1, w2} {
+		b, err := os.ReadFile(w.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		retried += bytes.Count(b, []byte(`"msg":"postgres: transaction failed transiently; running it again"`))
+	}
+	report(t, "%d messages (%d distinct credits, %d malformed), 0 crashes; SQS: %d calls, %d faults %v; PostgreSQL: %d backends of the workers terminated in %d rounds, %d of them inside a transaction, %d transactions run again; invariants hold: %v; extra DLQ copies: %d",
+		sent.Messages, sent.Distinct, sent.Malformed, sqsProxy.Calls(), sqsProxy.Injected(), sqsProxy.Counts(), tl.killed, tl.rounds, tl.inTx, retried, !t.Failed(), copies)
+	if sqsProxy.Injected() == 0 || tl.killed == 0 || tl.inTx == 0 || retried == 0 {
+		t.Errorf("faults: %d on SQS, %d backends terminated (%d inside a transaction), %d transactions run again; want some of each", sqsProxy.Injected(), tl.killed, tl.inTx, retried)
 	}
 }
 
