@@ -30,7 +30,7 @@ func TestCrashes(t *testing.T) {
 		t.Run(store, func(t *testing.T) {
 			n := size(2000, 20000)
 			if store == storePostgres {
-				n = size(600, 20000) // the short suite stays short
+				n = size(4000, 40000) // it drains faster: more messages for the same number of kills
 			}
 			testCrashes(t, store, n)
 		})
