@@ -90,9 +90,9 @@ type ledger struct {
 	name  string
 	store string   // the ledger's -store: dynamodb or postgres
 	env   []string // the workers' environment (endpoints may point at a fault proxy)
-	sqs  *sqs.Client
-	ddb  *dynamodb.Client
-	urls struct{ queue, dlq string }
+	sqs   *sqs.Client
+	ddb   *dynamodb.Client
+	urls  struct{ queue, dlq string }
 }
 
 // The ledger's stores; the crash and fault scenarios run on each.
@@ -172,20 +172,47 @@ type worker struct {
 
 func (l *ledger) startWorker(args ...string) *worker {
 	l.t.Helper()
-	logf, err := os.CreateTemp(l.t.TempDir(), "worker-*.log")
+	return l.start("work", args...)
+}
+
+// start runs a long-lived ledger subcommand (work, relay, serve) as its own
+// process, its output in a log file; it is killed at cleanup.
+func (l *ledger) start(sub string, args ...string) *worker {
+	l.t.Helper()
+	logf, err := os.CreateTemp(l.t.TempDir(), sub+"-*.log")
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(bin, "ledger"), append([]string{"-queue", l.name, "-store", l.store, "work"}, args...)...)
+	cmd := exec.Command(filepath.Join(bin, "ledger"), append([]string{"-queue", l.name, "-store", l.store, sub}, args...)...)
 	cmd.Env = l.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		l.t.Fatalf("start worker: %v", err)
+		l.t.Fatalf("start %s: %v", sub, err)
 	}
 	w := &worker{cmd: cmd, log: logf.Name(), done: make(chan error, 1)}
 	go func() { w.done <- cmd.Wait(); logf.Close() }()
 	l.t.Cleanup(func() { w.kill() })
 	return w
+}
+
+// startServe runs `ledger serve` on a free port and returns its base URL.
+func (l *ledger) startServe(args ...string) (*worker, string) {
+	l.t.Helper()
+	w := l.start("serve", append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		b, err := os.ReadFile(w.log)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		for line := range bytes.Lines(b) {
+			if u, ok := bytes.CutPrefix(line, []byte("listening on ")); ok {
+				return w, string(bytes.TrimSpace(u))
+			}
+		}
+	}
+	b, _ := os.ReadFile(w.log)
+	l.t.Fatalf("serve did not print its address within 30 s:\n%s", b)
+	return nil, ""
 }
 
 // kill sends SIGKILL (to this worker's PID only) and waits for it.

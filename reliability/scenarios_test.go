@@ -3,10 +3,13 @@ package reliability
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -197,6 +200,124 @@ func testFaultsPostgres(t *testing.T) {
 	if sqsProxy.Injected() == 0 || tl.killed == 0 || tl.inTx == 0 || retried == 0 {
 		t.Errorf("faults: %d on SQS, %d backends terminated (%d inside a transaction), %d transactions run again; want some of each", sqsProxy.Injected(), tl.killed, tl.inTx, retried)
 	}
+}
+
+// Scenario 2b: credits come through the API (two `ledger serve`, clients
+// retrying their Idempotency-Keys) and reach the queue through the outbox;
+// every 0.5 to 1 s one of the two relays gets SIGKILL and is restarted, and
+// every other time one of the two workers too. A relay killed between a
+// send and its delete publishes the event again: the worker drops it as a
+// duplicate. Every distinct 201 is applied exactly once, and the DLQ stays
+// empty. It runs on each store.
+func TestRelayCrashes(t *testing.T) {
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
+			if store == storeDynamoDB && !full() {
+				// The API's crash test on DynamoDB runs in examples/ledger
+				// (TestServeRelayCrashes); the short suite stays short.
+				t.Skip("full suite only (SQSONCE_RELIABILITY=full)")
+			}
+			testRelayCrashes(t, store)
+		})
+	}
+}
+
+func testRelayCrashes(t *testing.T, store string) {
+	l := newLedgerStore(t, store)
+	_, u1 := l.startServe("-handler-delay", "10ms")
+	_, u2 := l.startServe()
+	wargs := []string{"-concurrency", "16", "-visibility", "4s", "-log-level", "debug"}
+	relays := []*worker{l.start("relay"), l.start("relay")}
+	workers := []*worker{l.startWorker(wargs...), l.startWorker(wargs...)}
+	allWorkers := append([]*worker(nil), workers...)
+
+	n := size(400, 4000)
+	type result struct {
+		out []byte
+		err error
+	}
+	posted := make(chan result, 1)
+	go func() {
+		cmd := exec.Command(filepath.Join(bin, "ledger"), "-queue", l.name, "-store", l.store,
+			"post", "-servers", u1+","+u2, "-n", fmt.Sprint(n), "-accounts", "20", "-concurrency", "16", "-json")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			err = fmt.Errorf("%w: %s", err, stderr.String())
+		}
+		posted <- result{out, err}
+	}()
+	pending := func() int {
+		var o struct {
+			Pending int `json:"pending"`
+			Dead    int `json:"dead"`
+		}
+		if err := json.Unmarshal(l.run("outbox", "-json"), &o); err != nil {
+			t.Fatal(err)
+		}
+		if o.Dead > 0 {
+			t.Errorf("%d outbox events parked (dead)", o.Dead)
+		}
+		return o.Pending
+	}
+	relayKills, busyRelayKills, workerKills := 0, 0, 0
+	var res result
+	// Kills every 0.5 to 1 s until the clients are done, and at least four.
+	for done := false; !done || relayKills < 4; {
+		select {
+		case res = <-posted:
+			done, posted = true, nil // from now on the select waits on the timer only
+		case <-time.After(time.Duration(500+rand.IntN(500)) * time.Millisecond):
+			if pending() > 0 {
+				busyRelayKills++
+			}
+			i := rand.IntN(len(relays))
+			relays[i].kill()
+			relays[i] = l.start("relay")
+			relayKills++
+			if relayKills%2 == 0 {
+				i := rand.IntN(len(workers))
+				workers[i].kill()
+				workers[i] = l.startWorker(wargs...)
+				allWorkers = append(allWorkers, workers[i])
+				workerKills++
+			}
+		}
+	}
+	if res.err != nil {
+		t.Fatalf("ledger post: %v", res.err)
+	}
+	var rep struct {
+		Created  int              `json:"created"`
+		Replays  int              `json:"replays"`
+		Total    int64            `json:"total"`
+		Accounts map[string]int64 `json:"accounts"`
+	}
+	if err := json.Unmarshal(res.out, &rep); err != nil {
+		t.Fatalf("post report %q: %v", res.out, err)
+	}
+	if rep.Created != n {
+		t.Fatalf("post: %d credits created, want %d", rep.Created, n)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); pending() > 0; time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the outbox still holds %d events after 2 minutes", pending())
+		}
+	}
+	l.waitDrained(5 * time.Minute)
+	duplicates := 0
+	for _, s := range settled(t, allWorkers...) {
+		if s.Outcome == "duplicate" {
+			duplicates++
+		}
+	}
+	copies, _ := l.check(sendReport{Distinct: rep.Created, Total: rep.Total, Accounts: rep.Accounts})
+	if relayKills < 3 || busyRelayKills == 0 {
+		t.Errorf("%d relay kills, %d with events pending; want at least 3, some with events pending", relayKills, busyRelayKills)
+	}
+	report(t, "%d credits POSTed through 2 servers (%d replays), %d relay SIGKILLs (%d with events pending), %d worker SIGKILLs, %d redeliveries acked as duplicates, 0 faults; invariants hold: %v; DLQ copies: %d",
+		rep.Created, rep.Replays, relayKills, busyRelayKills, workerKills, duplicates, !t.Failed(), copies)
 }
 
 // Scenario 3: handlers take 3× the visibility timeout: the heartbeat must
