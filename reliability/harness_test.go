@@ -480,14 +480,16 @@ func (l *ledger) pgExec(sql string) {
 	}
 }
 
-// terminateWorkers ends every PostgreSQL backend of this ledger's workers
+// terminateWorkers ends PostgreSQL backends of this ledger's workers
 // (their sessions' application_name is "ledger work <queue>") with
-// pg_terminate_backend, as a failover or an operator would, and returns
-// how many it ended and how many of those were inside a transaction.
-func (l *ledger) terminateWorkers(ctx context.Context, c *pgx.Conn) (killed, inTx int, err error) {
+// pg_terminate_backend, as a failover or an operator would: with inTxOnly
+// those inside a transaction, else all of them. It returns how many it
+// ended and how many of those were inside a transaction.
+func (l *ledger) terminateWorkers(ctx context.Context, c *pgx.Conn, inTxOnly bool) (killed, inTx int, err error) {
 	err = c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)),
 		count(*) FILTER (WHERE xact_start IS NOT NULL)
-		FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`,
-		"ledger work "+l.name).Scan(&killed, &inTx)
+		FROM pg_stat_activity
+		WHERE application_name = $1 AND pid <> pg_backend_pid() AND (NOT $2 OR xact_start IS NOT NULL)`,
+		"ledger work "+l.name, inTxOnly).Scan(&killed, &inTx)
 	return killed, inTx, err
 }

@@ -31,19 +31,21 @@ import (
 func TestCrashes(t *testing.T) {
 	for _, store := range stores {
 		t.Run(store, func(t *testing.T) {
-			n := size(2000, 20000)
+			var extra []string
 			if store == storePostgres {
-				n = size(4000, 40000) // it drains faster: more messages for the same number of kills
+				// It drains several times faster: a handler delay (outside
+				// the transaction) keeps it running for several kills.
+				extra = []string{"-handler-delay", "100ms"}
 			}
-			testCrashes(t, store, n)
+			testCrashes(t, store, extra...)
 		})
 	}
 }
 
-func testCrashes(t *testing.T, store string, n int) {
+func testCrashes(t *testing.T, store string, extra ...string) {
 	l := newLedgerStore(t, store)
-	sent := l.send(n, 0.10, 0.01)
-	args := []string{"-concurrency", "16", "-visibility", "4s", "-log-level", "debug"}
+	sent := l.send(size(2000, 20000), 0.10, 0.01)
+	args := append([]string{"-concurrency", "16", "-visibility", "4s", "-log-level", "debug"}, extra...)
 	workers := []*worker{l.startWorker(args...), l.startWorker(args...), l.startWorker(args...)}
 	all := append([]*worker(nil), workers...)
 	crashes, busyKills := 0, 0
@@ -134,10 +136,10 @@ func testFaults(t *testing.T) {
 
 // testFaultsPostgres: the SQS fault proxy as in testFaults, and the
 // workers' PostgreSQL connections reset again and again: every 300 to
-// 800 ms each backend of the two workers is ended with
-// pg_terminate_backend, many of them inside a transaction (between the
+// 800 ms backends of the two workers are ended with pg_terminate_backend,
+// two rounds in three those caught inside a transaction (between the
 // dedupe row and the commit, or during the commit itself, whose answer is
-// then lost). The transactions roll back or commit whole; the workers
+// then lost), every third round all of them. The transactions roll back or commit whole; the workers
 // reconnect and run them again or ack the redelivery as a duplicate.
 func testFaultsPostgres(t *testing.T) {
 	l := newLedgerStore(t, storePostgres)
@@ -148,7 +150,9 @@ func testFaultsPostgres(t *testing.T) {
 	}
 	defer sqsProxy.Close()
 	l.env = withEnv(l.env, "AWS_ENDPOINT_URL_SQS="+sqsProxy.URL)
-	args := []string{"-concurrency", "16", "-visibility", "5s", "-log-level", "debug"}
+	// 20 ms inside each transaction, after its statements: a backend
+	// ended then dies between the writes and the commit.
+	args := []string{"-concurrency", "16", "-visibility", "5s", "-tx-delay", "20ms", "-log-level", "debug"}
 	w1, w2 := l.startWorker(args...), l.startWorker(args...)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -169,7 +173,16 @@ func testFaultsPostgres(t *testing.T) {
 				return
 			case <-time.After(time.Duration(300+rand.IntN(500)) * time.Millisecond):
 			}
-			killed, inTx, err := l.terminateWorkers(ctx, conn)
+			// Two rounds in three end the backends caught inside a
+			// transaction (polled for up to a second); the third ends all.
+			all := tl.rounds%3 == 2
+			var killed, inTx int
+			for poll := 0; poll < 100 && killed == 0 && err == nil; poll++ {
+				killed, inTx, err = l.terminateWorkers(ctx, conn, !all)
+				if killed == 0 {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					t.Errorf("terminate the workers' backends: %v", err)

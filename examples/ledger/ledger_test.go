@@ -210,7 +210,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nope"}, {"-queue", "a.b", "status"}, {"send", "-n", "-1"}, {"send", "-dup-rate", "2"},
 		{"work", "-log-level", "loud"}, {"work", "-concurrency", "0"}, {"balances", "extra"},
-		{"-store", "mysql", "balances"}, {"-store", "postgres", "-queue", strings.Repeat("x", 60), "-fifo", "balances"},
+		{"-store", "mysql", "balances"}, {"work", "-tx-delay", "1s"}, {"-store", "postgres", "-queue", strings.Repeat("x", 60), "-fifo", "balances"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {

@@ -45,7 +45,7 @@ const usage = `usage: ledger [-queue NAME] [-fifo] [-store dynamodb|postgres] CO
 commands:
   setup      create the queue NAME, its DLQ NAME-dlq and the ledger's tables (postgres: its schema, migrated)
   send       send credits: -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
-  work       consume until SIGTERM/SIGINT: [-concurrency C] [-visibility D] [-handler-delay D] [-log-level L]
+  work       consume until SIGTERM/SIGINT: [-concurrency C] [-visibility D] [-handler-delay D] [-tx-delay D] [-log-level L]
   balances   print each account's balance and the total [-json]
   status     print the queue's and the DLQ's message counts [-json]
   audit      check the journal: how many credits were applied, and whether any twice [-json]

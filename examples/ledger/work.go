@@ -26,6 +26,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	concurrency := fs.Int("concurrency", 16, "handlers at once")
 	visibility := fs.Duration("visibility", 0, "visibility timeout asked for on receive (whole seconds; 0: the queue's)")
 	handlerDelay := fs.Duration("handler-delay", 0, "sleep inside the handler, to show the heartbeat at work")
+	txDelay := fs.Duration("tx-delay", 0, "-store postgres: sleep inside the transaction before its commit, to make a backend killed mid-transaction observable")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error; debug logs one line per settled message")
 	shutdown := fs.Duration("shutdown-timeout", workShutdownTimeout, "how long the drain waits for running handlers")
 	var level zapcore.Level
@@ -35,6 +36,9 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		}
 		if *concurrency < 1 {
 			return usagef("work: -concurrency must be ≥ 1")
+		}
+		if *txDelay < 0 || (*txDelay > 0 && g.store != storePostgres) {
+			return usagef("work: -tx-delay must not be negative, and needs -store postgres")
 		}
 		if *handlerDelay < 0 || *visibility < 0 || *shutdown <= 0 {
 			return usagef("work: -handler-delay and -visibility must not be negative, -shutdown-timeout must be positive")
@@ -59,7 +63,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	delay := *handlerDelay
 	var handler consumer.Handler
 	if n.Store == storePostgres {
-		handler, err = postgresHandler(ctx, n, c, logger, delay)
+		handler, err = postgresHandler(ctx, n, c, logger, delay, *txDelay)
 	} else {
 		handler, err = dynamoHandler(ctx, n, c, logger, delay)
 	}
@@ -116,8 +120,8 @@ func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, 
 // postgresHandler applies a credit in one PostgreSQL transaction: the
 // dedupe row first, then the balance and the journal row. The handler
 // delay runs before the transaction, so a slow handler holds no
-// connection.
-func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration) (consumer.Handler, error) {
+// connection; txDelay runs inside it, after the credit's statements.
+func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay, txDelay time.Duration) (consumer.Handler, error) {
 	store, err := dedupepg.New(dedupepg.Config{DB: c.pg, Namespace: n.Queue, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -133,7 +137,10 @@ func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger
 		if err != nil {
 			return consumer.Permanent(err)
 		}
-		return applyCreditTx(ctx, tx, cr)
+		if err := applyCreditTx(ctx, tx, cr); err != nil {
+			return err
+		}
+		return sleep(ctx, txDelay)
 	})
 	return consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 		if _, err := parseCredit(msg.Body); err != nil {
