@@ -1,6 +1,7 @@
 // Package reliability holds sqsonce's reliability suite: scenarios that
 // attack the ledger example (crashes, injected faults, slow handlers,
-// shutdown under load, bad input, redrive under crash) on the local stack
+// shutdown under load, bad input, redrive under crash, relays killed while
+// the API's credits flow through the outbox) on the local stack
 // and then check the promise of docs/architecture.md (which the README
 // states too): the total applied equals the sum over distinct valid
 // credits, no credit was applied twice, the source queue is empty, and the
@@ -8,7 +9,11 @@
 // checks that its attack happened: that crashes hit in-flight work, that
 // faults were injected, that SIGTERM came with at least 100 messages in
 // flight, that the bad input reached the consumer, that sqs-redrive was
-// killed mid-move.
+// killed mid-move. The crash and fault scenarios run on both of the
+// ledger's stores (-store dynamodb and -store postgres: TestCrashes/postgres,
+// TestFaults/postgres, TestRelayCrashes/postgres); on PostgreSQL the faults
+// are the SQS proxy's plus the workers' backends ended again and again
+// with pg_terminate_backend, inside transactions too.
 //
 // `make test` runs a short version; `make test-reliability` runs the full
 // one (SQSONCE_RELIABILITY=full) and prints, per scenario, messages

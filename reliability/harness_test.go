@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/sqsonce/sqsonce/consumer"
@@ -85,17 +86,37 @@ type sendReport struct {
 
 // ledger is one ledger example instance with its own queue and tables.
 type ledger struct {
-	t    *testing.T
-	name string
-	env  []string // the workers' environment (endpoints may point at a fault proxy)
-	sqs  *sqs.Client
-	ddb  *dynamodb.Client
-	urls struct{ queue, dlq string }
+	t     *testing.T
+	name  string
+	store string   // the ledger's -store: dynamodb or postgres
+	env   []string // the workers' environment (endpoints may point at a fault proxy)
+	sqs   *sqs.Client
+	ddb   *dynamodb.Client
+	urls  struct{ queue, dlq string }
 }
+
+// The ledger's stores; the crash and fault scenarios run on each.
+const (
+	storeDynamoDB = "dynamodb"
+	storePostgres = "postgres"
+)
+
+var stores = []string{storeDynamoDB, storePostgres}
 
 func newLedger(t *testing.T) *ledger {
 	t.Helper()
-	l := &ledger{t: t, name: testenv.Name("rel"), env: os.Environ(), sqs: testenv.SQS(t), ddb: testenv.Dynamo(t)}
+	return newLedgerStore(t, storeDynamoDB)
+}
+
+// newLedgerStore sets up a ledger on store (with postgres, a schema of its
+// own, dropped at cleanup).
+func newLedgerStore(t *testing.T, store string) *ledger {
+	t.Helper()
+	l := &ledger{t: t, name: testenv.Name("rel"), store: store, env: os.Environ(), sqs: testenv.SQS(t), ddb: testenv.Dynamo(t)}
+	if store == storePostgres {
+		testenv.PostgresURL(t)
+		t.Cleanup(func() { l.pgExec("DROP SCHEMA IF EXISTS " + pgx.Identifier{l.name}.Sanitize() + " CASCADE") })
+	}
 	l.run("setup")
 	for _, q := range []struct {
 		name string
@@ -122,7 +143,7 @@ func newLedger(t *testing.T) *ledger {
 // run runs a ledger subcommand to completion and returns its stdout.
 func (l *ledger) run(args ...string) []byte {
 	l.t.Helper()
-	cmd := exec.Command(filepath.Join(bin, "ledger"), append([]string{"-queue", l.name}, args...)...)
+	cmd := exec.Command(filepath.Join(bin, "ledger"), append([]string{"-queue", l.name, "-store", l.store}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -151,20 +172,47 @@ type worker struct {
 
 func (l *ledger) startWorker(args ...string) *worker {
 	l.t.Helper()
-	logf, err := os.CreateTemp(l.t.TempDir(), "worker-*.log")
+	return l.start("work", args...)
+}
+
+// start runs a long-lived ledger subcommand (work, relay, serve) as its own
+// process, its output in a log file; it is killed at cleanup.
+func (l *ledger) start(sub string, args ...string) *worker {
+	l.t.Helper()
+	logf, err := os.CreateTemp(l.t.TempDir(), sub+"-*.log")
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(bin, "ledger"), append([]string{"-queue", l.name, "work"}, args...)...)
+	cmd := exec.Command(filepath.Join(bin, "ledger"), append([]string{"-queue", l.name, "-store", l.store, sub}, args...)...)
 	cmd.Env = l.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		l.t.Fatalf("start worker: %v", err)
+		l.t.Fatalf("start %s: %v", sub, err)
 	}
 	w := &worker{cmd: cmd, log: logf.Name(), done: make(chan error, 1)}
 	go func() { w.done <- cmd.Wait(); logf.Close() }()
 	l.t.Cleanup(func() { w.kill() })
 	return w
+}
+
+// startServe runs `ledger serve` on a free port and returns its base URL.
+func (l *ledger) startServe(args ...string) (*worker, string) {
+	l.t.Helper()
+	w := l.start("serve", append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		b, err := os.ReadFile(w.log)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		for line := range bytes.Lines(b) {
+			if u, ok := bytes.CutPrefix(line, []byte("listening on ")); ok {
+				return w, string(bytes.TrimSpace(u))
+			}
+		}
+	}
+	b, _ := os.ReadFile(w.log)
+	l.t.Fatalf("serve did not print its address within 30 s:\n%s", b)
+	return nil, ""
 }
 
 // kill sends SIGKILL (to this worker's PID only) and waits for it.
@@ -409,4 +457,39 @@ func (l *ledger) sendRaw(body string, attrs map[string]sqstypes.MessageAttribute
 		QueueUrl: aws.String(l.urls.queue), MessageBody: aws.String(body), MessageAttributes: attrs,
 	})
 	return err
+}
+
+// pgConnect connects to DATABASE_URL as an administrator would.
+func (l *ledger) pgConnect(ctx context.Context) (*pgx.Conn, error) {
+	return pgx.Connect(ctx, testenv.PostgresURL(l.t))
+}
+
+// pgExec runs one statement on DATABASE_URL, reporting a failure.
+func (l *ledger) pgExec(sql string) {
+	l.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := l.pgConnect(ctx)
+	if err != nil {
+		l.t.Errorf("%s: %v", sql, err)
+		return
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(ctx, sql); err != nil {
+		l.t.Errorf("%s: %v", sql, err)
+	}
+}
+
+// terminateWorkers ends PostgreSQL backends of this ledger's workers
+// (their sessions' application_name is "ledger work <queue>") with
+// pg_terminate_backend, as a failover or an operator would: with inTxOnly
+// those inside a transaction, else all of them. It returns how many it
+// ended and how many of those were inside a transaction.
+func (l *ledger) terminateWorkers(ctx context.Context, c *pgx.Conn, inTxOnly bool) (killed, inTx int, err error) {
+	err = c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)),
+		count(*) FILTER (WHERE xact_start IS NOT NULL)
+		FROM pg_stat_activity
+		WHERE application_name = $1 AND pid <> pg_backend_pid() AND (NOT $2 OR xact_start IS NOT NULL)`,
+		"ledger work "+l.name, inTxOnly).Scan(&killed, &inTx)
+	return killed, inTx, err
 }

@@ -114,8 +114,10 @@ func (p *proc) kill() {
 }
 
 func (l *ledgerCLI) apiCleanup(t *testing.T) {
-	g := &global{name: l.args[1], fifo: len(l.args) > 2}
-	n, _ := g.names()
+	if l.store == storePostgres {
+		return // the schema goes, with every table
+	}
+	n := l.names()
 	t.Cleanup(func() {
 		ddb := testenv.Dynamo(t)
 		for _, tb := range []string{n.IdempotencyTable, n.Outbox} {
@@ -165,7 +167,13 @@ func post(t *testing.T, url, token, key, body string) httpAnswer {
 
 // The statuses of the API, one by one, on two servers sharing the tables.
 func TestServeStatuses(t *testing.T) {
-	l := newLedgerCLI(t, false)
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) { testServeStatuses(t, store) })
+	}
+}
+
+func testServeStatuses(t *testing.T, store string) {
+	l := newLedgerCLIStore(t, false, store)
 	l.apiCleanup(t)
 	slow := l.start(t, "serve", "-addr", "127.0.0.1:0", "-handler-delay", "1500ms")
 	fast := l.start(t, "serve", "-addr", "127.0.0.1:0")
@@ -222,7 +230,13 @@ func TestServeStatuses(t *testing.T) {
 // both servers) while one server and the relay are killed with SIGKILL and
 // restarted: every distinct 201 is applied exactly once.
 func TestServeRelayCrashes(t *testing.T) {
-	l := newLedgerCLI(t, false)
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) { testServeRelayCrashes(t, store) })
+	}
+}
+
+func testServeRelayCrashes(t *testing.T, store string) {
+	l := newLedgerCLIStore(t, false, store)
 	l.apiCleanup(t)
 	s1 := l.start(t, "serve", "-addr", "127.0.0.1:0", "-handler-delay", "20ms")
 	s2 := l.start(t, "serve", "-addr", "127.0.0.1:0")
@@ -284,7 +298,13 @@ func TestServeRelayCrashes(t *testing.T) {
 // With -fifo each account's credits reach the queue in the order their
 // POSTs committed.
 func TestRelayFIFOOrder(t *testing.T) {
-	l := newLedgerCLI(t, true)
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) { testRelayFIFOOrder(t, store) })
+	}
+}
+
+func testRelayFIFOOrder(t *testing.T, store string) {
+	l := newLedgerCLIStore(t, true, store)
 	l.apiCleanup(t)
 	s := l.start(t, "serve", "-addr", "127.0.0.1:0")
 	relays := []*proc{l.start(t, "relay"), l.start(t, "relay")}
@@ -296,8 +316,7 @@ func TestRelayFIFOOrder(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
-	g := &global{name: l.args[1], fifo: true}
-	n, _ := g.names()
+	n := l.names()
 	sq := testenv.SQS(t)
 	c := clients{sqs: sq}
 	queueURL, err := c.queueURL(context.Background(), n.Queue)

@@ -22,7 +22,14 @@ func cmdBalances(ctx context.Context, g *global, args []string, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	accounts, total, err := balances(ctx, c.ddb, n.Ledger)
+	defer c.close()
+	var accounts map[string]int64
+	var total int64
+	if n.Store == storePostgres {
+		accounts, total, err = balancesPostgres(ctx, c.pg)
+	} else {
+		accounts, total, err = balances(ctx, c.ddb, n.Ledger)
+	}
 	if err != nil {
 		return err
 	}
@@ -87,6 +94,14 @@ func cmdStatus(ctx context.Context, g *global, args []string, stdout, stderr io.
 	n, c, err := g.open(ctx, fs, args, nil)
 	if err != nil {
 		return err
+	}
+	defer c.close()
+	if n.Store == storePostgres {
+		// The counts are the queues'; the ledger's tables must exist all
+		// the same, as `status` on DynamoDB needs its queues.
+		if err := checkPostgres(ctx, c.pg, n.Schema); err != nil {
+			return err
+		}
 	}
 	var st queueStatus
 	for _, q := range []struct {

@@ -12,16 +12,28 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
+	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
 	"github.com/sqsonce/sqsonce/localstack/awslocal"
 )
 
 // global holds the flags every subcommand takes.
 type global struct {
-	name string
-	fifo bool
+	name  string
+	fifo  bool
+	store string // "dynamodb" or "postgres"
 }
 
-func newGlobal() *global { return &global{name: "ledger"} }
+// The stores the ledger keeps its balances, journal, dedupe records, outbox
+// and idempotency keys in.
+const (
+	storeDynamoDB = "dynamodb"
+	storePostgres = "postgres"
+)
+
+func newGlobal() *global { return &global{name: "ledger", store: storeDynamoDB} }
 
 // flagSet returns a flag set with the global flags bound, so they may stand
 // before or after the subcommand.
@@ -30,6 +42,7 @@ func (g *global) flagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.StringVar(&g.name, "queue", g.name, "ledger `NAME`: the queue; every other resource name derives from it")
 	fs.BoolVar(&g.fifo, "fifo", g.fifo, "use the FIFO queue NAME.fifo (message group = account)")
+	fs.StringVar(&g.store, "store", g.store, "where the ledger's data lives: dynamodb, or postgres (DATABASE_URL; one schema per ledger)")
 	return fs
 }
 
@@ -74,6 +87,10 @@ func (g *global) open(ctx context.Context, fs *flag.FlagSet, args []string, chec
 		return names{}, clients{}, err
 	}
 	c, err := newClients(ctx)
+	if err != nil || n.Store != storePostgres {
+		return n, c, err
+	}
+	c.pg, err = openPostgres(ctx, n.Schema, "ledger "+fs.Name()+" "+n.Queue)
 	return n, c, err
 }
 
@@ -85,6 +102,9 @@ type names struct {
 	// credits the API accepted, until the relay has sent them to Queue.
 	IdempotencyTable, Outbox string
 	FIFO                     bool
+	// Store is "dynamodb" or "postgres"; Schema the ledger's PostgreSQL
+	// schema, which holds all its tables there.
+	Store, Schema string
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,60}$`)
@@ -93,12 +113,22 @@ func (g *global) names() (names, error) {
 	if !validName.MatchString(g.name) {
 		return names{}, usagef("-queue %q: use 1 to 60 letters, digits, '-' or '_' (the .fifo suffix comes from -fifo)", g.name)
 	}
+	if g.store != storeDynamoDB && g.store != storePostgres {
+		return names{}, usagef("-store %q: use dynamodb or postgres", g.store)
+	}
 	base := g.name
 	if g.fifo {
 		base += "-fifo"
 	}
 	n := names{Queue: g.name, DLQ: g.name + "-dlq", DedupeTable: base + "-dedupe", Ledger: base + "-accounts",
-		IdempotencyTable: base + "-idempotency", Outbox: base + "-outbox", FIFO: g.fifo}
+		IdempotencyTable: base + "-idempotency", Outbox: base + "-outbox", FIFO: g.fifo, Store: g.store, Schema: base}
+	if g.store == storePostgres {
+		n.DedupeTable, n.Ledger = qualified(base, dedupepg.Table), qualified(base, tableAccounts)
+		n.IdempotencyTable, n.Outbox = qualified(base, idempg.Table), qualified(base, "sqsonce_outbox")
+		if len(base) > maxIdentifier {
+			return names{}, usagef("-queue %q: with -store postgres the schema %q must fit PostgreSQL's %d-byte names", g.name, base, maxIdentifier)
+		}
+	}
 	if g.fifo {
 		n.Queue += ".fifo"
 		n.DLQ += ".fifo"
@@ -110,6 +140,14 @@ func (g *global) names() (names, error) {
 type clients struct {
 	sqs *sqs.Client
 	ddb *dynamodb.Client
+	pg  *pgxpool.Pool // with -store postgres: on the ledger's schema
+}
+
+// close closes the PostgreSQL pool, if any.
+func (c clients) close() {
+	if c.pg != nil {
+		c.pg.Close()
+	}
 }
 
 func newClients(ctx context.Context) (clients, error) {

@@ -58,7 +58,14 @@ func cmdAudit(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	defer c.close()
 	var rep auditReport
+	if n.Store == storePostgres {
+		if rep, err = auditPostgres(ctx, c.pg); err != nil {
+			return err
+		}
+		return printAudit(stdout, rep, *asJSON)
+	}
 	p := dynamodb.NewScanPaginator(c.ddb, &dynamodb.ScanInput{TableName: aws.String(n.Ledger), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -79,11 +86,15 @@ func cmdAudit(ctx context.Context, g *global, args []string, stdout, stderr io.W
 			}
 		}
 	}
+	return printAudit(stdout, rep, *asJSON)
+}
+
+func printAudit(stdout io.Writer, rep auditReport, asJSON bool) error {
 	sort.Strings(rep.Examples)
 	if len(rep.Examples) > 10 {
 		rep.Examples = rep.Examples[:10]
 	}
-	if *asJSON {
+	if asJSON {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	fmt.Fprintf(stdout, "%d credits applied (total %d); %d applied more than once %v\n", rep.Credits, rep.Total, rep.AppliedTwice, rep.Examples)

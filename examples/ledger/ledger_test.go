@@ -11,26 +11,46 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
 // ledgerCLI runs the ledger in-process against the local stack.
 type ledgerCLI struct {
-	t    *testing.T
-	args []string // -queue NAME [-fifo]
+	t     *testing.T
+	args  []string // -queue NAME [-fifo] [-store S]
+	fifo  bool
+	store string
 }
+
+// stores are the ledger's stores, for tests that run on each.
+var stores = []string{storeDynamoDB, storePostgres}
 
 func newLedgerCLI(t *testing.T, fifo bool) *ledgerCLI {
 	t.Helper()
+	return newLedgerCLIStore(t, fifo, storeDynamoDB)
+}
+
+// newLedgerCLIStore is a fresh ledger on store; its queues, tables or
+// schema are deleted at cleanup.
+func newLedgerCLIStore(t *testing.T, fifo bool, store string) *ledgerCLI {
+	t.Helper()
 	testenv.Config(t) // fails, or skips outside make test, without the stack
-	l := &ledgerCLI{t: t, args: []string{"-queue", testenv.Name("ledger")}}
+	l := &ledgerCLI{t: t, args: []string{"-queue", testenv.Name("ledger")}, fifo: fifo, store: store}
 	if fifo {
 		l.args = append(l.args, "-fifo")
 	}
+	if store == storePostgres {
+		testenv.PostgresURL(t)
+		l.args = append(l.args, "-store", store)
+	}
 	l.ok("setup")
-	g := &global{name: l.args[1], fifo: fifo}
+	g := &global{name: l.args[1], fifo: fifo, store: store}
 	n, _ := g.names()
+	if store == storePostgres {
+		t.Cleanup(func() { dropSchema(t, n.Schema) })
+	}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		sq, ddb := testenv.SQS(t), testenv.Dynamo(t)
@@ -44,6 +64,31 @@ func newLedgerCLI(t *testing.T, fifo bool) *ledgerCLI {
 		}
 	})
 	return l
+}
+
+// dropSchema drops a postgres ledger's schema.
+func dropSchema(t *testing.T, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, testenv.PostgresURL(t))
+	if err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
+		return
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
+	}
+}
+
+// names are the ledger's resource names.
+func (l *ledgerCLI) names() names {
+	g := &global{name: l.args[1], fifo: l.fifo, store: l.store}
+	n, err := g.names()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return n
 }
 
 func (l *ledgerCLI) run(ctx context.Context, args ...string) (int, string, string) {
@@ -96,53 +141,67 @@ func (l *ledgerCLI) work() {
 // documented shape, and two ledgers that share nothing.
 func TestContract(t *testing.T) {
 	t.Parallel()
-	for _, fifo := range []bool{false, true} {
-		t.Run(map[bool]string{false: "standard", true: "fifo"}[fifo], func(t *testing.T) {
-			t.Parallel()
-			a, b := newLedgerCLI(t, fifo), newLedgerCLI(t, fifo)
-			var sent sendReport
-			if err := json.Unmarshal([]byte(a.ok("send", "-n", "60", "-accounts", "3", "-dup-rate", "0.5", "-bad-rate", "0.1", "-json")), &sent); err != nil {
-				t.Fatal(err)
-			}
-			if sent.Distinct != 60 || sent.Duplicates != 30 || sent.Malformed != 6 || sent.Messages != 96 {
-				t.Fatalf("send report %+v", sent)
-			}
-			b.ok("send", "-n", "5")
-			a.work()
+	for _, store := range stores {
+		for _, fifo := range []bool{false, true} {
+			t.Run(store+"/"+map[bool]string{false: "standard", true: "fifo"}[fifo], func(t *testing.T) {
+				t.Parallel()
+				testContract(t, store, fifo)
+			})
+		}
+	}
+}
 
-			raw := a.ok("balances", "-json")
-			var bal map[string]json.RawMessage
-			if err := json.Unmarshal([]byte(raw), &bal); err != nil || len(bal) != 2 || bal["accounts"] == nil || bal["total"] == nil {
-				t.Fatalf(`balances -json = %s; want {"accounts":{...},"total":N}`, raw)
-			}
-			var got struct {
-				Accounts map[string]int64
-				Total    int64
-			}
-			_ = json.Unmarshal([]byte(raw), &got)
-			if got.Total != sent.Total || len(got.Accounts) != len(sent.Accounts) {
-				t.Fatalf("balances %+v, sent %+v", got, sent)
-			}
-			for acct, v := range sent.Accounts {
-				if got.Accounts[acct] != v {
-					t.Errorf("account %s: %d, want %d", acct, got.Accounts[acct], v)
-				}
-			}
-			var st queueStatus
-			_ = json.Unmarshal([]byte(a.ok("status", "-json")), &st)
-			if st.DLQVisible < sent.Malformed {
-				t.Errorf("DLQ holds %d, want the %d malformed credits", st.DLQVisible, sent.Malformed)
-			}
-			// Ledger b was sent credits but never worked: nothing of a's
-			// reaches it, and its queue still holds its own five.
-			if out := b.ok("balances", "-json"); out != "{\"accounts\":{},\"total\":0}\n" {
-				t.Errorf("the other ledger's balances: %s", out)
-			}
-			_ = json.Unmarshal([]byte(b.ok("status", "-json")), &st)
-			if st.Visible != 5 {
-				t.Errorf("the other ledger's queue holds %d, want 5", st.Visible)
-			}
-		})
+func testContract(t *testing.T, store string, fifo bool) {
+	a, b := newLedgerCLIStore(t, fifo, store), newLedgerCLIStore(t, fifo, store)
+	var sent sendReport
+	if err := json.Unmarshal([]byte(a.ok("send", "-n", "60", "-accounts", "3", "-dup-rate", "0.5", "-bad-rate", "0.1", "-json")), &sent); err != nil {
+		t.Fatal(err)
+	}
+	if sent.Distinct != 60 || sent.Duplicates != 30 || sent.Malformed != 6 || sent.Messages != 96 {
+		t.Fatalf("send report %+v", sent)
+	}
+	b.ok("send", "-n", "5")
+	a.work()
+
+	raw := a.ok("balances", "-json")
+	var bal map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &bal); err != nil || len(bal) != 2 || bal["accounts"] == nil || bal["total"] == nil {
+		t.Fatalf(`balances -json = %s; want {"accounts":{...},"total":N}`, raw)
+	}
+	var got struct {
+		Accounts map[string]int64
+		Total    int64
+	}
+	_ = json.Unmarshal([]byte(raw), &got)
+	if got.Total != sent.Total || len(got.Accounts) != len(sent.Accounts) {
+		t.Fatalf("balances %+v, sent %+v", got, sent)
+	}
+	for acct, v := range sent.Accounts {
+		if got.Accounts[acct] != v {
+			t.Errorf("account %s: %d, want %d", acct, got.Accounts[acct], v)
+		}
+	}
+	var st queueStatus
+	_ = json.Unmarshal([]byte(a.ok("status", "-json")), &st)
+	if st.DLQVisible < sent.Malformed {
+		t.Errorf("DLQ holds %d, want the %d malformed credits", st.DLQVisible, sent.Malformed)
+	}
+	// Ledger b was sent credits but never worked: nothing of a's
+	// reaches it, and its queue still holds its own five.
+	if out := b.ok("balances", "-json"); out != "{\"accounts\":{},\"total\":0}\n" {
+		t.Errorf("the other ledger's balances: %s", out)
+	}
+	_ = json.Unmarshal([]byte(b.ok("status", "-json")), &st)
+	if st.Visible != 5 {
+		t.Errorf("the other ledger's queue holds %d, want 5", st.Visible)
+	}
+	// Every credit is in the journal once: duplicates were not applied.
+	var audit auditReport
+	if err := json.Unmarshal([]byte(a.ok("audit", "-json")), &audit); err != nil {
+		t.Fatal(err)
+	}
+	if audit.Credits != sent.Distinct || audit.Total != sent.Total || audit.AppliedTwice != 0 {
+		t.Errorf("audit %+v, want %d credits totalling %d, none twice", audit, sent.Distinct, sent.Total)
 	}
 }
 
@@ -151,6 +210,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nope"}, {"-queue", "a.b", "status"}, {"send", "-n", "-1"}, {"send", "-dup-rate", "2"},
 		{"work", "-log-level", "loud"}, {"work", "-concurrency", "0"}, {"balances", "extra"},
+		{"-store", "mysql", "balances"}, {"work", "-tx-delay", "1s"}, {"-store", "postgres", "-queue", strings.Repeat("x", 60), "-fifo", "balances"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {

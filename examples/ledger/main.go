@@ -15,9 +15,13 @@
 //	                                  a client of serve, retrying keys as real clients do
 //	ledger outbox [-requeue] [-json]  pending and parked events of the outbox
 //
-// Every subcommand takes -queue NAME (default "ledger") and -fifo; every
-// resource name derives from them. Endpoints, region and credentials come
-// from the standard AWS SDK variables and config.
+// Every subcommand takes -queue NAME (default "ledger"), -fifo and -store
+// (dynamodb, the default, or postgres); every resource name derives from
+// them. Endpoints, region and credentials come from the standard AWS SDK
+// variables and config. With -store postgres the balances, journal, dedupe
+// rows, outbox and Idempotency-Key records live in PostgreSQL
+// (DATABASE_URL), in a schema named after the ledger that `setup` creates
+// with sqsonce's migrations; the queues stay in SQS.
 package main
 
 import (
@@ -36,12 +40,12 @@ func main() {
 	os.Exit(code)
 }
 
-const usage = `usage: ledger [-queue NAME] [-fifo] COMMAND [flags]
+const usage = `usage: ledger [-queue NAME] [-fifo] [-store dynamodb|postgres] COMMAND [flags]
 
 commands:
-  setup      create the queue NAME, its DLQ NAME-dlq and the dedupe and accounts tables
+  setup      create the queue NAME, its DLQ NAME-dlq and the ledger's tables (postgres: its schema, migrated)
   send       send credits: -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
-  work       consume until SIGTERM/SIGINT: [-concurrency C] [-visibility D] [-handler-delay D] [-log-level L]
+  work       consume until SIGTERM/SIGINT: [-concurrency C] [-visibility D] [-handler-delay D] [-tx-delay D] [-log-level L]
   balances   print each account's balance and the total [-json]
   status     print the queue's and the DLQ's message counts [-json]
   audit      check the journal: how many credits were applied, and whether any twice [-json]

@@ -7,8 +7,27 @@ import (
 	"io"
 	"time"
 
+	"github.com/sqsonce/sqsonce/outbox"
 	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
+	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
 )
+
+// openOutbox opens the ledger's outbox in its store, checking that it
+// exists. lease is the relay's partition lease (0: the store's default).
+func openOutbox(ctx context.Context, n names, c clients, lease time.Duration) (outbox.Store, error) {
+	if n.Store == storePostgres {
+		if err := checkPostgres(ctx, c.pg, n.Schema); err != nil {
+			return nil, err
+		}
+		// The channel is the ledger's, so that another ledger's commits
+		// do not wake this one's relays.
+		return outboxpg.New(outboxpg.Config{DB: c.pg, Lease: lease, Channel: outboxChannel(n)})
+	}
+	if err := outboxdynamo.Check(ctx, c.ddb, n.Outbox); err != nil {
+		return nil, fmt.Errorf("%w (run `ledger setup` first)", err)
+	}
+	return outboxdynamo.New(outboxdynamo.Config{Client: c.ddb, Table: n.Outbox, Lease: lease})
+}
 
 // outboxReport is what `ledger outbox -json` prints.
 type outboxReport struct {
@@ -29,10 +48,8 @@ func cmdOutbox(ctx context.Context, g *global, args []string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	if err := outboxdynamo.Check(ctx, c.ddb, n.Outbox); err != nil {
-		return fmt.Errorf("%w (run `ledger setup` first)", err)
-	}
-	box, err := outboxdynamo.New(outboxdynamo.Config{Client: c.ddb, Table: n.Outbox})
+	defer c.close()
+	box, err := openOutbox(ctx, n, c, 0)
 	if err != nil {
 		return err
 	}

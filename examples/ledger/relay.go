@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
 )
 
 func cmdRelay(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
@@ -27,6 +25,7 @@ func cmdRelay(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	defer c.close()
 	logger, err := consumer.NewLogger(level)
 	if err != nil {
 		return err
@@ -37,10 +36,7 @@ func cmdRelay(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	if err := outboxdynamo.Check(ctx, c.ddb, n.Outbox); err != nil {
-		return fmt.Errorf("%w (run `ledger setup` first)", err)
-	}
-	box, err := outboxdynamo.New(outboxdynamo.Config{Client: c.ddb, Table: n.Outbox, Lease: 5 * time.Second})
+	box, err := openOutbox(ctx, n, c, 5*time.Second)
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,7 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
+	defer c.close()
 	queueURL, err := c.queueURL(ctx, names.Queue)
 	if err != nil {
 		return err

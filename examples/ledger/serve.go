@@ -56,6 +56,7 @@ func cmdServe(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	defer c.close()
 	logger, err := consumer.NewLogger(level)
 	if err != nil {
 		return err
@@ -63,19 +64,17 @@ func cmdServe(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	defer func() { _ = logger.Sync() }()
 	logger = logger.With(zap.String("ledger", n.Queue))
 
-	keys, err := idemdynamo.New(idemdynamo.Config{Client: c.ddb, Table: n.IdempotencyTable, Namespace: n.Queue, Logger: logger})
+	var (
+		keys    idempotency.Store
+		credits http.Handler
+	)
+	if n.Store == storePostgres {
+		keys, credits, err = postgresCredits(ctx, n, c, *handlerDelay)
+	} else {
+		keys, credits, err = dynamoCredits(ctx, n, c, logger, *handlerDelay)
+	}
 	if err != nil {
 		return err
-	}
-	if err := keys.Check(ctx); err != nil {
-		return fmt.Errorf("%w (run `ledger setup` first)", err)
-	}
-	box, err := outboxdynamo.New(outboxdynamo.Config{Client: c.ddb, Table: n.Outbox})
-	if err != nil {
-		return err
-	}
-	if err := outboxdynamo.Check(ctx, c.ddb, n.Outbox); err != nil {
-		return fmt.Errorf("%w (run `ledger setup` first)", err)
 	}
 	mw, err := idempotency.New(idempotency.Config{
 		Store:     keys,
@@ -87,7 +86,7 @@ func cmdServe(ctx context.Context, g *global, args []string, stdout, stderr io.W
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /credits", mw.Wrap(creditsHandler(box, *handlerDelay)))
+	mux.Handle("POST /credits", mw.Wrap(credits))
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -114,6 +113,26 @@ func cmdServe(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	return nil
 }
 
+// dynamoCredits opens the DynamoDB idempotency store and outbox and
+// returns the credits handler on them.
+func dynamoCredits(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration) (idempotency.Store, http.Handler, error) {
+	keys, err := idemdynamo.New(idemdynamo.Config{Client: c.ddb, Table: n.IdempotencyTable, Namespace: n.Queue, Logger: logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := keys.Check(ctx); err != nil {
+		return nil, nil, fmt.Errorf("%w (run `ledger setup` first)", err)
+	}
+	box, err := outboxdynamo.New(outboxdynamo.Config{Client: c.ddb, Table: n.Outbox})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := outboxdynamo.Check(ctx, c.ddb, n.Outbox); err != nil {
+		return nil, nil, fmt.Errorf("%w (run `ledger setup` first)", err)
+	}
+	return keys, creditsHandler(box, delay), nil
+}
+
 // bearerToken is the caller's scope: its bearer token. A missing or empty
 // token answers 401.
 func bearerToken(r *http.Request) (string, error) {
@@ -130,30 +149,8 @@ func bearerToken(r *http.Request) (string, error) {
 // in one DynamoDB transaction.
 func creditsHandler(box *outboxdynamo.Store, delay time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				// The client went away: store nothing, so its retry runs.
-				t.Stop()
-				idempotency.Release(r.Context())
-				return
-			}
-		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			invalid(w, r, fmt.Errorf("read body: %w", err))
-			return
-		}
-		fields, err := decodeObject(string(body))
-		if err != nil {
-			invalid(w, r, err)
-			return
-		}
-		account, amount, err := accountAmount(fields)
-		if err != nil {
-			invalid(w, r, err)
+		account, amount, ok := readCredit(w, r, delay)
+		if !ok {
 			return
 		}
 		resp := creditResponse{CreditID: uuid.Must(uuid.NewV7()).String(), Account: account, Amount: amount}
@@ -163,7 +160,7 @@ func creditsHandler(box *outboxdynamo.Store, delay time.Duration) http.Handler {
 		// account's credits in commit order). It carries the request's trace
 		// context, so the worker's span joins the request's trace.
 		ev := outbox.WithTraceContext(r.Context(), outbox.Event{ID: resp.CreditID, Entity: account, Type: "credit", Payload: string(payload)})
-		err = idempotency.TransactFunc(r.Context(), func() ([]ddbtypes.TransactWriteItem, error) {
+		err := idempotency.TransactFunc(r.Context(), func() ([]ddbtypes.TransactWriteItem, error) {
 			return box.Put(ev)
 		}, box.IsOrderConflict)
 		if err != nil {
@@ -175,6 +172,38 @@ func creditsHandler(box *outboxdynamo.Store, delay time.Duration) http.Handler {
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(resp)
 	})
+}
+
+// readCredit waits the handler delay, then reads the request's credit;
+// when it reports false it has answered the request.
+func readCredit(w http.ResponseWriter, r *http.Request, delay time.Duration) (account string, amount int64, ok bool) {
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			// The client went away: store nothing, so its retry runs.
+			t.Stop()
+			idempotency.Release(r.Context())
+			return "", 0, false
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		invalid(w, r, fmt.Errorf("read body: %w", err))
+		return "", 0, false
+	}
+	fields, err := decodeObject(string(body))
+	if err != nil {
+		invalid(w, r, err)
+		return "", 0, false
+	}
+	account, amount, err = accountAmount(fields)
+	if err != nil {
+		invalid(w, r, err)
+		return "", 0, false
+	}
+	return account, amount, true
 }
 
 // invalid answers 400 with a problem and releases the key, so the same key

@@ -27,6 +27,7 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	defer c.close()
 	if _, err := producer.CreateQueue(ctx, c.sqs, producer.QueueConfig{
 		Name:              n.Queue,
 		FIFO:              n.FIFO,
@@ -35,6 +36,14 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 		MaxReceiveCount:   maxReceiveCount,
 	}); err != nil {
 		return err
+	}
+	if n.Store == storePostgres {
+		if err := setupPostgres(ctx, c.pg, n.Schema); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "setup: queue %s (DLQ %s after %d receives), tables %s, %s, %s and %s are ready\n",
+			n.Queue, n.DLQ, maxReceiveCount, n.DedupeTable, n.Ledger, n.IdempotencyTable, n.Outbox)
+		return nil
 	}
 	if err := dynamo.CreateTable(ctx, c.ddb, n.DedupeTable); err != nil {
 		return err

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
 )
 
 // workShutdownTimeout bounds the drain after SIGTERM/SIGINT: under ECS's
@@ -24,6 +26,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	concurrency := fs.Int("concurrency", 16, "handlers at once")
 	visibility := fs.Duration("visibility", 0, "visibility timeout asked for on receive (whole seconds; 0: the queue's)")
 	handlerDelay := fs.Duration("handler-delay", 0, "sleep inside the handler, to show the heartbeat at work")
+	txDelay := fs.Duration("tx-delay", 0, "-store postgres: sleep inside the transaction before its commit, to make a backend killed mid-transaction observable")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error; debug logs one line per settled message")
 	shutdown := fs.Duration("shutdown-timeout", workShutdownTimeout, "how long the drain waits for running handlers")
 	var level zapcore.Level
@@ -34,6 +37,9 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		if *concurrency < 1 {
 			return usagef("work: -concurrency must be ≥ 1")
 		}
+		if *txDelay < 0 || (*txDelay > 0 && g.store != storePostgres) {
+			return usagef("work: -tx-delay must not be negative, and needs -store postgres")
+		}
 		if *handlerDelay < 0 || *visibility < 0 || *shutdown <= 0 {
 			return usagef("work: -handler-delay and -visibility must not be negative, -shutdown-timeout must be positive")
 		}
@@ -42,6 +48,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
+	defer c.close()
 	logger, err := consumer.NewLogger(level)
 	if err != nil {
 		return err
@@ -53,34 +60,20 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	store, err := dynamo.New(dynamo.Config{Client: c.ddb, Table: n.DedupeTable, Namespace: n.Queue, Logger: logger})
+	delay := *handlerDelay
+	var handler consumer.Handler
+	if n.Store == storePostgres {
+		handler, err = postgresHandler(ctx, n, c, logger, delay, *txDelay)
+	} else {
+		handler, err = dynamoHandler(ctx, n, c, logger, delay)
+	}
 	if err != nil {
 		return err
-	}
-	if err := store.Check(ctx); err != nil {
-		return fmt.Errorf("%w (run `ledger setup` first)", err)
-	}
-	delay := *handlerDelay
-	apply := func(ctx context.Context, msg *consumer.Message) ([]ddbtypes.TransactWriteItem, error) {
-		cr, err := parseCredit(msg.Body)
-		if err != nil {
-			return nil, consumer.Permanent(err)
-		}
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return nil, context.Cause(ctx)
-			}
-		}
-		return creditWrites(n.Ledger, cr), nil
 	}
 	cons, err := consumer.New(consumer.Config{
 		Client:            c.sqs,
 		QueueURL:          queueURL,
-		Handler:           dynamo.Transactional(store, apply),
+		Handler:           handler,
 		KeyFunc:           func(m *consumer.Message) string { return creditKey(m.Body) },
 		Concurrency:       *concurrency,
 		VisibilityTimeout: *visibility,
@@ -99,4 +92,78 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		return nil
 	}
 	return err
+}
+
+// dynamoHandler applies a credit with one TransactWriteItems: the dedupe
+// record, the balance and the journal row.
+func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration) (consumer.Handler, error) {
+	store, err := dynamo.New(dynamo.Config{Client: c.ddb, Table: n.DedupeTable, Namespace: n.Queue, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Check(ctx); err != nil {
+		return nil, fmt.Errorf("%w (run `ledger setup` first)", err)
+	}
+	apply := func(ctx context.Context, msg *consumer.Message) ([]ddbtypes.TransactWriteItem, error) {
+		cr, err := parseCredit(msg.Body)
+		if err != nil {
+			return nil, consumer.Permanent(err)
+		}
+		if err := sleep(ctx, delay); err != nil {
+			return nil, err
+		}
+		return creditWrites(n.Ledger, cr), nil
+	}
+	return dynamo.Transactional(store, apply), nil
+}
+
+// postgresHandler applies a credit in one PostgreSQL transaction: the
+// dedupe row first, then the balance and the journal row. The handler
+// delay runs before the transaction, so a slow handler holds no
+// connection; txDelay runs inside it, after the credit's statements.
+func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay, txDelay time.Duration) (consumer.Handler, error) {
+	store, err := dedupepg.New(dedupepg.Config{DB: c.pg, Namespace: n.Queue, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPostgres(ctx, c.pg, n.Schema); err != nil {
+		return nil, err
+	}
+	if err := store.Check(ctx); err != nil {
+		return nil, fmt.Errorf("%w (run `ledger -store postgres setup` first)", err)
+	}
+	tx := dedupepg.Transactional(store, func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error {
+		cr, err := parseCredit(msg.Body)
+		if err != nil {
+			return consumer.Permanent(err)
+		}
+		if err := applyCreditTx(ctx, tx, cr); err != nil {
+			return err
+		}
+		return sleep(ctx, txDelay)
+	})
+	return consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+		if _, err := parseCredit(msg.Body); err != nil {
+			return consumer.Permanent(err) // no transaction for a message that can never apply
+		}
+		if err := sleep(ctx, delay); err != nil {
+			return err
+		}
+		return tx.Handle(ctx, msg)
+	}), nil
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
