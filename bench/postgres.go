@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
@@ -116,14 +117,74 @@ func (b *bench) postgresRows() ([]row, error) {
 		}
 		return g.Wait()
 	}
-	relay, plain, err := b.relayRows("outbox-pg", n, store, preload)
+	if _, err := pool.Exec(ctx, `CREATE TABLE plain_outbox (id bigserial PRIMARY KEY, event_id text NOT NULL, type text NOT NULL, payload text NOT NULL)`); err != nil {
+		return nil, err
+	}
+	relay, plain, tb, err := b.relayRows("outbox-pg", n, store, preload, textbookPostgres{pool: pool})
 	if err != nil {
 		return nil, err
 	}
-	return append(rows,
-		row{group: "Outbox relay", name: "outbox relay, PostgreSQL, vs plain SendMessageBatch loop", value: relay, limit: plain, ratio: ratios(relay, plain), unit: "events/s",
-			note: b.outboxNote(n) + "; target: " + outboxTarget}.with(atLeast(outboxMin)),
-	), nil
+	return append(rows, b.relayPair("PostgreSQL", n, relay, plain, tb,
+		"the textbook relay: BEGIN, SELECT 100 rows ORDER BY id FOR UPDATE SKIP LOCKED, send them, DELETE them, COMMIT")...), nil
+}
+
+// textbookPostgres is the textbook relay loop over a plain outbox table.
+type textbookPostgres struct{ pool *pgxpool.Pool }
+
+func (t textbookPostgres) preload(ctx context.Context, evs []outbox.Event) error {
+	ids, types, payloads := make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i], types[i], payloads[i] = ev.ID, ev.Type, ev.Payload
+	}
+	_, err := t.pool.Exec(ctx, `INSERT INTO plain_outbox (event_id, type, payload) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])`, ids, types, payloads)
+	return err
+}
+
+func (t textbookPostgres) relay(ctx context.Context, client *sqs.Client, queueURL string, n int) (float64, error) {
+	start := time.Now()
+	sent := 0
+	for {
+		got := 0
+		err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `SELECT id, event_id, type, payload FROM plain_outbox ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED`)
+			if err != nil {
+				return err
+			}
+			var ids []int64
+			var evs []outbox.Event
+			for rows.Next() {
+				var id int64
+				var ev outbox.Event
+				if err := rows.Scan(&id, &ev.ID, &ev.Type, &ev.Payload); err != nil {
+					rows.Close()
+					return err
+				}
+				ids, evs = append(ids, id), append(evs, ev)
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if got = len(evs); got == 0 {
+				return nil
+			}
+			if _, err := plainSend(ctx, client, queueURL, evs); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `DELETE FROM plain_outbox WHERE id = ANY($1)`, ids)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+		if got == 0 {
+			break
+		}
+		sent += got
+	}
+	if sent != n {
+		return 0, fmt.Errorf("textbook relay sent %d of %d events", sent, n)
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
 }
 
 // credit is the business write of the PostgreSQL dedupe rows: a journal
