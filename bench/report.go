@@ -19,6 +19,7 @@ type runMeta struct {
 	command string
 	runs    int
 	n       int
+	skipped []string // rows missing from the table, and why
 }
 
 // cell escapes a Markdown table cell.
@@ -51,6 +52,9 @@ func writeMarkdown(w io.Writer, m runMeta, rows []row) error {
 		fmt.Fprintf(bw, "**%d runs per side, fewer than the %d a published table uses: a smoke test, not figures.**\n\n", m.runs, minRuns)
 	}
 	writeMarkdownTable(bw, rows)
+	for _, s := range m.skipped {
+		fmt.Fprintf(bw, "\n**%s.**\n", s)
+	}
 	fmt.Fprintf(bw, "\nThe chart of the same numbers: [bench.svg](bench.svg).\n")
 	return bw.Flush()
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqsonce/sqsonce/consumer"
 )
@@ -28,6 +31,9 @@ type runOpts struct {
 	trackDeletes bool
 	// onDeleted is called with the running total after each delete call.
 	onDeleted func(total int64)
+	// tracerProvider and meterProvider turn the consumer's telemetry on.
+	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
 }
 
 // runResult is what one consumer run measured.
@@ -36,6 +42,7 @@ type runResult struct {
 	calls   map[string]int64 // SQS calls by operation
 	elapsed time.Duration
 	cpu     time.Duration // this process's CPU per message
+	allocs  float64       // this process's heap allocations per message
 	// deleteReturned maps receipt handles to when their delete returned
 	// (with runOpts.trackDeletes).
 	deleteReturned map[string]time.Time
@@ -81,6 +88,8 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 		WaitTime:           cmpOr(o.waitTime, 2*time.Second),
 		DeadLetterQueueURL: dlq,
 		ShutdownTimeout:    10 * time.Second,
+		TracerProvider:     o.tracerProvider,
+		MeterProvider:      o.meterProvider,
 	})
 	if err != nil {
 		return runResult{}, err
@@ -89,6 +98,7 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc := make(chan error, 1)
+	mallocs0 := mallocs()
 	cpu0 := cpuTime()
 	start := time.Now()
 	go func() { errc <- c.Run(runCtx) }()
@@ -103,6 +113,7 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 	}
 	elapsed := time.Since(start)
 	cpu := (cpuTime() - cpu0) / time.Duration(n)
+	allocs := float64(mallocs()-mallocs0) / float64(n)
 	stop()
 	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
 		return runResult{}, err
@@ -110,7 +121,14 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 	counting.mu.Lock()
 	returned := counting.deleteReturned
 	counting.mu.Unlock()
-	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, cpu: cpu, deleteReturned: returned}, nil
+	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, cpu: cpu, allocs: allocs, deleteReturned: returned}, nil
+}
+
+// mallocs is the process's count of heap allocations so far.
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
 }
 
 func cmpOr[T comparable](v, def T) T {

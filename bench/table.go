@@ -119,13 +119,16 @@ type bench struct {
 	quick   bool // shorter timed rows
 	pollers int  // the plain loop's best poller count, from a warm-up
 	errw    io.Writer
+	// skipped says which rows are missing and why (written under the
+	// table).
+	skipped []string
 }
 
 // minRuns is the fewest interleaved runs a published table uses.
 const minRuns = 5
 
 // rowSets are the parts of the table, in order, by their -only names.
-var rowSets = []string{"noop", "io", "fifo", "dedupe", "heartbeat", "latency", "memory"}
+var rowSets = []string{"noop", "io", "fifo", "dedupe", "idem", "outbox", "postgres", "telemetry", "heartbeat", "latency", "memory"}
 
 func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -200,6 +203,7 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	started := time.Now()
 	steps := map[string]func() ([]row, error){
 		"noop": b.noop, "io": b.ioBound, "fifo": b.fifo, "dedupe": b.dedupeRows,
+		"idem": b.idemRows, "outbox": b.outboxRows, "postgres": b.postgresRows, "telemetry": b.telemetryRows,
 		"heartbeat": b.heartbeatCost, "latency": b.latency, "memory": b.memory,
 	}
 	var rows []row
@@ -222,8 +226,12 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		command: strings.TrimSpace("go run ./bench " + strings.Join(args, " ")),
 		runs:    *runs,
 		n:       *n,
+		skipped: b.skipped,
 	}
 	writeMarkdownTable(stdout, rows)
+	for _, s := range b.skipped {
+		fmt.Fprintf(stdout, "\n%s.\n", s)
+	}
 	if err := finish(mdFile, *mdPath, func(w io.Writer) error { return writeMarkdown(w, meta, rows) }); err != nil {
 		return err
 	}

@@ -61,6 +61,8 @@ func TestTableTiny(t *testing.T) {
 	for _, want := range []string{
 		"no-op handler, standard queue (conc 32)", "I/O-bound handler (20 ms, conc 100)", "FIFO, 100 groups, no-op (conc 32)",
 		"dedupe, lease mode vs its own two writes", "latency send → delete returned, p99", "live heap growth per message, 600 msgs",
+		"Idempotency-Key, new key vs handler + the store's 2 writes", "outbox relay, DynamoDB, vs textbook relay loop",
+		"no-op consumer, telemetry on vs off (throughput)",
 	} {
 		if !names[want] {
 			t.Errorf("bench.md lacks the row %q", want)
@@ -124,4 +126,67 @@ func tableRows(t *testing.T, s string) [][]string {
 		rows = append(rows, cells)
 	}
 	return rows
+}
+
+// TestNewRowsTiny runs the rows of the Idempotency-Key middleware, the
+// outbox relays, PostgreSQL and telemetry end to end at a tiny size: each
+// must produce a figure, its limit and a verdict.
+func TestNewRowsTiny(t *testing.T) {
+	testenv.SQS(t)
+	testenv.Dynamo(t)
+	testenv.PostgresURL(t) // fails loudly when the stack is expected and PostgreSQL missing
+	var stdout, stderr bytes.Buffer
+	err := runTable(context.Background(), []string{"-n", "40", "-runs", "1", "-quick", "-only", "idem,outbox,postgres,telemetry"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr.String())
+	}
+	got := map[string][]string{}
+	for _, r := range tableRows(t, stdout.String()) {
+		got[r[0]] = r
+	}
+	for _, want := range []string{
+		"Idempotency-Key, new key vs handler + the store's 2 writes", "Idempotency-Key, replay vs handler + the store's 1 write",
+		"Idempotency-Key, new key vs bare handler (raw)", "Idempotency-Key, replay vs bare handler (raw)",
+		"Go CPU per request, new key vs handler + 2 writes", "Go CPU per request, replay vs handler + 1 write",
+		"outbox relay, DynamoDB, vs plain SendMessageBatch loop (raw)", "outbox relay, DynamoDB, vs textbook relay loop",
+		"dedupe/postgres Transactional vs textbook transaction",
+		"outbox relay, PostgreSQL, vs plain SendMessageBatch loop (raw)", "outbox relay, PostgreSQL, vs textbook relay loop",
+		"no-op consumer, telemetry on vs off (throughput)", "Go CPU per message, telemetry on vs off", "heap allocations per message, telemetry on vs off",
+	} {
+		r, ok := got[want]
+		if !ok {
+			t.Errorf("no row %q in:\n%s", want, stdout.String())
+			continue
+		}
+		value, limit, ratio, met := r[1], r[2], r[4], r[6]
+		if value == "-" || value == "0" || limit == "-" || ratio == "-" {
+			t.Errorf("row %q: figure %q, limit %q, ratio %q", want, value, limit, ratio)
+		}
+		if r[5] != "" && met != "yes" && met != "no" {
+			t.Errorf("row %q: verdict %q", want, met)
+		}
+	}
+}
+
+// TestPostgresRowsSkipped: without DATABASE_URL the PostgreSQL rows are
+// left out, and both the output and bench.md say why.
+func TestPostgresRowsSkipped(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	md := filepath.Join(t.TempDir(), "bench.md")
+	var stdout, stderr bytes.Buffer
+	if err := runTable(context.Background(), []string{"-n", "10", "-runs", "1", "-only", "postgres", "-md", md}, &stdout, &stderr); err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr.String())
+	}
+	text, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]string{"stdout": stdout.String(), "stderr": stderr.String(), "bench.md": string(text)} {
+		if !strings.Contains(s, "PostgreSQL rows skipped: DATABASE_URL is not set") {
+			t.Errorf("%s does not say the PostgreSQL rows were skipped:\n%s", name, s)
+		}
+	}
+	if rows := tableRows(t, stdout.String()); len(rows) != 0 {
+		t.Errorf("%d rows without DATABASE_URL", len(rows))
+	}
 }
