@@ -15,6 +15,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/dynamolease"
 )
 
 // DynamoDB's TransactWriteItems limits.
@@ -165,7 +166,8 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		}
 		own := reasons[len(writes)]
 		if code(own) == ReasonConditionalCheck {
-			c, live := parseRecord(own.Item).conflict(fp, now)
+			r, live := h.s.lease().Conflict(own.Item, fp, now)
+			c := claimOf(r)
 			if !live && attempt < 2 {
 				continue // dead by our clock: try again
 			}
@@ -246,13 +248,9 @@ func (h *txHandler) commit(ctx context.Context, key, fp string, writes []types.T
 			AttrFingerprint: str(fp),
 			AttrExpiresAt:   num(now.Add(h.s.ttl).Unix()),
 		},
-		ConditionExpression:      aws.String(claimCondition),
-		ExpressionAttributeNames: map[string]string{"#pk": AttrPK, "#exp": AttrExpiresAt, "#st": AttrStatus, "#lu": AttrLeaseUntil},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now":         num(now.Unix()),
-			":now_ms":      num(now.UnixMilli()),
-			":in_progress": str(dedupe.StatusInProgress),
-		},
+		ConditionExpression:                 aws.String(dynamolease.ClaimCondition),
+		ExpressionAttributeNames:            dynamolease.ClaimNames(),
+		ExpressionAttributeValues:           dynamolease.ClaimValues(now),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}})
 	_, err := h.s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
