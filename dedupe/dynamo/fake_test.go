@@ -137,8 +137,8 @@ func TestVersionGuardStaleOnlyOnTheVersionClause(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			err := &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
-				{Code: aws.String(dynamo.ReasonConditionalCheck), Item: tc.old},
-				{Code: aws.String(dynamo.ReasonNone)},
+				{Code: aws.String("ConditionalCheckFailed"), Item: tc.old},
+				{Code: aws.String("None")},
 			}}
 			f := &fakeTx{errs: []error{err}}
 			s, serr := dynamo.New(dynamo.Config{Client: f, Namespace: "unit"})

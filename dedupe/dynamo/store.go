@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // DefaultTable is the table name used when Config.Table is empty.
@@ -96,7 +97,7 @@ func New(cfg Config) (*Store, error) {
 func (s *Store) Table() string { return s.table }
 
 // PK returns the stored partition key of a message key.
-func (s *Store) PK(key string) string { return dedupe.PK(s.ns, key) }
+func (s *Store) PK(key string) string { return leasekey.PK(s.ns, key) }
 
 // Check verifies at start-up that the table exists with the key schema
 // sqsonce needs, with an error that says what to fix. A table without TTL

@@ -16,6 +16,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // DynamoDB's TransactWriteItems limits.
@@ -165,7 +166,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 			return fmt.Errorf("dynamo: transaction cancelled (%d reasons for %d writes): %w", len(reasons), len(writes)+1, err)
 		}
 		own := reasons[len(writes)]
-		if code(own) == ReasonConditionalCheck {
+		if code(own) == dynamolease.ReasonConditionalCheck {
 			r, live := h.s.lease().Conflict(own.Item, fp, now)
 			c := claimOf(r)
 			if !live && attempt < 2 {
@@ -191,7 +192,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		conflict := false
 		for i, r := range reasons[:len(writes)] {
 			switch code(r) {
-			case ReasonConditionalCheck:
+			case dynamolease.ReasonConditionalCheck:
 				switch {
 				case userFailed >= 0:
 				case staleVersion(writes[i], r):
@@ -201,11 +202,11 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 				default:
 					userFailed = i
 				}
-			case ReasonTransactionConflict:
+			case dynamolease.ReasonTransactionConflict:
 				conflict = true
 			}
 		}
-		if code(own) == ReasonTransactionConflict {
+		if code(own) == dynamolease.ReasonTransactionConflict {
 			conflict = true
 		}
 		switch {
@@ -225,7 +226,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 			continue
 		}
 		for _, r := range reasons {
-			if code(r) == ReasonValidation {
+			if code(r) == dynamolease.ReasonValidation {
 				return consumer.Permanent(fmt.Errorf("dynamo: transaction rejected: %s: %w", aws.ToString(r.Message), err))
 			}
 		}
@@ -244,7 +245,7 @@ func (h *txHandler) commit(ctx context.Context, key, fp string, writes []types.T
 		Item: map[string]types.AttributeValue{
 			AttrPK:          str(h.s.PK(key)),
 			AttrStatus:      str(dedupe.StatusCompleted),
-			AttrToken:       str(dedupe.NewToken()),
+			AttrToken:       str(leasekey.NewToken()),
 			AttrFingerprint: str(fp),
 			AttrExpiresAt:   num(now.Add(h.s.ttl).Unix()),
 		},

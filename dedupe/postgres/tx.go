@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 	"github.com/sqsonce/sqsonce/internal/pgutil"
 )
 
@@ -132,7 +133,7 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *consumer.M
 	now := h.s.now()
 	pk := h.s.PK(key)
 	var got string
-	err = tx.QueryRow(ctx, upsert, pk, dedupe.StatusCompleted, dedupe.NewToken(), fp, nil, now.Add(h.s.ttl), now).Scan(&got)
+	err = tx.QueryRow(ctx, upsert, pk, dedupe.StatusCompleted, leasekey.NewToken(), fp, nil, now.Add(h.s.ttl), now).Scan(&got)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return h.conflict(ctx, tx, key, pk, fp, now)

@@ -15,10 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/dedupe"
 	dedupedynamo "github.com/sqsonce/sqsonce/dedupe/dynamo"
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // Defaults.
@@ -129,7 +129,7 @@ func CreateTable(ctx context.Context, client API, table string) error {
 func (s *Store) Table() string { return s.table }
 
 // PK returns the stored partition key of a record key.
-func (s *Store) PK(key string) string { return dedupe.PK(s.ns, key) }
+func (s *Store) PK(key string) string { return leasekey.PK(s.ns, key) }
 
 // Check verifies at start-up that the table exists with the key schema
 // the store needs, with an error that says what to fix. A table without

@@ -18,12 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sqsonce/sqsonce/internal/lease"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // Attribute names of a lease record.
 const (
-	AttrPK          = "pk"          // S: "<namespace>#<key>" (see lease.PK)
+	AttrPK          = "pk"          // S: "<namespace>#<key>" (see leasekey.PK)
 	AttrStatus      = "status"      // S: IN_PROGRESS or COMPLETED
 	AttrLeaseUntil  = "lease_until" // N: ms since the epoch
 	AttrToken       = "token"       // S: random per claim
@@ -135,7 +135,7 @@ func ClaimValues(now time.Time) map[string]types.AttributeValue {
 func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Duration) (Result, error) {
 	for attempt := 0; ; attempt++ {
 		now := t.Now()
-		token := lease.NewToken()
+		token := leasekey.NewToken()
 		until := now.Add(d)
 		_, err := t.Client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(t.Name),

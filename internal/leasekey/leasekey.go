@@ -1,7 +1,7 @@
-// Package lease holds what every lease-record store shares, whatever its
+// Package leasekey holds what every lease-record store shares, whatever its
 // backend: the claim token and the stored key (docs/architecture.md, the
 // dedupe record).
-package lease
+package leasekey
 
 import (
 	"crypto/rand"
