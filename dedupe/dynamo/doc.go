@@ -49,7 +49,7 @@
 //				":amount": &types.AttributeValueMemberN{Value: strconv.FormatInt(e.Amount, 10)},
 //			},
 //		}}}, nil
-//	})
+//	}, nil)
 //
 // The writes and the COMPLETED record commit together or not at all: a
 // crash before the commit leaves nothing (the redelivery applies the

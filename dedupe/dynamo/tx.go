@@ -35,7 +35,8 @@ const (
 // delivery), but only one run's writes ever commit.
 type TxFunc func(ctx context.Context, msg *consumer.Message) ([]types.TransactWriteItem, error)
 
-// TxOptions configures [Transactional].
+// TxOptions configures [Transactional]; nil or a zero field takes the
+// default.
 type TxOptions struct {
 	// FingerprintFunc fingerprints a message: the same key with a different
 	// fingerprint is key reuse. Defaults to dedupe.Fingerprint of the body.
@@ -103,10 +104,10 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 // Effects inside DynamoDB are then exactly once, across crashes, overlapping
 // deliveries and redrives. Do not wrap the handler in dedupe.Middleware
 // with the same store: it needs no claim.
-func Transactional(store *Store, fn TxFunc, opts ...TxOptions) consumer.Handler {
+func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
 	var o TxOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	if opts != nil {
+		o = *opts
 	}
 	if o.FingerprintFunc == nil {
 		o.FingerprintFunc = func(m *consumer.Message) string { return dedupe.Fingerprint(m.Body) }

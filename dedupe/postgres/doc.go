@@ -58,7 +58,7 @@
 //		}
 //		_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + $2 WHERE id = $1`, e.Account, e.Amount)
 //		return err
-//	})
+//	}, nil)
 //
 // The dedupe row is inserted first in the transaction, the handler's
 // statements follow, and the commit makes both durable or neither: a

@@ -22,7 +22,8 @@ import (
 // only one run's statements ever commit.
 type TxFunc func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error
 
-// TxOptions configures [Transactional].
+// TxOptions configures [Transactional]; nil or a zero field takes the
+// default.
 type TxOptions struct {
 	// FingerprintFunc fingerprints a message: the same key with a different
 	// fingerprint is key reuse. Defaults to dedupe.Fingerprint of the body.
@@ -58,10 +59,10 @@ type TxOptions struct {
 //
 // Do not wrap the handler in dedupe.Middleware with the same store: it
 // needs no claim.
-func Transactional(store *Store, fn TxFunc, opts ...TxOptions) consumer.Handler {
+func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
 	var o TxOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	if opts != nil {
+		o = *opts
 	}
 	if o.FingerprintFunc == nil {
 		o.FingerprintFunc = func(m *consumer.Message) string { return dedupe.Fingerprint(m.Body) }

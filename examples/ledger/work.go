@@ -80,7 +80,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	cons, err := consumer.New(consumer.Config{
 		Client:            c.sqs,
 		QueueURL:          queueURL,
-		Handler:           dynamo.Transactional(store, apply),
+		Handler:           dynamo.Transactional(store, apply, nil),
 		KeyFunc:           func(m *consumer.Message) string { return creditKey(m.Body) },
 		Concurrency:       *concurrency,
 		VisibilityTimeout: *visibility,
