@@ -255,7 +255,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 				TableName: aws.String(effects), Key: map[string]types.AttributeValue{"pk": sAttr("counter-" + strconv.FormatInt(i%50, 10))},
 				UpdateExpression: aws.String("ADD n :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": nAttr(1)},
 			}}}, nil
-		})})
+		}, nil)})
 	if err != nil {
 		return f, err
 	}

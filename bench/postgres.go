@@ -261,7 +261,7 @@ func (b *bench) pgDedupe(pool *pgxpool.Pool) ([]row, error) {
 		}
 		h := dedupepg.Transactional(store, func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error {
 			return credit(ctx, tx, msg.Key())
-		})
+		}, nil)
 		t, err := pgWorkers(n, func(i int) error {
 			return h.Handle(ctx, consumertest.NewMessage(`{"amount":1}`, consumertest.WithID(fmt.Sprintf("tx-%d-%d", round, i))))
 		})

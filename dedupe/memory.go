@@ -5,11 +5,14 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // MemoryConfig configures a [Memory] store.
 type MemoryConfig struct {
-	// Namespace prefixes every key (see [PK]). Defaults to "".
+	// Namespace prefixes every key ("<namespace>#<key>", hashed past 2048
+	// bytes). Defaults to "".
 	Namespace string
 	// TTL is how long a record lives after its last write. Defaults to
 	// [DefaultTTL].
@@ -75,7 +78,7 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	if err := ctx.Err(); err != nil {
 		return Claim{}, err
 	}
-	pk := PK(m.ns, key)
+	pk := leasekey.PK(m.ns, key)
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -87,7 +90,7 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 		r = memRecord{
 			pk:          pk,
 			status:      StatusInProgress,
-			token:       NewToken(),
+			token:       leasekey.NewToken(),
 			fingerprint: fingerprint,
 			leaseUntil:  now.Add(lease),
 			expiresAt:   now.Add(m.ttl),
@@ -111,7 +114,7 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 // owned returns the IN_PROGRESS record held by token, or ErrNotOwner. An
 // expired record is gone, whether or not the sweep has reached it yet.
 func (m *Memory) owned(key, token string, now time.Time) (memRecord, error) {
-	r, ok := m.get(PK(m.ns, key))
+	r, ok := m.get(leasekey.PK(m.ns, key))
 	if !ok || r.token != token || r.status != StatusInProgress || r.expiresAt.Before(now) {
 		return r, ErrNotOwner
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // model is the store's rule written plainly: a map that never forgets,
@@ -60,7 +62,7 @@ func TestMemoryMatchesModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			tok := "model-" + strconv.Itoa(i)
-			if want := ref.claim(PK("", key), fp, tok, now, lease); c.Status != want {
+			if want := ref.claim(leasekey.PK("", key), fp, tok, now, lease); c.Status != want {
 				t.Fatalf("op %d: Claim(%s) = %s, want %s", i, key, c.Status, want)
 			}
 			if c.Status == Claimed {
@@ -68,25 +70,25 @@ func TestMemoryMatchesModel(t *testing.T) {
 			}
 		case len(claims) > 0:
 			c := claims[rng.IntN(len(claims))]
-			r, ok := ref.owned(PK("", c.key), c.model, now)
+			r, ok := ref.owned(leasekey.PK("", c.key), c.model, now)
 			var err error
 			switch op {
 			case 4, 5:
 				err = mem.Extend(ctx, c.key, c.real, lease)
 				if ok {
 					r.leaseUntil, r.expiresAt = now.Add(lease), now.Add(ttl)
-					ref.records[PK("", c.key)] = r
+					ref.records[leasekey.PK("", c.key)] = r
 				}
 			case 6, 7:
 				err = mem.Complete(ctx, c.key, c.real)
 				if ok {
 					r.status, r.leaseUntil, r.expiresAt = StatusCompleted, time.Time{}, now.Add(ttl)
-					ref.records[PK("", c.key)] = r
+					ref.records[leasekey.PK("", c.key)] = r
 				}
 			default:
 				err = mem.Release(ctx, c.key, c.real)
 				if ok {
-					delete(ref.records, PK("", c.key))
+					delete(ref.records, leasekey.PK("", c.key))
 				}
 			}
 			if ok != (err == nil) || (err != nil && !errors.Is(err, ErrNotOwner)) {
@@ -97,7 +99,7 @@ func TestMemoryMatchesModel(t *testing.T) {
 			for j := range 3000 {
 				key := "burst-" + strconv.Itoa(i) + "-" + strconv.Itoa(j)
 				c, _ := mem.Claim(ctx, key, "fp0", lease)
-				if want := ref.claim(PK("", key), "fp0", "model-burst", now, lease); c.Status != want {
+				if want := ref.claim(leasekey.PK("", key), "fp0", "model-burst", now, lease); c.Status != want {
 					t.Fatalf("burst: Claim(%s) = %s, want %s", key, c.Status, want)
 				}
 			}

@@ -17,20 +17,6 @@ func TestMemoryConformance(t *testing.T) {
 	})
 }
 
-func TestPK(t *testing.T) {
-	if got := dedupe.PK("orders", "abc"); got != "orders#abc" {
-		t.Fatalf("PK = %q", got)
-	}
-	long := string(make([]byte, 5000))
-	a, b := dedupe.PK("orders", long), dedupe.PK("orders", long+"x")
-	if len(a) > dedupe.MaxKeyBytes || a == b {
-		t.Fatalf("long keys: %d bytes, distinct=%v", len(a), a != b)
-	}
-	if got := dedupe.PK(long, "k"); len(got) > dedupe.MaxKeyBytes {
-		t.Fatalf("long namespace: %d bytes", len(got))
-	}
-}
-
 // TestMemoryForgetsExpiredRecords: a million distinct keys, each claimed
 // and completed (every tenth left IN_PROGRESS, as by a crashed worker),
 // with a clock that moves 1 ms per key past a 10 s TTL: at most about

@@ -270,23 +270,6 @@ func TestMiddlewareOutcomes(t *testing.T) {
 	}
 }
 
-func FuzzPK(f *testing.F) {
-	f.Add("orders", "abc", "abd")
-	f.Add("", "", "x")
-	f.Fuzz(func(t *testing.T, ns, a, b string) {
-		pa, pb := dedupe.PK(ns, a), dedupe.PK(ns, b)
-		if len(pa) > dedupe.MaxKeyBytes || len(pb) > dedupe.MaxKeyBytes {
-			t.Fatalf("PK longer than %d bytes", dedupe.MaxKeyBytes)
-		}
-		if pa != dedupe.PK(ns, a) {
-			t.Fatal("PK not deterministic")
-		}
-		if a != b && pa == pb {
-			t.Fatalf("distinct keys %q and %q share PK %q", a, b, pa)
-		}
-	})
-}
-
 // lostObserver records LeaseLost events.
 type lostObserver struct {
 	consumer.NopObserver

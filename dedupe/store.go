@@ -2,7 +2,6 @@ package dedupe
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -87,18 +86,12 @@ const (
 	StatusCompleted  = "COMPLETED"
 )
 
-// Defaults shared by the stores.
-const (
-	// DefaultTTL is how long a record is kept (its expires_at): longer than
-	// any redelivery of the message can happen. SQS keeps a message at most
-	// 14 days (in the queue and then its DLQ, counted from the first send);
-	// a redrive sends a new message that may live 14 days more. 30 days
-	// covers both, so a redriven copy still dedupes.
-	DefaultTTL = 30 * 24 * time.Hour
-	// MaxKeyBytes is DynamoDB's limit on a partition key's size; longer
-	// namespaced keys are hashed (see [PK]).
-	MaxKeyBytes = 2048
-)
+// DefaultTTL is how long a record is kept (its expires_at), by every
+// store: longer than any redelivery of the message can happen. SQS keeps a
+// message at most 14 days (in the queue and then its DLQ, counted from the
+// first send); a redrive sends a new message that may live 14 days more.
+// 30 days covers both, so a redriven copy still dedupes.
+const DefaultTTL = 30 * 24 * time.Hour
 
 // ErrNotOwner is returned by Extend, Complete and Release when the token no
 // longer holds the key: the lease was taken over by another owner, or the
@@ -132,33 +125,8 @@ func (e *InProgressError) Error() string {
 	return fmt.Sprintf("dedupe: key %q in progress elsewhere until %s", e.Key, e.LeaseUntil.UTC().Format(time.RFC3339Nano))
 }
 
-// PK is the stored key for key in namespace: "<namespace>#<key>". When that
-// is longer than [MaxKeyBytes] the key part is replaced by
-// "sha256:<hex of sha256(key)>" (and a namespace too long to leave room is
-// hashed with it).
-func PK(namespace, key string) string {
-	pk := namespace + "#" + key
-	if len(pk) <= MaxKeyBytes {
-		return pk
-	}
-	sum := sha256.Sum256([]byte(key))
-	hashed := namespace + "#sha256:" + hex.EncodeToString(sum[:])
-	if len(hashed) <= MaxKeyBytes {
-		return hashed
-	}
-	sum = sha256.Sum256([]byte(pk))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // Fingerprint is the default fingerprint of a message body: the hex SHA-256.
 func Fingerprint(body string) string {
 	sum := sha256.Sum256([]byte(body))
 	return hex.EncodeToString(sum[:])
-}
-
-// NewToken returns a random claim token.
-func NewToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -7,12 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // MemoryConfig configures a [Memory] store.
 type MemoryConfig struct {
-	// Namespace prefixes every key (see dedupe.PK). Defaults to "".
+	// Namespace prefixes every key ("<namespace>#<key>", hashed past
+	// 2048 bytes). Defaults to "".
 	Namespace string
 	// TTL is how long a record lives after its last write. Defaults to
 	// [DefaultTTL] (24 hours).
@@ -66,7 +67,7 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	if err := ctx.Err(); err != nil {
 		return Claim{}, err
 	}
-	pk := dedupe.PK(m.ns, key)
+	pk := leasekey.PK(m.ns, key)
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -77,7 +78,7 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now)) {
 		r = memRecord{
 			status:      StatusInProgress,
-			token:       dedupe.NewToken(),
+			token:       leasekey.NewToken(),
 			fingerprint: fingerprint,
 			leaseUntil:  now.Add(lease),
 			expiresAt:   now.Add(m.ttl),
@@ -132,7 +133,7 @@ func cloneResponse(r *Response) *Response {
 
 // owned returns the IN_PROGRESS record held by token, or ErrNotOwner.
 func (m *Memory) owned(key, token string) (string, memRecord, error) {
-	pk := dedupe.PK(m.ns, key)
+	pk := leasekey.PK(m.ns, key)
 	r, ok := m.records[pk]
 	if !ok || r.token != token || r.status != StatusInProgress {
 		return pk, r, ErrNotOwner

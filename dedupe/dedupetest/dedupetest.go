@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // NewStore returns a fresh store whose clock is now. Each subtest calls it
@@ -294,7 +295,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("LongKey", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, newStore)
-		long := make([]byte, 3*dedupe.MaxKeyBytes)
+		long := make([]byte, 3*leasekey.MaxKeyBytes)
 		for i := range long {
 			long[i] = 'k'
 		}

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/sqsonce/sqsonce/internal/dynamolease"
 )
 
 // API is the part of the DynamoDB client sqsonce uses: one method per call
@@ -25,16 +27,6 @@ type API interface {
 }
 
 var _ API = (*dynamodb.Client)(nil)
-
-// Cancellation reason codes of a TransactionCanceledException.
-const (
-	ReasonNone                  = "None"
-	ReasonConditionalCheck      = "ConditionalCheckFailed"
-	ReasonTransactionConflict   = "TransactionConflict"
-	ReasonThrottling            = "ThrottlingError"
-	ReasonProvisionedThroughput = "ProvisionedThroughputExceeded"
-	ReasonValidation            = "ValidationError"
-)
 
 // IsTransient reports whether err is a DynamoDB error that a retry can fix:
 // throttling, a transaction conflict, a request limit, or a 5xx. Errors
@@ -57,7 +49,7 @@ func IsTransient(err error) bool {
 	case errors.As(err, &can):
 		for _, r := range can.CancellationReasons {
 			switch code(r) {
-			case ReasonTransactionConflict, ReasonThrottling, ReasonProvisionedThroughput:
+			case dynamolease.ReasonTransactionConflict, dynamolease.ReasonThrottling, dynamolease.ReasonProvisionedThroughput:
 				return true
 			}
 		}
@@ -83,9 +75,4 @@ func isValidation(err error) bool {
 	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException"
 }
 
-func code(r types.CancellationReason) string {
-	if r.Code == nil {
-		return ""
-	}
-	return *r.Code
-}
+func code(r types.CancellationReason) string { return dynamolease.Code(r) }

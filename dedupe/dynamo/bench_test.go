@@ -151,7 +151,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			var mw []consumer.Middleware
 			switch mode {
 			case "transactional":
-				handler = dynamo.Transactional(store, l.credit)
+				handler = dynamo.Transactional(store, l.credit, nil)
 			case "lease":
 				mw = []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{})}
 				handler = consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {

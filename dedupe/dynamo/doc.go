@@ -7,7 +7,7 @@
 //
 // One item per message key, in a table keyed by pk (S) alone:
 //
-//	pk           S  "<namespace>#<key>" (hashed past 2048 bytes, see dedupe.PK)
+//	pk           S  "<namespace>#<key>" (hashed past 2048 bytes: "sha256:<hex>")
 //	status       S  IN_PROGRESS or COMPLETED
 //	lease_until  N  ms; when an IN_PROGRESS claim may be taken over
 //	token        S  random per claim; fences Extend, Complete and Release
@@ -49,7 +49,7 @@
 //				":amount": &types.AttributeValueMemberN{Value: strconv.FormatInt(e.Amount, 10)},
 //			},
 //		}}}, nil
-//	})
+//	}, nil)
 //
 // The writes and the COMPLETED record commit together or not at all: a
 // crash before the commit leaves nothing (the redelivery applies the

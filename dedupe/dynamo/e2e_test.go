@@ -190,7 +190,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return l.credit(ctx, msg)
 	}
-	tx := dynamo.Transactional(l.store, credit)
+	tx := dynamo.Transactional(l.store, credit, nil)
 	handler := consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 		err := tx.Handle(ctx, msg)
 		switch {
@@ -297,7 +297,7 @@ func TestCrashWindow(t *testing.T) {
 			// timeout passes.
 			var results []error
 			var mu sync.Mutex
-			tx := dynamo.Transactional(l.store, l.credit)
+			tx := dynamo.Transactional(l.store, l.credit, nil)
 			runConsumer(t, consumer.Config{
 				Client: sq, QueueURL: queueURL, WaitTime: time.Second,
 				Handler: consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
@@ -350,7 +350,7 @@ func TestHelperWorker(t *testing.T) {
 	})
 	c, err := consumer.New(consumer.Config{
 		Client: testenv.SQS(t), QueueURL: os.Getenv("SQSONCE_WORKER_QUEUE"), WaitTime: time.Second,
-		Handler: dynamo.Transactional(store, l.credit),
+		Handler: dynamo.Transactional(store, l.credit, nil),
 	})
 	if err != nil {
 		t.Fatal(err)

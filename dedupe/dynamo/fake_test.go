@@ -67,7 +67,7 @@ func TestTransactionalErrorsUnit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = dynamo.Transactional(s, oneWrite).Handle(context.Background(), msg("m", "k", "b"))
+			err = dynamo.Transactional(s, oneWrite, nil).Handle(context.Background(), msg("m", "k", "b"))
 			if (err == nil) != tc.ok {
 				t.Fatalf("err = %v, want ok=%v", err, tc.ok)
 			}
@@ -137,8 +137,8 @@ func TestVersionGuardStaleOnlyOnTheVersionClause(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			err := &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
-				{Code: aws.String(dynamo.ReasonConditionalCheck), Item: tc.old},
-				{Code: aws.String(dynamo.ReasonNone)},
+				{Code: aws.String("ConditionalCheckFailed"), Item: tc.old},
+				{Code: aws.String("None")},
 			}}
 			f := &fakeTx{errs: []error{err}}
 			s, serr := dynamo.New(dynamo.Config{Client: f, Namespace: "unit"})
@@ -149,7 +149,7 @@ func TestVersionGuardStaleOnlyOnTheVersionClause(t *testing.T) {
 				ws, _ := oneWrite(ctx, m)
 				return []types.TransactWriteItem{dynamo.VersionGuard(ws[0], "v", 7)}, nil
 			}
-			got := dynamo.Transactional(s, guarded).Handle(context.Background(), msg("m", "k", "b"))
+			got := dynamo.Transactional(s, guarded, nil).Handle(context.Background(), msg("m", "k", "b"))
 			var ce *dynamo.ConditionError
 			switch {
 			case tc.stale && (got != nil || len(f.inputs) != 2 || len(f.inputs[1].TransactItems) != 1):

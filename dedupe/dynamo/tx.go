@@ -15,6 +15,8 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/dynamolease"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // DynamoDB's TransactWriteItems limits.
@@ -33,7 +35,8 @@ const (
 // delivery), but only one run's writes ever commit.
 type TxFunc func(ctx context.Context, msg *consumer.Message) ([]types.TransactWriteItem, error)
 
-// TxOptions configures [Transactional].
+// TxOptions configures [Transactional]; nil or a zero field takes the
+// default.
 type TxOptions struct {
 	// FingerprintFunc fingerprints a message: the same key with a different
 	// fingerprint is key reuse. Defaults to dedupe.Fingerprint of the body.
@@ -101,10 +104,10 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 // Effects inside DynamoDB are then exactly once, across crashes, overlapping
 // deliveries and redrives. Do not wrap the handler in dedupe.Middleware
 // with the same store: it needs no claim.
-func Transactional(store *Store, fn TxFunc, opts ...TxOptions) consumer.Handler {
+func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
 	var o TxOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	if opts != nil {
+		o = *opts
 	}
 	if o.FingerprintFunc == nil {
 		o.FingerprintFunc = func(m *consumer.Message) string { return dedupe.Fingerprint(m.Body) }
@@ -159,61 +162,23 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 			}
 			return fmt.Errorf("dynamo: transaction: %w", err)
 		}
-		reasons := can.CancellationReasons
-		if len(reasons) != len(writes)+1 {
-			return fmt.Errorf("dynamo: transaction cancelled (%d reasons for %d writes): %w", len(reasons), len(writes)+1, err)
-		}
-		own := reasons[len(writes)]
-		if code(own) == ReasonConditionalCheck {
-			c, live := parseRecord(own.Item).conflict(fp, now)
+		c := decodeCancel(writes, can.CancellationReasons)
+		switch {
+		case c.mismatch:
+			return fmt.Errorf("dynamo: transaction cancelled (%d reasons for %d writes): %w", len(can.CancellationReasons), len(writes)+1, err)
+		case c.recordFailed:
+			r, live := h.s.lease().Conflict(c.record, fp, now)
 			if !live && attempt < 2 {
 				continue // dead by our clock: try again
 			}
-			switch c.Status {
-			case dedupe.Duplicate:
-				return fmt.Errorf("dynamo: key %q: %w", key, consumer.ErrDuplicate)
-			case dedupe.KeyReused:
-				kerr := &dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
-				log().Error("dynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
-					zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
-				return consumer.Permanent(kerr)
-			default:
-				wait := max(c.LeaseUntil.Sub(now), time.Second)
-				return consumer.RetryAfter(&dedupe.InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
-			}
-		}
-		// The message is stale only when every failed condition is a
-		// VersionGuard's version clause; the first other failure is the
-		// user's own condition.
-		stale, userFailed := -1, -1
-		conflict := false
-		for i, r := range reasons[:len(writes)] {
-			switch code(r) {
-			case ReasonConditionalCheck:
-				switch {
-				case userFailed >= 0:
-				case staleVersion(writes[i], r):
-					if stale < 0 {
-						stale = i
-					}
-				default:
-					userFailed = i
-				}
-			case ReasonTransactionConflict:
-				conflict = true
-			}
-		}
-		if code(own) == ReasonTransactionConflict {
-			conflict = true
-		}
-		switch {
-		case userFailed >= 0:
-			return &ConditionError{Index: userFailed, Reason: reasons[userFailed], Err: err}
-		case stale >= 0:
-			log().Info("dynamo: stale version: the message's writes are skipped and it is recorded as done", zap.Int("write", stale))
+			return h.blocked(claimOf(r), key, fp, now, log)
+		case c.userFailed >= 0:
+			return &ConditionError{Index: c.userFailed, Reason: can.CancellationReasons[c.userFailed], Err: err}
+		case c.stale >= 0:
+			log().Info("dynamo: stale version: the message's writes are skipped and it is recorded as done", zap.Int("write", c.stale))
 			writes = nil
 			continue
-		case conflict && conflicts < h.opts.ConflictRetries:
+		case c.conflict && conflicts < h.opts.ConflictRetries:
 			conflicts++
 			select {
 			case <-ctx.Done():
@@ -221,14 +186,91 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 			case <-time.After(time.Duration(rand.Int64N(int64(20*time.Millisecond) << conflicts))):
 			}
 			continue
-		}
-		for _, r := range reasons {
-			if code(r) == ReasonValidation {
-				return consumer.Permanent(fmt.Errorf("dynamo: transaction rejected: %s: %w", aws.ToString(r.Message), err))
-			}
+		case c.rejected >= 0:
+			msg := aws.ToString(can.CancellationReasons[c.rejected].Message)
+			return consumer.Permanent(fmt.Errorf("dynamo: transaction rejected: %s: %w", msg, err))
 		}
 		return fmt.Errorf("dynamo: transaction cancelled: %w", err)
 	}
+}
+
+// blocked is the handler's answer when the message's dedupe record
+// already exists: c is what the record holds.
+func (h *txHandler) blocked(c dedupe.Claim, key, fp string, now time.Time, log func() *zap.Logger) error {
+	switch c.Status {
+	case dedupe.Duplicate:
+		return fmt.Errorf("dynamo: key %q: %w", key, consumer.ErrDuplicate)
+	case dedupe.KeyReused:
+		kerr := &dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
+		log().Error("dynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
+		return consumer.Permanent(kerr)
+	default:
+		wait := max(c.LeaseUntil.Sub(now), time.Second)
+		return consumer.RetryAfter(&dedupe.InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
+	}
+}
+
+// cancellation is what a TransactionCanceledException's reasons say about
+// one commit of writes followed by the dedupe record.
+type cancellation struct {
+	// mismatch: the reasons do not line up with the writes (one per write
+	// plus the record); nothing else is decoded.
+	mismatch bool
+	// recordFailed: the dedupe record's condition failed; record is the
+	// stored item that blocked it. It takes precedence over the writes.
+	recordFailed bool
+	record       map[string]types.AttributeValue
+	// userFailed is the first write whose own condition failed (not a
+	// VersionGuard's version clause), or -1.
+	userFailed int
+	// stale is the first write whose version clause failed, or -1. The
+	// message is stale only when userFailed is -1.
+	stale int
+	// conflict: some write, or the record, met a TransactionConflict.
+	conflict bool
+	// rejected is the first reason (write or record) that is a
+	// ValidationError, or -1.
+	rejected int
+}
+
+// decodeCancel reads the cancellation reasons of a transaction of writes
+// plus the dedupe record (last). It decides nothing: Handle does.
+func decodeCancel(writes []types.TransactWriteItem, reasons []types.CancellationReason) cancellation {
+	c := cancellation{userFailed: -1, stale: -1, rejected: -1}
+	if len(reasons) != len(writes)+1 {
+		c.mismatch = true
+		return c
+	}
+	own := reasons[len(writes)]
+	if code(own) == dynamolease.ReasonConditionalCheck {
+		c.recordFailed, c.record = true, own.Item
+		return c
+	}
+	c.conflict = code(own) == dynamolease.ReasonTransactionConflict
+	for i, r := range reasons[:len(writes)] {
+		switch code(r) {
+		case dynamolease.ReasonConditionalCheck:
+			switch {
+			case c.userFailed >= 0:
+			case staleVersion(writes[i], r):
+				if c.stale < 0 {
+					c.stale = i
+				}
+			default:
+				c.userFailed = i
+			}
+		case dynamolease.ReasonTransactionConflict:
+			c.conflict = true
+		}
+	}
+	for i, r := range reasons {
+		if code(r) == dynamolease.ReasonValidation {
+			c.rejected = i
+			break
+		}
+	}
+	return c
 }
 
 // commit sends one fresh TransactWriteItemsInput (never reused: the SDK
@@ -242,17 +284,13 @@ func (h *txHandler) commit(ctx context.Context, key, fp string, writes []types.T
 		Item: map[string]types.AttributeValue{
 			AttrPK:          str(h.s.PK(key)),
 			AttrStatus:      str(dedupe.StatusCompleted),
-			AttrToken:       str(dedupe.NewToken()),
+			AttrToken:       str(leasekey.NewToken()),
 			AttrFingerprint: str(fp),
 			AttrExpiresAt:   num(now.Add(h.s.ttl).Unix()),
 		},
-		ConditionExpression:      aws.String(claimCondition),
-		ExpressionAttributeNames: map[string]string{"#pk": AttrPK, "#exp": AttrExpiresAt, "#st": AttrStatus, "#lu": AttrLeaseUntil},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now":         num(now.Unix()),
-			":now_ms":      num(now.UnixMilli()),
-			":in_progress": str(dedupe.StatusInProgress),
-		},
+		ConditionExpression:                 aws.String(dynamolease.ClaimCondition),
+		ExpressionAttributeNames:            dynamolease.ClaimNames(),
+		ExpressionAttributeValues:           dynamolease.ClaimValues(now),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}})
 	_, err := h.s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})

@@ -91,7 +91,7 @@ func msg(id, key, body string) *consumer.Message {
 func TestTransactionalOnce(t *testing.T) {
 	t.Parallel()
 	l := newLedger(t)
-	h := dynamo.Transactional(l.store, l.credit)
+	h := dynamo.Transactional(l.store, l.credit, nil)
 	ctx := context.Background()
 	if err := h.Handle(ctx, msg("m1", "k1", "alice:10")); err != nil {
 		t.Fatalf("first: %v", err)
@@ -124,7 +124,7 @@ func TestTransactionalOnce(t *testing.T) {
 func TestTransactionalRace(t *testing.T) {
 	t.Parallel()
 	l := newLedger(t)
-	h := dynamo.Transactional(l.store, l.credit)
+	h := dynamo.Transactional(l.store, l.credit, nil)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	acks, dups, others := 0, 0, 0
@@ -169,7 +169,7 @@ func TestTransactionalUserConditionFails(t *testing.T) {
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}}}, nil
 	}
-	h := dynamo.Transactional(l.store, debit)
+	h := dynamo.Transactional(l.store, debit, nil)
 	err := h.Handle(ctx, msg("m1", "debit-1", "x"))
 	var ce *dynamo.ConditionError
 	if !errors.As(err, &ce) || ce.Index != 0 || aws.ToString(ce.Reason.Code) != "ConditionalCheckFailed" {
@@ -184,7 +184,7 @@ func TestTransactionalUserConditionFails(t *testing.T) {
 	if get(t, l.client, l.dedupe, l.store.PK("debit-1")) != nil {
 		t.Fatal("dedupe record written although the transaction was cancelled")
 	}
-	if err := dynamo.Transactional(l.store, l.credit).Handle(ctx, msg("m0", "fund", "carol:10")); err != nil {
+	if err := dynamo.Transactional(l.store, l.credit, nil).Handle(ctx, msg("m0", "fund", "carol:10")); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Handle(ctx, msg("m1", "debit-1", "x")); err != nil {
@@ -210,7 +210,7 @@ func TestTransactionalVersionGuard(t *testing.T) {
 			ExpressionAttributeNames:  map[string]string{"#n": "name"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberS{Value: name}},
 		}}, "v", n)}, nil
-	})
+	}, nil)
 	for i, body := range []string{"2:two", "1:one", "3:three", "3:three-again"} {
 		if err := h.Handle(ctx, msg("m", "ev-"+strconv.Itoa(i), body)); err != nil {
 			t.Fatalf("event %s: %v", body, err)
@@ -246,14 +246,14 @@ func TestTransactionalLimits(t *testing.T) {
 		}
 	}
 	for name, fn := range map[string]dynamo.TxFunc{"100 writes": many(100, 1), "5 MB": many(20, 256<<10)} {
-		err := dynamo.Transactional(l.store, fn).Handle(ctx, msg("m", "big-"+name, "x"))
+		err := dynamo.Transactional(l.store, fn, nil).Handle(ctx, msg("m", "big-"+name, "x"))
 		var tl *dynamo.TooLargeError
 		var pe *consumer.PermanentError
 		if !errors.As(err, &tl) || !errors.As(err, &pe) {
 			t.Errorf("%s: %v, want a permanent TooLargeError", name, err)
 		}
 	}
-	if err := dynamo.Transactional(l.store, many(99, 1)).Handle(ctx, msg("m", "ok-99", "x")); err != nil {
+	if err := dynamo.Transactional(l.store, many(99, 1), nil).Handle(ctx, msg("m", "ok-99", "x")); err != nil {
 		t.Fatalf("99 writes + the dedupe record: %v", err)
 	}
 }
@@ -266,7 +266,7 @@ func TestTransactionalLeaseModeRecord(t *testing.T) {
 	if err != nil || c.Status != dedupe.Claimed {
 		t.Fatal(c, err)
 	}
-	h := dynamo.Transactional(l.store, l.credit)
+	h := dynamo.Transactional(l.store, l.credit, nil)
 	err = h.Handle(ctx, msg("m", "held", "dave:1"))
 	var re *consumer.RetryError
 	if !errors.As(err, &re) || re.Delay < 59*time.Second {
@@ -309,7 +309,7 @@ func TestTransactionalGuardedUserConditionFails(t *testing.T) {
 				":amt": &types.AttributeValueMemberN{Value: amount},
 			},
 		}}, "v", n)}, nil
-	})
+	}, nil)
 	account := func() (balance, version string) {
 		out, err := l.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.accounts), ConsistentRead: aws.Bool(true),
 			Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "hank"}}})

@@ -49,7 +49,7 @@ func BenchmarkTransactional(b *testing.B) {
 	i := 0
 	h := postgres.Transactional(s, func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error {
 		return effect(ctx, tx, msg.Key(), i)
-	})
+	}, nil)
 	ctx := context.Background()
 	for b.Loop() {
 		i++

@@ -13,7 +13,7 @@
 // The table, in the connection's schema (search_path):
 //
 //	CREATE TABLE sqsonce_dedupe (
-//	    pk          text        PRIMARY KEY,  -- "<namespace>#<key>" (dedupe.PK)
+//	    pk          text        PRIMARY KEY,  -- "<namespace>#<key>" (hashed past 2048 bytes)
 //	    status      text        NOT NULL,     -- IN_PROGRESS or COMPLETED
 //	    token       text        NOT NULL,     -- random per claim; fences Extend/Complete/Release
 //	    fingerprint text        NOT NULL,     -- hash of the body; another body = key reuse
@@ -58,7 +58,7 @@
 //		}
 //		_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + $2 WHERE id = $1`, e.Account, e.Amount)
 //		return err
-//	})
+//	}, nil)
 //
 // The dedupe row is inserted first in the transaction, the handler's
 // statements follow, and the commit makes both durable or neither: a

@@ -56,7 +56,7 @@ func TestTransactionalLostCommitAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := postgres.Transactional(s, l.credit)
+	h := postgres.Transactional(s, l.credit, nil)
 	r := process(h, consumertest.NewMessage("acct:7", consumertest.WithID("m-1")))
 	if r.Outcome != consumer.OutcomeDuplicate {
 		t.Fatalf("outcome %v (%v), want duplicate (the lost commit had applied)", r.Outcome, r.Err)

@@ -56,7 +56,7 @@ func TestDocumentedPrivilegesSuffice(t *testing.T) {
 	h := postgres.Transactional(s, func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error {
 		_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, msg.Key())
 		return err
-	})
+	}, nil)
 	if r := consumertest.Process(ctx, h, consumertest.NewMessage("b", consumertest.WithID("m"))); r.Outcome != consumer.OutcomeAck {
 		t.Fatalf("Transactional: %v (%v)", r.Outcome, r.Err)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // DB is what the store needs of a connection pool; *pgxpool.Pool has it.
@@ -78,7 +79,7 @@ func New(cfg Config) (*Store, error) {
 }
 
 // PK returns the stored primary key of a message key.
-func (s *Store) PK(key string) string { return dedupe.PK(s.ns, key) }
+func (s *Store) PK(key string) string { return leasekey.PK(s.ns, key) }
 
 // Check verifies at start-up that the dedupe table is there and readable,
 // with an error that says what to fix.
@@ -158,7 +159,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 	pk := s.PK(key)
 	for attempt := 0; ; attempt++ {
 		now := s.now()
-		token := dedupe.NewToken()
+		token := leasekey.NewToken()
 		until := now.Add(lease)
 		var got string
 		err := s.db.QueryRow(ctx, upsert, pk, dedupe.StatusInProgress, token, fingerprint, until, now.Add(s.ttl), now).Scan(&got)

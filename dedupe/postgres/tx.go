@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 	"github.com/sqsonce/sqsonce/internal/pgutil"
 )
 
@@ -21,7 +22,8 @@ import (
 // only one run's statements ever commit.
 type TxFunc func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error
 
-// TxOptions configures [Transactional].
+// TxOptions configures [Transactional]; nil or a zero field takes the
+// default.
 type TxOptions struct {
 	// FingerprintFunc fingerprints a message: the same key with a different
 	// fingerprint is key reuse. Defaults to dedupe.Fingerprint of the body.
@@ -57,10 +59,10 @@ type TxOptions struct {
 //
 // Do not wrap the handler in dedupe.Middleware with the same store: it
 // needs no claim.
-func Transactional(store *Store, fn TxFunc, opts ...TxOptions) consumer.Handler {
+func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
 	var o TxOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	if opts != nil {
+		o = *opts
 	}
 	if o.FingerprintFunc == nil {
 		o.FingerprintFunc = func(m *consumer.Message) string { return dedupe.Fingerprint(m.Body) }
@@ -132,7 +134,7 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *consumer.M
 	now := h.s.now()
 	pk := h.s.PK(key)
 	var got string
-	err = tx.QueryRow(ctx, upsert, pk, dedupe.StatusCompleted, dedupe.NewToken(), fp, nil, now.Add(h.s.ttl), now).Scan(&got)
+	err = tx.QueryRow(ctx, upsert, pk, dedupe.StatusCompleted, leasekey.NewToken(), fp, nil, now.Add(h.s.ttl), now).Scan(&got)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return h.conflict(ctx, tx, key, pk, fp, now)

@@ -90,7 +90,7 @@ func process(h consumer.Handler, msg *consumer.Message) consumertest.Result {
 func TestTransactionalExactlyOnceUnderConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	l := newLedger(t)
-	h := postgres.Transactional(l.store, l.credit)
+	h := postgres.Transactional(l.store, l.credit, nil)
 	const messages, goroutines = 20, 50
 	var (
 		wg       sync.WaitGroup
@@ -168,7 +168,7 @@ func TestTransactionalKilledBackend(t *testing.T) {
 				}
 				return nil
 			}
-			h := postgres.Transactional(l.store, fn, postgres.TxOptions{Retries: retries})
+			h := postgres.Transactional(l.store, fn, &postgres.TxOptions{Retries: retries})
 			msg := func() *consumer.Message { return consumertest.NewMessage("acct:5", consumertest.WithID("m-1")) }
 			r := process(h, msg())
 			if retries < 0 {
@@ -231,7 +231,7 @@ func TestTransactionalDeadlockRetried(t *testing.T) {
 		}
 		return err
 	}
-	h := postgres.Transactional(l.store, fn)
+	h := postgres.Transactional(l.store, fn, nil)
 	var wg sync.WaitGroup
 	results := make([]consumertest.Result, 2)
 	for i, body := range []string{"a>b", "b>a"} {
@@ -285,7 +285,7 @@ func TestTransactionalSerializationFailureRetried(t *testing.T) {
 		}
 		return err
 	}
-	h := postgres.Transactional(l.store, fn, postgres.TxOptions{TxOptions: pgx.TxOptions{IsoLevel: pgx.Serializable}})
+	h := postgres.Transactional(l.store, fn, &postgres.TxOptions{TxOptions: pgx.TxOptions{IsoLevel: pgx.Serializable}})
 	var wg sync.WaitGroup
 	results := make([]consumertest.Result, 2)
 	for i := range 2 {
@@ -312,7 +312,7 @@ func TestTransactionalOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l := newLedger(t)
-	h := postgres.Transactional(l.store, l.credit)
+	h := postgres.Transactional(l.store, l.credit, nil)
 
 	// The handler's error rolls back the dedupe row too: the redelivery runs.
 	failing := postgres.Transactional(l.store, func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error {
@@ -320,7 +320,7 @@ func TestTransactionalOutcomes(t *testing.T) {
 			return err
 		}
 		return errors.New("downstream said no")
-	})
+	}, nil)
 	if r := process(failing, consumertest.NewMessage("x:1", consumertest.WithID("f-1"))); r.Outcome != consumer.OutcomeRetry {
 		t.Fatalf("failing handler: %v, want retry", r.Outcome)
 	}

@@ -114,7 +114,7 @@ func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, 
 		}
 		return creditWrites(n.Ledger, cr), nil
 	}
-	return dynamo.Transactional(store, apply), nil
+	return dynamo.Transactional(store, apply, nil), nil
 }
 
 // postgresHandler applies a credit in one PostgreSQL transaction: the
@@ -141,7 +141,7 @@ func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger
 			return err
 		}
 		return sleep(ctx, txDelay)
-	})
+	}, nil)
 	return consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 		if _, err := parseCredit(msg.Body); err != nil {
 			return consumer.Permanent(err) // no transaction for a message that can never apply

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,9 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/dedupe"
 	dedupedynamo "github.com/sqsonce/sqsonce/dedupe/dynamo"
 	"github.com/sqsonce/sqsonce/idempotency"
+	"github.com/sqsonce/sqsonce/internal/dynamolease"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // Defaults.
@@ -129,7 +129,7 @@ func CreateTable(ctx context.Context, client API, table string) error {
 func (s *Store) Table() string { return s.table }
 
 // PK returns the stored partition key of a record key.
-func (s *Store) PK(key string) string { return dedupe.PK(s.ns, key) }
+func (s *Store) PK(key string) string { return leasekey.PK(s.ns, key) }
 
 // Check verifies at start-up that the table exists with the key schema
 // the store needs, with an error that says what to fix. A table without
@@ -142,97 +142,46 @@ func (s *Store) Check(ctx context.Context) error {
 	return d.Check(ctx)
 }
 
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+func num(n int64) types.AttributeValue  { return dynamolease.Num(n) }
+func str(s string) types.AttributeValue { return dynamolease.Str(s) }
 
-// claimCondition is the dedupe store's: no live record.
-const claimCondition = "attribute_not_exists(#pk) OR #exp < :now OR (#st = :in_progress AND #lu < :now_ms)"
+// lease is the store's view of its table for the shared record code.
+func (s *Store) lease() *dynamolease.Table {
+	return &dynamolease.Table{Client: s.client, Name: s.table, TTL: s.ttl, Now: s.now, ErrNotOwner: idempotency.ErrNotOwner}
+}
 
 // Claim implements [idempotency.Store] with one conditional PutItem; on
 // conflict the old item, stored response included, comes back with the
 // error (no extra read).
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
-	pk := s.PK(key)
-	for attempt := 0; ; attempt++ {
-		now := s.now()
-		token := dedupe.NewToken()
-		until := now.Add(lease)
-		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: aws.String(s.table),
-			Item: map[string]types.AttributeValue{
-				AttrPK:          str(pk),
-				AttrStatus:      str(idempotency.StatusInProgress),
-				AttrLeaseUntil:  num(until.UnixMilli()),
-				AttrToken:       str(token),
-				AttrFingerprint: str(fingerprint),
-				AttrExpiresAt:   num(now.Add(s.ttl).Unix()),
-			},
-			ConditionExpression:      aws.String(claimCondition),
-			ExpressionAttributeNames: map[string]string{"#pk": AttrPK, "#exp": AttrExpiresAt, "#st": AttrStatus, "#lu": AttrLeaseUntil},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":now":         num(now.Unix()),
-				":now_ms":      num(now.UnixMilli()),
-				":in_progress": str(idempotency.StatusInProgress),
-			},
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
-		if err == nil {
-			return idempotency.Claim{Status: idempotency.Claimed, Token: token, LeaseUntil: until}, nil
-		}
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			return idempotency.Claim{}, fmt.Errorf("dynamo: claim: %w", err)
-		}
-		old := parseRecord(ccf.Item)
-		if old.token == token && old.status == idempotency.StatusInProgress {
-			// Our own write, retried by the SDK after a lost answer.
-			return idempotency.Claim{Status: idempotency.Claimed, Token: token, LeaseUntil: until}, nil
-		}
-		c, live := old.conflict(fingerprint, now)
-		if live || attempt >= 2 {
-			return c, nil
-		}
-		// Dead by our clock (expired, or an ended lease): the server and
-		// we disagree on the boundary; claim again.
+	r, err := s.lease().Claim(ctx, s.PK(key), fingerprint, lease)
+	if err != nil {
+		return idempotency.Claim{}, err
 	}
+	c := idempotency.Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}
+	switch r.Outcome {
+	case dynamolease.Claimed:
+		c.Status = idempotency.Claimed
+	case dynamolease.Completed:
+		c.Status = idempotency.Completed
+		resp := parseResponse(r.Item)
+		c.Response = &resp
+	case dynamolease.KeyReused:
+		c.Status = idempotency.KeyReused
+	default:
+		c.Status = idempotency.InProgress
+	}
+	return c, nil
 }
 
-// record is a key record as read back.
-type record struct {
-	status      string
-	token       string
-	fingerprint string
-	leaseUntil  time.Time
-	expiresAt   int64 // s
-	resp        idempotency.Response
-}
-
-func parseRecord(item map[string]types.AttributeValue) record {
-	getS := func(name string) string {
-		if v, ok := item[name].(*types.AttributeValueMemberS); ok {
-			return v.Value
-		}
-		return ""
-	}
-	getN := func(name string) int64 {
-		if v, ok := item[name].(*types.AttributeValueMemberN); ok {
-			n, _ := strconv.ParseInt(v.Value, 10, 64)
-			return n
-		}
-		return 0
-	}
-	r := record{status: getS(AttrStatus), token: getS(AttrToken), fingerprint: getS(AttrFingerprint), expiresAt: getN(AttrExpiresAt)}
-	if ms := getN(AttrLeaseUntil); ms != 0 {
-		r.leaseUntil = time.UnixMilli(ms)
-	}
-	r.resp.Status = int(getN(AttrResponseStatus))
+// parseResponse reads the stored response of a COMPLETED record.
+func parseResponse(item map[string]types.AttributeValue) idempotency.Response {
+	resp := idempotency.Response{Status: int(dynamolease.GetN(item, AttrResponseStatus))}
 	if v, ok := item[AttrResponseBody].(*types.AttributeValueMemberB); ok {
-		r.resp.Body = v.Value
+		resp.Body = v.Value
 	}
 	if m, ok := item[AttrResponseHeaders].(*types.AttributeValueMemberM); ok {
-		r.resp.Header = http.Header{}
+		resp.Header = http.Header{}
 		for name, v := range m.Value {
 			l, ok := v.(*types.AttributeValueMemberL)
 			if !ok {
@@ -240,83 +189,22 @@ func parseRecord(item map[string]types.AttributeValue) record {
 			}
 			for _, e := range l.Value {
 				if s, ok := e.(*types.AttributeValueMemberS); ok {
-					r.resp.Header[name] = append(r.resp.Header[name], s.Value)
+					resp.Header[name] = append(resp.Header[name], s.Value)
 				}
 			}
 		}
 	}
-	return r
-}
-
-// conflict turns the record that blocked a claim into the claim's answer.
-// live=false means the record is dead by the client's clock: expiry is
-// checked on read, never left to TTL deletion alone.
-func (r record) conflict(fingerprint string, now time.Time) (c idempotency.Claim, live bool) {
-	if r.status == "" || r.expiresAt < now.Unix() || (r.status == idempotency.StatusInProgress && r.leaseUntil.Before(now)) {
-		return idempotency.Claim{Status: idempotency.InProgress, LeaseUntil: now}, false
-	}
-	c.Fingerprint = r.fingerprint
-	switch {
-	case r.fingerprint != fingerprint:
-		c.Status = idempotency.KeyReused
-	case r.status == idempotency.StatusCompleted:
-		c.Status = idempotency.Completed
-		resp := r.resp
-		c.Response = &resp
-	default:
-		c.Status = idempotency.InProgress
-		c.LeaseUntil = r.leaseUntil
-	}
-	return c, true
-}
-
-// ownedCondition fences Extend, Complete and Release by the claim token.
-const ownedCondition = "#tk = :tk AND #st = :in_progress"
-
-func ownedValues(token string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{":tk": str(token), ":in_progress": str(idempotency.StatusInProgress)}
-}
-
-func (s *Store) key(key string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrPK: str(s.PK(key))}
-}
-
-// fenced maps a failed fenced write to ErrNotOwner.
-func fenced(op string, err error) error {
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return fmt.Errorf("dynamo: %s: %w", op, idempotency.ErrNotOwner)
-	}
-	return fmt.Errorf("dynamo: %s: %w", op, err)
+	return resp
 }
 
 // Extend implements [idempotency.Store].
 func (s *Store) Extend(ctx context.Context, key, token string, lease time.Duration) error {
-	now := s.now()
-	vals := ownedValues(token)
-	vals[":lu"] = num(now.Add(lease).UnixMilli())
-	vals[":exp"] = num(now.Add(s.ttl).Unix())
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       s.key(key),
-		UpdateExpression:          aws.String("SET #lu = :lu, #exp = :exp"),
-		ConditionExpression:       aws.String(ownedCondition),
-		ExpressionAttributeNames:  map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#lu": AttrLeaseUntil, "#exp": AttrExpiresAt},
-		ExpressionAttributeValues: vals,
-	})
-	if err != nil {
-		return fenced("extend", err)
-	}
-	return nil
+	return s.lease().Extend(ctx, s.PK(key), token, lease)
 }
 
 // completeUpdate is the fenced update that marks the record COMPLETED
 // with resp.
 func (s *Store) completeUpdate(key, token string, resp idempotency.Response) *types.Update {
-	vals := ownedValues(token)
-	vals[":completed"] = str(idempotency.StatusCompleted)
-	vals[":exp"] = num(s.now().Add(s.ttl).Unix())
-	vals[":rs"] = num(int64(resp.Status))
 	headers := map[string]types.AttributeValue{}
 	for name, vs := range resp.Header {
 		l := make([]types.AttributeValue, len(vs))
@@ -325,26 +213,15 @@ func (s *Store) completeUpdate(key, token string, resp idempotency.Response) *ty
 		}
 		headers[name] = &types.AttributeValueMemberL{Value: l}
 	}
-	vals[":rh"] = &types.AttributeValueMemberM{Value: headers}
-	names := map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#lu": AttrLeaseUntil, "#exp": AttrExpiresAt,
-		"#rs": AttrResponseStatus, "#rh": AttrResponseHeaders}
-	expr := "SET #st = :completed, #exp = :exp, #rs = :rs, #rh = :rh"
+	vals := map[string]types.AttributeValue{":rs": num(int64(resp.Status)), ":rh": &types.AttributeValueMemberM{Value: headers}}
+	names := map[string]string{"#rs": AttrResponseStatus, "#rh": AttrResponseHeaders}
+	set := ", #rs = :rs, #rh = :rh"
 	if len(resp.Body) > 0 {
 		vals[":rb"] = &types.AttributeValueMemberB{Value: resp.Body}
 		names["#rb"] = AttrResponseBody
-		expr += ", #rb = :rb"
+		set += ", #rb = :rb"
 	}
-	return &types.Update{
-		TableName:                 aws.String(s.table),
-		Key:                       s.key(key),
-		UpdateExpression:          aws.String(expr + " REMOVE #lu"),
-		ConditionExpression:       aws.String(ownedCondition),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: vals,
-		// The old item tells a retried completion that had been applied
-		// (same token, COMPLETED) from a lost claim.
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	return s.lease().CompleteUpdate(s.PK(key), token, set, names, vals)
 }
 
 // MaxItemBytes is DynamoDB's item size limit (400 KB). A response that
@@ -377,23 +254,7 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 		return fmt.Errorf("dynamo: complete: record of ~%d bytes, DynamoDB's item limit is %d: %w", size, MaxItemBytes, idempotency.ErrTooLarge)
 	}
 	if len(c.Writes) == 0 && len(c.Builds) == 0 {
-		u := s.completeUpdate(key, token, c.Response)
-		_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-			ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
-			ExpressionAttributeValues:           u.ExpressionAttributeValues,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			if old := parseRecord(ccf.Item); old.token == token && old.status == idempotency.StatusCompleted {
-				return nil
-			}
-		}
-		if err != nil {
-			return fenced("complete", err)
-		}
-		return nil
+		return s.lease().Complete(ctx, token, s.completeUpdate(key, token, c.Response))
 	}
 	rebuilds := 0
 	for conflicts := 0; ; {
@@ -417,8 +278,8 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 			return fmt.Errorf("dynamo: complete: transaction cancelled (%d reasons for %d writes): %w", len(reasons), len(writes)+1, err)
 		}
 		own := reasons[len(writes)]
-		if aws.ToString(own.Code) == dedupedynamo.ReasonConditionalCheck {
-			if old := parseRecord(own.Item); old.token == token && old.status == idempotency.StatusCompleted {
+		if aws.ToString(own.Code) == dynamolease.ReasonConditionalCheck {
+			if dynamolease.CompletedBy(own.Item, token) {
 				return nil // a retry of a transaction that had committed
 			}
 			return fmt.Errorf("dynamo: complete: %w", idempotency.ErrNotOwner)
@@ -429,12 +290,12 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 			rebuilds++
 			continue
 		}
-		conflict := aws.ToString(own.Code) == dedupedynamo.ReasonTransactionConflict
+		conflict := aws.ToString(own.Code) == dynamolease.ReasonTransactionConflict
 		for i, r := range reasons[:len(writes)] {
 			switch aws.ToString(r.Code) {
-			case dedupedynamo.ReasonConditionalCheck:
+			case dynamolease.ReasonConditionalCheck:
 				return &idempotency.ConditionError{Index: i, Reason: aws.ToString(r.Message), Err: err}
-			case dedupedynamo.ReasonTransactionConflict:
+			case dynamolease.ReasonTransactionConflict:
 				conflict = true
 			}
 		}
@@ -480,15 +341,5 @@ func (s *Store) commit(ctx context.Context, key, token string, writes []types.Tr
 
 // Release implements [idempotency.Store].
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       s.key(key),
-		ConditionExpression:       aws.String(ownedCondition),
-		ExpressionAttributeNames:  map[string]string{"#tk": AttrToken, "#st": AttrStatus},
-		ExpressionAttributeValues: ownedValues(token),
-	})
-	if err != nil {
-		return fenced("release", err)
-	}
-	return nil
+	return s.lease().Release(ctx, s.PK(key), token)
 }

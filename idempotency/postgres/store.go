@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/idempotency"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // DB is what the store needs of a connection pool; *pgxpool.Pool has it.
@@ -83,7 +83,7 @@ type record struct {
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
 	for attempt := 0; ; attempt++ {
 		now := s.now()
-		token := dedupe.NewToken()
+		token := leasekey.NewToken()
 		until := now.Add(lease)
 		var got string
 		err := s.db.QueryRow(ctx, upsert, key, token, fingerprint, until, now.Add(s.ttl), now).Scan(&got)
