@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/settle"
 )
 
 // Consumer long-polls one SQS queue and runs a Handler for each message.
@@ -102,7 +103,7 @@ func (c *Consumer) setup(ctx context.Context) (queueInfo, error) {
 
 	q.dlqURL = cfg.DeadLetterQueueURL
 	if q.dlqURL == "" {
-		url, _, err := resolveRedrivePolicy(ctx, cfg.Client, attrs[string(types.QueueAttributeNameRedrivePolicy)])
+		url, _, err := settle.DeadLetterQueue(ctx, cfg.Client, "consumer", attrs[string(types.QueueAttributeNameRedrivePolicy)])
 		if err != nil {
 			return q, err
 		}
@@ -527,7 +528,7 @@ func (r *runner) workLanes() {
 				r.releaseLane(l, nil)
 			default:
 				res := r.process(m)
-				if res.Outcome != OutcomeAck && res.Outcome != OutcomeDuplicate {
+				if settle.StopsGroup(settle.Outcome(res.Outcome)) {
 					r.releaseLane(l, fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome))
 				}
 			}
@@ -618,36 +619,22 @@ func (r *runner) process(m *inflight) Result {
 	m.cancel = nil
 	m.mu.Unlock()
 
-	switch res.Outcome {
-	case OutcomeAck, OutcomeDuplicate:
-		r.settle(m, -1)
-	case OutcomeDeadLetter:
+	if res.Outcome == OutcomeDeadLetter {
 		if err := r.deadLetter(m, res); err != nil {
 			// Not dead-lettered, so not deleted: retry it later instead.
 			res.Outcome = OutcomeRetry
 			res.Err = fmt.Errorf("%w (dead-letter send failed: %v)", res.Err, err)
-			attempt := max(m.msg.ReceiveCount, 1)
-			if errors.Is(err, ErrDeadLetterRefused) {
-				// Sending it again cannot help: leave the message to the
-				// queue's maxReceiveCount, never in a tight loop.
-				r.log.Error("consumer: dead letter refused by SQS; the message is retried after a backoff and left to the queue's maxReceiveCount",
-					zap.String("message_id", m.msg.ID), zap.String("dlq_url", r.q.dlqURL),
-					zap.Int("receive_count", m.msg.ReceiveCount), zap.Error(err))
+			var refused bool
+			res.Delay, refused = settle.DeadLetterFailed(r.log, "consumer", settleMessage(m.msg), r.q.dlqURL, err, r.cfg.Backoff)
+			if refused {
 				r.obs.DeadLetterRefused(m.msg, err)
-				res.Delay = r.cfg.Backoff.Ceiling(attempt)
-			} else {
-				r.log.Error("consumer: dead-letter send failed; retrying the message later",
-					zap.String("message_id", m.msg.ID), zap.String("dlq_url", r.q.dlqURL), zap.Error(err))
-				res.Delay = r.cfg.Backoff.Delay(attempt)
 			}
-			r.settle(m, r.visibilitySeconds(m, res.Delay))
-			break
 		}
+	}
+	if act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, m.recvStart, time.Now()); act.Done {
 		r.settle(m, -1)
-	case OutcomeRetry:
-		r.settle(m, r.visibilitySeconds(m, res.Delay))
-	default: // OutcomeRelease
-		r.settle(m, 0)
+	} else {
+		r.settle(m, act.Visibility)
 	}
 	r.settled(m, res, true)
 	return res
@@ -656,35 +643,14 @@ func (r *runner) process(m *inflight) Result {
 // deadLetter sends m to the DLQ (the heartbeat keeps it invisible
 // meanwhile).
 func (r *runner) deadLetter(m *inflight, res Result) error {
-	in := DeadLetterInput(m.msg, res, r.q.url, r.q.dlqURL, r.q.fifo, r.cfg.NowFunc())
-	if dropped := DroppedAttributes(m.msg); len(dropped) > 0 {
-		r.log.Warn("consumer: dead letter drops attributes to stay within SQS's limit of 10",
-			zap.String("message_id", m.msg.ID), zap.Strings("dropped", dropped))
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.workBase), settleCallTimeout)
 	defer cancel()
-	dropped, err := SendDeadLetter(ctx, r.cfg.Client, in, r.q.dlqMaxSize)
-	if len(dropped) > 0 {
-		r.log.Warn("consumer: dead letter shrunk to fit the dead-letter queue's MaximumMessageSize",
-			zap.String("message_id", m.msg.ID), zap.Strings("dropped", dropped))
-	}
-	if err != nil {
-		err = fmt.Errorf("consumer: send to dead-letter queue %s: %w", r.q.dlqURL, err)
-	}
+	err := settle.Send(ctx, r.cfg.Client, r.log, "consumer", settle.Letter{
+		Msg: settleMessage(m.msg), Reason: deadLetterReason(res), Class: res.Class,
+		SourceQueue: r.q.url, DLQ: r.q.dlqURL, FIFO: r.q.fifo, MaxSize: r.q.dlqMaxSize, Now: r.cfg.NowFunc(),
+	})
 	r.obs.DeadLettered(m.msg, err)
-	if err == nil {
-		r.log.Warn("consumer: dead-lettered", zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()),
-			zap.String("class", res.Class), zap.Int("receive_count", m.msg.ReceiveCount))
-	}
 	return err
-}
-
-// visibilitySeconds turns a retry delay into whole seconds, rounded up and
-// kept within SQS's 12 hours from the receive.
-func (r *runner) visibilitySeconds(m *inflight, d time.Duration) int32 {
-	secs := (d + time.Second - 1) / time.Second
-	left := (maxVisibility - time.Since(m.recvStart)) / time.Second
-	return int32(max(min(secs, left), 0))
 }
 
 // settled reports m's outcome and frees its slot, or, when queued on a

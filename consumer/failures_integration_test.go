@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
@@ -28,15 +29,15 @@ func receiveAll(t *testing.T, client *sqs.Client, queueURL string, n int) []type
 	return testenv.Receive(t, client, queueURL, n, true)
 }
 
-func failureOf(t *testing.T, m types.Message) consumer.Failure {
+func failureOf(t *testing.T, m types.Message) deadletter.Failure {
 	t.Helper()
-	v, ok := m.MessageAttributes[consumer.AttrFailure]
+	v, ok := m.MessageAttributes[deadletter.AttrFailure]
 	if !ok {
-		t.Fatalf("dead letter has no %s attribute: %v", consumer.AttrFailure, m.MessageAttributes)
+		t.Fatalf("dead letter has no %s attribute: %v", deadletter.AttrFailure, m.MessageAttributes)
 	}
-	var f consumer.Failure
+	var f deadletter.Failure
 	if err := json.Unmarshal([]byte(aws.ToString(v.StringValue)), &f); err != nil {
-		t.Fatalf("%s is not JSON: %v", consumer.AttrFailure, err)
+		t.Fatalf("%s is not JSON: %v", deadletter.AttrFailure, err)
 	}
 	return f
 }

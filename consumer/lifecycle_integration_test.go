@@ -215,20 +215,3 @@ func TestBadConfigFailsBeforeReceiving(t *testing.T) {
 		})
 	}
 }
-
-func TestResolveDeadLetterQueue(t *testing.T) {
-	t.Parallel()
-	client := testenv.SQS(t)
-	prefix := testenv.Prefix(t)
-	for _, fifo := range []bool{false, true} {
-		queueURL, dlqURL := testenv.QueueWithDLQ(t, client, fmt.Sprintf("%s-%v", prefix, fifo), testenv.QueueOptions{FIFO: fifo})
-		got, gotFIFO, err := consumer.ResolveDeadLetterQueue(context.Background(), client, queueURL)
-		if err != nil || got != dlqURL || gotFIFO != fifo {
-			t.Errorf("fifo=%v: got %q %v %v, want %q", fifo, got, gotFIFO, err, dlqURL)
-		}
-	}
-	plain, _ := testenv.Queue(t, client, prefix+"-plain", testenv.QueueOptions{})
-	if got, _, err := consumer.ResolveDeadLetterQueue(context.Background(), client, plain); got != "" || err != nil {
-		t.Errorf("no redrive policy: got %q, %v", got, err)
-	}
-}

@@ -8,17 +8,15 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/deadletter"
 )
 
-// Message attribute names that sqsonce reads and writes.
-const (
-	// AttrID carries the message's dedupe id. Producers that care about
-	// exactly-once stamp it (a UUID made when the job is created); the
-	// redrive tool keeps it; every dead letter carries one.
-	AttrID = "sqsonce-id"
-	// AttrFailure is added to dead letters: a JSON [Failure].
-	AttrFailure = "sqsonce-failure"
-)
+// AttrID is the message attribute that carries a message's dedupe id
+// (deadletter.AttrID). Producers that care about exactly-once stamp it (a
+// UUID made when the job is created); the redrive tool keeps it; every
+// dead letter carries one.
+const AttrID = deadletter.AttrID
 
 // Message is one received SQS message.
 type Message struct {

@@ -2,8 +2,9 @@ package consumer
 
 import (
 	"context"
-	"encoding/json"
 	"time"
+
+	"github.com/sqsonce/sqsonce/deadletter"
 )
 
 // Outcome is how a received message ends. Every received message ends in
@@ -42,12 +43,12 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
-// Failure classes recorded in [Failure.Class].
+// Failure classes recorded in a dead letter's deadletter.Failure.Class.
 const (
-	ClassPermanent   = "permanent"    // the handler returned Permanent(err)
-	ClassMaxAttempts = "max_attempts" // MaxAttempts transient failures
-	ClassPanic       = "panic"        // counted as a transient failure; a dead letter only via MaxAttempts
-	ClassKeyReuse    = "key_reuse"    // same dedupe key, different body
+	ClassPermanent   = deadletter.ClassPermanent   // the handler returned Permanent(err)
+	ClassMaxAttempts = deadletter.ClassMaxAttempts // MaxAttempts transient failures
+	ClassPanic       = deadletter.ClassPanic       // counted as a transient failure; a dead letter only via MaxAttempts
+	ClassKeyReuse    = deadletter.ClassKeyReuse    // same dedupe key, different body
 )
 
 // Verdict is a classifier's decision for one handler error.
@@ -71,27 +72,4 @@ type ClassifierFunc func(ctx context.Context, msg *Message, err error) (Verdict,
 // Classify calls f.
 func (f ClassifierFunc) Classify(ctx context.Context, msg *Message, err error) (Verdict, bool) {
 	return f(ctx, msg, err)
-}
-
-// Failure is the JSON recorded in a dead letter's sqsonce-failure attribute.
-type Failure struct {
-	Error             string    `json:"error"`
-	Class             string    `json:"class"`
-	SourceQueue       string    `json:"source_queue"`
-	Attempts          int       `json:"attempts"`
-	OriginalMessageID string    `json:"original_message_id"`
-	FailedAt          time.Time `json:"failed_at"`
-}
-
-// ParseFailure reads the sqsonce-failure attribute of a message; ok=false
-// when it is absent or not valid JSON.
-func ParseFailure(m *Message) (f Failure, ok bool) {
-	s := m.Attribute(AttrFailure)
-	if s == "" {
-		return Failure{}, false
-	}
-	if err := json.Unmarshal([]byte(s), &f); err != nil {
-		return Failure{}, false
-	}
-	return f, true
 }

@@ -2,14 +2,12 @@ package consumer_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -114,7 +112,7 @@ func TestClassifierChainFirstDecisiveWins(t *testing.T) {
 		}
 		return consumer.Verdict{}, false
 	})
-	h := &consumertest.Harness{
+	h := consumertest.New(consumer.Config{
 		Classifier: consumer.ClassifierChain(nil, noOpinion, validation),
 		Handler: consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) error {
 			if m.Body == "bad" {
@@ -122,7 +120,7 @@ func TestClassifierChainFirstDecisiveWins(t *testing.T) {
 			}
 			return errors.New("other")
 		}),
-	}
+	})
 	if r := h.Process(context.Background(), consumertest.NewMessage("bad")); r.Outcome != consumer.OutcomeDeadLetter || r.Failure == nil || r.Failure.Class != "validation" {
 		t.Errorf("validation error: %+v", r)
 	}
@@ -132,90 +130,4 @@ func TestClassifierChainFirstDecisiveWins(t *testing.T) {
 	if calls != 2 {
 		t.Errorf("first classifier asked %d times, want 2", calls)
 	}
-}
-
-func TestDeadLetterInput(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	res := consumer.Result{Outcome: consumer.OutcomeDeadLetter, Err: errors.New("bad"), Class: consumer.ClassPermanent}
-
-	t.Run("standard", func(t *testing.T) {
-		m := consumertest.NewMessage("body", consumertest.WithID("mid"), consumertest.WithAttribute("a", "1"))
-		in := consumer.DeadLetterInput(m, res, "src", "dlq", false, now)
-		if aws.ToString(in.QueueUrl) != "dlq" || aws.ToString(in.MessageBody) != "body" || in.MessageGroupId != nil || in.MessageDeduplicationId != nil {
-			t.Errorf("input %+v", in)
-		}
-		if len(in.MessageAttributes) != 3 || aws.ToString(in.MessageAttributes["a"].StringValue) != "1" || aws.ToString(in.MessageAttributes[consumer.AttrID].StringValue) != "mid" {
-			t.Errorf("attributes %v", in.MessageAttributes)
-		}
-		var f consumer.Failure
-		if err := json.Unmarshal([]byte(aws.ToString(in.MessageAttributes[consumer.AttrFailure].StringValue)), &f); err != nil {
-			t.Fatal(err)
-		}
-		want := consumer.Failure{Error: "bad", Class: "permanent", SourceQueue: "src", Attempts: 1, OriginalMessageID: "mid", FailedAt: now}
-		if f != want {
-			t.Errorf("failure %+v, want %+v", f, want)
-		}
-	})
-	t.Run("fifo keeps group, dedupes on the original id, keeps sqsonce-id", func(t *testing.T) {
-		m := consumertest.NewMessage("body", consumertest.WithID("mid"), consumertest.WithGroup("g1"), consumertest.WithAttribute(consumer.AttrID, "job-1"))
-		in := consumer.DeadLetterInput(m, res, "src.fifo", "dlq.fifo", true, now)
-		if aws.ToString(in.MessageGroupId) != "g1" || aws.ToString(in.MessageDeduplicationId) != "mid" {
-			t.Errorf("group %q dedup %q", aws.ToString(in.MessageGroupId), aws.ToString(in.MessageDeduplicationId))
-		}
-		if aws.ToString(in.MessageAttributes[consumer.AttrID].StringValue) != "job-1" {
-			t.Errorf("sqsonce-id %v", in.MessageAttributes[consumer.AttrID])
-		}
-	})
-	t.Run("ten attributes already", func(t *testing.T) {
-		var opts []consumertest.MessageOption
-		for i := range 10 {
-			opts = append(opts, consumertest.WithAttribute(fmt.Sprintf("attr%02d", i), "v"))
-		}
-		m := consumertest.NewMessage("body", opts...)
-		in := consumer.DeadLetterInput(m, res, "src", "dlq", false, now)
-		if len(in.MessageAttributes) != consumer.MaxMessageAttributes {
-			t.Fatalf("%d attributes, want %d", len(in.MessageAttributes), consumer.MaxMessageAttributes)
-		}
-		for _, name := range []string{consumer.AttrID, consumer.AttrFailure, "attr00", "attr07"} {
-			if _, ok := in.MessageAttributes[name]; !ok {
-				t.Errorf("%s dropped", name)
-			}
-		}
-		if got := consumer.DroppedAttributes(m); strings.Join(got, ",") != "attr09,attr08" {
-			t.Errorf("DroppedAttributes = %v, want [attr09 attr08]", got)
-		}
-	})
-	t.Run("a second dead-lettering replaces the failure", func(t *testing.T) {
-		m := consumertest.NewMessage("body", consumertest.WithAttribute(consumer.AttrFailure, `{"class":"old"}`), consumertest.WithAttribute(consumer.AttrID, "k"))
-		in := consumer.DeadLetterInput(m, res, "src", "dlq", false, now)
-		if len(in.MessageAttributes) != 2 || !strings.Contains(aws.ToString(in.MessageAttributes[consumer.AttrFailure].StringValue), `"permanent"`) {
-			t.Errorf("attributes %v", in.MessageAttributes)
-		}
-	})
-}
-
-func FuzzDeadLetterInput(f *testing.F) {
-	f.Add("body", "err", 3, "name")
-	f.Add("", "", 11, "sqsonce-x")
-	f.Fuzz(func(t *testing.T, body, errText string, nAttrs int, name string) {
-		var opts []consumertest.MessageOption
-		for i := range nAttrs % 12 {
-			opts = append(opts, consumertest.WithAttribute(fmt.Sprintf("%s%d", name, i), "v"))
-		}
-		m := consumertest.NewMessage(body, opts...)
-		in := consumer.DeadLetterInput(m, consumer.Result{Err: errors.New(errText)}, "s", "d", false, time.Now())
-		if len(in.MessageAttributes) > consumer.MaxMessageAttributes {
-			t.Fatalf("%d attributes", len(in.MessageAttributes))
-		}
-		if _, ok := in.MessageAttributes[consumer.AttrFailure]; !ok {
-			t.Fatal("no failure attribute")
-		}
-		if aws.ToString(in.MessageAttributes[consumer.AttrID].StringValue) == "" {
-			t.Fatal("no id")
-		}
-		if aws.ToString(in.MessageBody) != body {
-			t.Fatal("body changed")
-		}
-	})
 }

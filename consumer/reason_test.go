@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
 
@@ -42,7 +43,7 @@ func reasonsReport(t *testing.T, f *sqsfake.Fake, dlq string, logs *observer.Obs
 	t.Helper()
 	var lines []string
 	for _, s := range f.Sent(dlq) {
-		fl, ok := consumer.ParseFailure(&consumer.Message{Attributes: s.Attributes})
+		fl, ok := deadletter.ParseFailure(s.Attributes)
 		if !ok {
 			t.Fatalf("dead letter %q without a failure attribute", s.Body)
 		}

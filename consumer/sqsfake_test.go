@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
 
@@ -404,7 +405,7 @@ func TestDeadLetterRefusedOnFake(t *testing.T) {
 				for _, s := range sent {
 					switch {
 					case s.Body == fits && s.MovedFrom == "":
-						gotFits = s.Attributes[consumer.AttrFailure].StringValue != nil
+						gotFits = s.Attributes[deadletter.AttrFailure].StringValue != nil
 					case s.Body == big && s.MovedFrom == q:
 						gotBig = true
 					case s.MovedFrom == q:

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -22,7 +23,7 @@ type Entry struct {
 	// Message is the received message.
 	Message *consumer.Message
 	// Failure is its parsed sqsonce-failure attribute, nil when absent.
-	Failure *consumer.Failure
+	Failure *deadletter.Failure
 	// Age is the time since the failure was recorded (failed_at), or since
 	// the message was sent to the DLQ when it has no failure record.
 	Age time.Duration
@@ -40,7 +41,7 @@ func (e Entry) Class() string {
 func (r *Redriver) entry(m *consumer.Message) Entry {
 	e := Entry{Message: m}
 	at := m.SentAt
-	if f, ok := consumer.ParseFailure(m); ok {
+	if f, ok := deadletter.ParseFailure(m.Attributes); ok {
 		e.Failure = &f
 		if !f.FailedAt.IsZero() {
 			at = f.FailedAt

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
 	"github.com/sqsonce/sqsonce/redrive"
 )
@@ -28,15 +28,15 @@ func ExampleRedriver_Move() {
 	// Three dead letters as the consumer writes them: two timeouts, one
 	// bad payload.
 	for i, d := range []struct{ body, class, err string }{
-		{`{"order":1}`, consumer.ClassPermanent, "payment gateway: timeout"},
-		{`{"order":2}`, consumer.ClassPermanent, "payment gateway: timeout"},
-		{`{"order":3}`, consumer.ClassPermanent, "invalid payload"},
+		{`{"order":1}`, deadletter.ClassPermanent, "payment gateway: timeout"},
+		{`{"order":2}`, deadletter.ClassPermanent, "payment gateway: timeout"},
+		{`{"order":3}`, deadletter.ClassPermanent, "invalid payload"},
 	} {
-		f, _ := json.Marshal(consumer.Failure{Class: d.class, Error: d.err, SourceQueue: srcURL, Attempts: 5})
+		f, _ := json.Marshal(deadletter.Failure{Class: d.class, Error: d.err, SourceQueue: srcURL, Attempts: 5})
 		_, err := fake.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(dlqURL), MessageBody: aws.String(d.body),
 			MessageAttributes: map[string]types.MessageAttributeValue{
-				consumer.AttrFailure: {DataType: aws.String("String"), StringValue: aws.String(string(f))},
-				consumer.AttrID:      {DataType: aws.String("String"), StringValue: aws.String(fmt.Sprint("order-", i+1))},
+				deadletter.AttrFailure: {DataType: aws.String("String"), StringValue: aws.String(string(f))},
+				deadletter.AttrID:      {DataType: aws.String("String"), StringValue: aws.String(fmt.Sprint("order-", i+1))},
 			}})
 		if err != nil {
 			fmt.Println(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -36,7 +37,7 @@ type Record struct {
 	ReceiveCount int `json:"receive_count,omitempty"`
 	// Failure is its parsed sqsonce-failure attribute (also kept verbatim
 	// in Attributes).
-	Failure *consumer.Failure `json:"failure,omitempty"`
+	Failure *deadletter.Failure `json:"failure,omitempty"`
 }
 
 // class is the record's failure class, from Failure or else from its
@@ -44,8 +45,8 @@ type Record struct {
 func (rec Record) class() string {
 	f := rec.Failure
 	if f == nil {
-		if a, ok := rec.Attributes[consumer.AttrFailure]; ok && a.StringValue != nil {
-			var pf consumer.Failure
+		if a, ok := rec.Attributes[deadletter.AttrFailure]; ok && a.StringValue != nil {
+			var pf deadletter.Failure
 			if json.Unmarshal([]byte(*a.StringValue), &pf) == nil {
 				f = &pf
 			}

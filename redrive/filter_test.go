@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 )
 
 func testEntry(body string, class, errText string, age time.Duration, attrs map[string]string) Entry {
@@ -19,7 +20,7 @@ func testEntry(body string, class, errText string, age time.Duration, attrs map[
 	}
 	e := Entry{Message: m, Age: age}
 	if class != "" {
-		e.Failure = &consumer.Failure{Class: class, Error: errText}
+		e.Failure = &deadletter.Failure{Class: class, Error: errText}
 	}
 	return e
 }

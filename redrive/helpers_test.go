@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/redrive"
 )
@@ -52,10 +53,10 @@ func putDead(t testing.TB, client *sqs.Client, dlqURL string, fifo bool, msgs ..
 				attrs[consumer.AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(id)}
 			}
 			if !d.noFail {
-				f := consumer.Failure{Error: d.err, Class: d.class, SourceQueue: d.source, Attempts: max(1, d.attempt),
+				f := deadletter.Failure{Error: d.err, Class: d.class, SourceQueue: d.source, Attempts: max(1, d.attempt),
 					OriginalMessageID: "orig-" + id, FailedAt: time.Now().Add(-d.age).UTC()}
 				b, _ := json.Marshal(f)
-				attrs[consumer.AttrFailure] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(b))}
+				attrs[deadletter.AttrFailure] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(b))}
 			}
 			e := types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(j)), MessageBody: aws.String(d.body), MessageAttributes: attrs}
 			if fifo {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
@@ -192,7 +193,7 @@ func (r *Redriver) oldest(ctx context.Context, q Queue) (time.Duration, error) {
 		MaxNumberOfMessages:         sqslimits.MaxBatchEntries,
 		VisibilityTimeout:           1, // 0 would mean the queue's default
 		WaitTimeSeconds:             0,
-		MessageAttributeNames:       []string{consumer.AttrFailure},
+		MessageAttributeNames:       []string{deadletter.AttrFailure},
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},
 	})
 	if err != nil {

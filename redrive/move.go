@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -41,7 +43,7 @@ type History struct {
 	// DLQ is the name of the queue it was last moved out of.
 	DLQ string `json:"dlq"`
 	// LastFailure is its sqsonce-failure attribute at that time, if any.
-	LastFailure *consumer.Failure `json:"last_failure,omitempty"`
+	LastFailure *deadletter.Failure `json:"last_failure,omitempty"`
 	// Run is the random id of the move that wrote this history: a message
 	// that comes back to the DLQ during that same move is left there (see
 	// [Redriver.Move]). Only the run's own id counts, so a history written
@@ -740,23 +742,22 @@ func (m *mover) entry(it item, i int) types.SendMessageBatchRequestEntry {
 // sqsonce-failure replaced by the redrive history, and sqsonce-id added
 // when missing, within SQS's 10. sqsonce-id is always there: when the
 // message has no room for it, attributes are dropped by the rule the
-// consumer uses for dead letters ([consumer.DroppedAttributes]). The
+// consumer uses for dead letters (the consumer's dead-letter rule). The
 // history is written only where room is left.
-func redriveAttributes(msg *consumer.Message, f *consumer.Failure, dlq, runID string, now time.Time) map[string]types.MessageAttributeValue {
+func redriveAttributes(msg *consumer.Message, f *deadletter.Failure, dlq, runID string, now time.Time) map[string]types.MessageAttributeValue {
 	attrs := make(map[string]types.MessageAttributeValue, len(msg.Attributes)+2)
 	for k, v := range msg.Attributes {
 		attrs[k] = v
 	}
 	old, hadHistory := attrs[AttrRedrive]
-	delete(attrs, consumer.AttrFailure)
+	delete(attrs, deadletter.AttrFailure)
 	delete(attrs, AttrRedrive)
 	if aws.ToString(attrs[consumer.AttrID].StringValue) == "" {
 		delete(attrs, consumer.AttrID)
 		// DroppedAttributes makes room for two attributes (sqsonce-id and
 		// sqsonce-failure), most droppable first; sqsonce-id needs one.
 		if need := len(attrs) + 1 - sqslimits.MaxMessageAttributes; need > 0 {
-			rest := &consumer.Message{Attributes: attrs}
-			for _, name := range consumer.DroppedAttributes(rest)[:need] {
+			for _, name := range settle.DroppedAttributes(attrs)[:need] {
 				delete(attrs, name)
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/redrive"
 )
@@ -51,7 +52,7 @@ func TestMoveAll(t *testing.T) {
 		t.Fatalf("source got %v, want %v", bodies(got), bodyList(want))
 	}
 	for _, m := range got {
-		if _, ok := m.MessageAttributes[consumer.AttrFailure]; ok {
+		if _, ok := m.MessageAttributes[deadletter.AttrFailure]; ok {
 			t.Fatal("moved message still carries sqsonce-failure")
 		}
 		var h redrive.History
@@ -346,7 +347,7 @@ func TestMoveKeepsAttributesByteForByte(t *testing.T) {
 	if id := aws.ToString(m.MessageAttributes[consumer.AttrID].StringValue); id != "fixed-id" {
 		t.Errorf("sqsonce-id %q", id)
 	}
-	if _, ok := m.MessageAttributes[consumer.AttrFailure]; ok {
+	if _, ok := m.MessageAttributes[deadletter.AttrFailure]; ok {
 		t.Error("sqsonce-failure kept")
 	}
 	if len(m.MessageAttributes) != len(attrs)+2 {

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/redrive"
 )
@@ -56,7 +57,7 @@ func TestNativeMoveTask(t *testing.T) {
 		t.Fatalf("source got %v, want %v", got, want)
 	}
 	for _, m := range moved {
-		if aws.ToString(m.MessageAttributes[consumer.AttrID].StringValue) == "" || m.MessageAttributes[consumer.AttrFailure].StringValue == nil {
+		if aws.ToString(m.MessageAttributes[consumer.AttrID].StringValue) == "" || m.MessageAttributes[deadletter.AttrFailure].StringValue == nil {
 			t.Fatalf("message %s lost its attributes: %v", aws.ToString(m.MessageId), m.MessageAttributes)
 		}
 	}

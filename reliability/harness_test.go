@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
@@ -368,8 +369,8 @@ func (l *ledger) dlqIDs() map[string]int {
 				l.t.Errorf("dead letter %s has no %s attribute", msg.ID, consumer.AttrID)
 			}
 			// The consumer wrote it, from this ledger's queue, with a reason.
-			if f, ok := consumer.ParseFailure(msg); !ok {
-				l.t.Errorf("dead letter %s has no readable %s attribute", msg.ID, consumer.AttrFailure)
+			if f, ok := deadletter.ParseFailure(msg.Attributes); !ok {
+				l.t.Errorf("dead letter %s has no readable %s attribute", msg.ID, deadletter.AttrFailure)
 			} else if f.Error == "" || f.Class == "" || f.SourceQueue != l.urls.queue {
 				l.t.Errorf("dead letter %s (%s): failure %+v, want a reason and a class, from %s", msg.ID, id, f, l.urls.queue)
 			}

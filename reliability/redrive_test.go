@@ -19,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
@@ -74,15 +75,15 @@ func dlqCredits(t *testing.T, l *ledger, ctx context.Context, n int, fresh *send
 			// The body exactly as `ledger send` wrote it: the same key with
 			// another body would be (rightly) dead-lettered as key reuse.
 			body, _ := json.Marshal(map[string]any{"id": c.ID, "account": c.Account, "amount": c.Amount})
-			failure, _ := json.Marshal(consumer.Failure{
+			failure, _ := json.Marshal(deadletter.Failure{
 				Error: "permanent: downstream unavailable", Class: consumer.ClassPermanent, SourceQueue: l.urls.queue,
 				Attempts: 1, OriginalMessageID: fmt.Sprintf("orig-%d", start+i), FailedAt: time.Now().Add(-time.Minute),
 			})
 			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{
 				Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(body)),
 				MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-					consumer.AttrID:      str(c.ID),
-					consumer.AttrFailure: str(string(failure)),
+					consumer.AttrID:        str(c.ID),
+					deadletter.AttrFailure: str(string(failure)),
 				},
 			})
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
@@ -126,7 +127,7 @@ func (f *fakeSQS) event(recs ...events.SQSMessage) events.SQSEvent {
 	urls := map[string]bool{}
 	var order []string
 	for i, r := range recs {
-		a, err := sqslambda.ParseARN(r.EventSourceARN)
+		a, err := settle.ParseARN(r.EventSourceARN)
 		if err != nil {
 			panic(err)
 		}

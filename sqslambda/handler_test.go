@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
 
@@ -218,9 +219,9 @@ func TestHandleOutcomes(t *testing.T) {
 				if got := aws.ToString(in.QueueUrl); got != tt.wantDLQ {
 					t.Errorf("dead letter sent to %s, want %s", got, tt.wantDLQ)
 				}
-				var f consumer.Failure
-				if err := json.Unmarshal([]byte(aws.ToString(in.MessageAttributes[consumer.AttrFailure].StringValue)), &f); err != nil {
-					t.Errorf("dead letter without a valid %s: %v", consumer.AttrFailure, err)
+				var f deadletter.Failure
+				if err := json.Unmarshal([]byte(aws.ToString(in.MessageAttributes[deadletter.AttrFailure].StringValue)), &f); err != nil {
+					t.Errorf("dead letter without a valid %s: %v", deadletter.AttrFailure, err)
 				}
 				if f.Class != consumer.ClassPermanent || f.Error == "" || f.Attempts != 1 {
 					t.Errorf("failure = %+v, want class permanent, an error, 1 attempt", f)
@@ -354,8 +355,8 @@ func TestMaxAttempts(t *testing.T) {
 	if len(s) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(s))
 	}
-	var f consumer.Failure
-	_ = json.Unmarshal([]byte(aws.ToString(s[0].MessageAttributes[consumer.AttrFailure].StringValue)), &f)
+	var f deadletter.Failure
+	_ = json.Unmarshal([]byte(aws.ToString(s[0].MessageAttributes[deadletter.AttrFailure].StringValue)), &f)
 	if f.Class != consumer.ClassMaxAttempts || f.Attempts != 3 || f.OriginalMessageID != "m3" {
 		t.Errorf("failure = %+v, want max_attempts after 3 attempts of m3", f)
 	}
@@ -376,22 +377,6 @@ func TestNewValidates(t *testing.T) {
 	} {
 		if _, err := sqslambda.New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: New error = %v, want one mentioning %q", tt.name, err, tt.want)
-		}
-	}
-}
-
-func TestParseARN(t *testing.T) {
-	t.Parallel()
-	a, err := sqslambda.ParseARN("arn:aws-cn:sqs:cn-north-1:123456789012:jobs.fifo")
-	if err != nil || a.Partition != "aws-cn" || a.Region != "cn-north-1" || a.Account != "123456789012" || a.Name != "jobs.fifo" || !a.FIFO() {
-		t.Errorf("ParseARN = %+v, %v", a, err)
-	}
-	if a.String() != "arn:aws-cn:sqs:cn-north-1:123456789012:jobs.fifo" {
-		t.Errorf("String = %s", a)
-	}
-	for _, bad := range []string{"", "arn:aws:sns:us-east-1:1:topic", "arn:aws:sqs:us-east-1:1:", "https://sqs/1/q"} {
-		if _, err := sqslambda.ParseARN(bad); err == nil {
-			t.Errorf("ParseARN(%q) succeeded", bad)
 		}
 	}
 }

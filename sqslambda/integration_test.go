@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
 	"github.com/sqsonce/sqsonce/internal/testenv"
@@ -143,9 +144,9 @@ func TestIntegrationDeadLetter(t *testing.T) {
 	if got := aws.ToString(at[consumer.AttrID].StringValue); got != permID {
 		t.Errorf("%s = %q, want the MessageId %q", consumer.AttrID, got, permID)
 	}
-	var f consumer.Failure
-	if err := json.Unmarshal([]byte(aws.ToString(at[consumer.AttrFailure].StringValue)), &f); err != nil {
-		t.Fatalf("%s: %v", consumer.AttrFailure, err)
+	var f deadletter.Failure
+	if err := json.Unmarshal([]byte(aws.ToString(at[deadletter.AttrFailure].StringValue)), &f); err != nil {
+		t.Fatalf("%s: %v", deadletter.AttrFailure, err)
 	}
 	if f.Class != consumer.ClassPermanent || !strings.Contains(f.Error, "malformed order") ||
 		f.SourceQueue != url || f.OriginalMessageID != permID || f.Attempts != 1 || f.FailedAt.IsZero() {

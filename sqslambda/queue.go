@@ -2,7 +2,6 @@ package sqslambda
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,33 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/internal/sqserr"
+	"github.com/sqsonce/sqsonce/internal/settle"
 )
-
-// ARN is a parsed SQS queue ARN: arn:PARTITION:sqs:REGION:ACCOUNT:NAME.
-type ARN struct {
-	Partition string
-	Region    string
-	Account   string
-	Name      string
-}
-
-// ParseARN parses an SQS queue ARN, such as a record's eventSourceARN.
-func ParseARN(s string) (ARN, error) {
-	parts := strings.SplitN(s, ":", 6)
-	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[5] == "" {
-		return ARN{}, fmt.Errorf("sqslambda: %q is not an SQS queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME)", s)
-	}
-	return ARN{Partition: parts[1], Region: parts[3], Account: parts[4], Name: parts[5]}, nil
-}
-
-// FIFO reports whether the queue is a FIFO queue (its name ends in .fifo).
-func (a ARN) FIFO() bool { return strings.HasSuffix(a.Name, ".fifo") }
-
-// String returns the ARN.
-func (a ARN) String() string {
-	return "arn:" + a.Partition + ":sqs:" + a.Region + ":" + a.Account + ":" + a.Name
-}
 
 // queue is what the adapter knows about one source queue. It is cached
 // across invocations: the URL, the visibility timeout and the dead-letter
@@ -75,7 +49,7 @@ func (h *Handler) queueFor(arn string) *queue {
 	q, ok := h.queues[key]
 	if !ok {
 		q = &queue{arn: arn, url: h.cfg.QueueURL}
-		if a, err := ParseARN(arn); err == nil {
+		if a, err := settle.ParseARN(arn); err == nil {
 			q.fifo = a.FIFO()
 		}
 		if strings.HasSuffix(h.cfg.QueueURL, ".fifo") {
@@ -94,7 +68,7 @@ func (h *Handler) resolveURL(ctx context.Context, q *queue) (string, error) {
 	if q.url != "" {
 		return q.url, nil
 	}
-	a, err := ParseARN(q.arn)
+	a, err := settle.ParseARN(q.arn)
 	if err != nil {
 		return "", err
 	}
@@ -188,33 +162,13 @@ func (h *Handler) resolveDeadLetterQueue(ctx context.Context, q *queue) (string,
 	if q.dlqURL != "" {
 		return q.dlqURL, q.dlqFIFO, nil
 	}
-	if q.redrive == "" {
+	url, fifo, err := settle.DeadLetterQueue(ctx, h.client, "sqslambda", q.redrive)
+	if err != nil {
+		return "", false, err
+	}
+	if url == "" {
 		return "", false, ErrNoDeadLetterQueue
 	}
-	var rp struct {
-		DeadLetterTargetArn string `json:"deadLetterTargetArn"`
-	}
-	if err := json.Unmarshal([]byte(q.redrive), &rp); err != nil {
-		return "", false, fmt.Errorf("sqslambda: parse redrive policy of %s: %w", q.url, err)
-	}
-	if rp.DeadLetterTargetArn == "" {
-		return "", false, ErrNoDeadLetterQueue
-	}
-	a, err := ParseARN(rp.DeadLetterTargetArn)
-	if err != nil {
-		return "", false, fmt.Errorf("sqslambda: redrive policy of %s: %w", q.url, err)
-	}
-	in := &sqs.GetQueueUrlInput{QueueName: aws.String(a.Name)}
-	if a.Account != "" {
-		in.QueueOwnerAWSAccountId = aws.String(a.Account)
-	}
-	out, err := h.client.GetQueueUrl(ctx, in)
-	if err != nil {
-		if sqserr.QueueMissing(err) {
-			return "", false, fmt.Errorf("sqslambda: the dead-letter queue %s named in the redrive policy of %s does not exist: create it or fix the policy: %w", a, q.url, err)
-		}
-		return "", false, fmt.Errorf("sqslambda: get URL of dead-letter queue %s: %w", a, err)
-	}
-	q.dlqURL, q.dlqFIFO = aws.ToString(out.QueueUrl), a.FIFO()
-	return q.dlqURL, q.dlqFIFO, nil
+	q.dlqURL, q.dlqFIFO = url, fifo
+	return url, fifo, nil
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
 
@@ -56,7 +57,7 @@ func TestReasonsGolden(t *testing.T) {
 
 	var lines []string
 	for _, s := range fake.Sent(fake.QueueURL(dlqName)) {
-		fl, ok := consumer.ParseFailure(&consumer.Message{Attributes: s.Attributes})
+		fl, ok := deadletter.ParseFailure(s.Attributes)
 		if !ok {
 			t.Fatalf("dead letter %q without a failure attribute", s.Body)
 		}

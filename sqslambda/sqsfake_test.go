@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
@@ -302,7 +303,7 @@ func TestDeadLetterRefusedOnFakeLambda(t *testing.T) {
 				t.Errorf("failures %v, want %s", got, want)
 			}
 			sent := f.Sent(dlq)
-			if len(sent) != 1 || sent[0].Body != fits || sent[0].Attributes[consumer.AttrFailure].StringValue == nil {
+			if len(sent) != 1 || sent[0].Body != fits || sent[0].Attributes[deadletter.AttrFailure].StringValue == nil {
 				t.Errorf("DLQ got %d messages, want the one that fits, with its failure", len(sent))
 			}
 			vis := map[string]int32{}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/settle"
 )
 
 // SQSAPI is the part of the SQS client the adapter uses. *sqs.Client
@@ -200,6 +201,9 @@ type record struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	failed bool // reported in batchItemFailures
+	// received is when the event source mapping received the record, as
+	// far as is known: SQS's 12 hours count from then.
+	received time.Time
 }
 
 // Errors recorded as the Result.Err of records that were not run.
@@ -280,8 +284,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 			r.msg = ToMessage(*r.ev, url, start)
 			r.ctx, r.cancel = context.WithCancelCause(hctx)
 			h.obs.Received(r.msg)
+			r.received = receivedAt(r.msg, start)
 			if hb != nil {
-				hb.Add(r.ev.ReceiptHandle, receivedAt(r.msg, start), h.lostFunc(r))
+				hb.Add(r.ev.ReceiptHandle, r.received, h.lostFunc(r))
 			}
 		}
 	}
@@ -367,7 +372,7 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 		default:
 			o = h.run(ctx, r)
 		}
-		if o != consumer.OutcomeAck && o != consumer.OutcomeDuplicate {
+		if settle.StopsGroup(settle.Outcome(o)) {
 			stopped = true
 		}
 	}
@@ -400,65 +405,45 @@ func (h *Handler) skip(ctx context.Context, r *record, cause error) consumer.Out
 // then it must not become visible again, however long the rest of the
 // batch runs. A failure leaves the heartbeat before its visibility is set.
 func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
-	switch res.Outcome {
-	case consumer.OutcomeAck, consumer.OutcomeDuplicate:
-		return
-	case consumer.OutcomeRetry:
-		r.failed = true
-		h.changeVisibility(ctx, r, visibilitySeconds(res.Delay))
-	case consumer.OutcomeDeadLetter:
-		err := h.deadLetter(ctx, r, *res)
+	if res.Outcome == consumer.OutcomeDeadLetter {
+		dlq, err := h.deadLetter(ctx, r, *res)
 		h.obs.DeadLettered(r.msg, err)
 		if err != nil {
 			// Not dead-lettered, so not deleted: retry it later instead, as
 			// the consumer does.
 			res.Outcome = consumer.OutcomeRetry
-			attempt := max(r.msg.ReceiveCount, 1)
-			if errors.Is(err, consumer.ErrDeadLetterRefused) {
-				// Sending it again cannot help: leave the message to the
-				// queue's maxReceiveCount, never in a tight loop.
-				h.log.Error("sqslambda: dead letter refused by SQS; the message is reported as a failure, retried after a backoff and left to the queue's maxReceiveCount",
-					zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()),
-					zap.Int("receive_count", r.msg.ReceiveCount), zap.Error(err))
-				h.obs.DeadLetterRefused(r.msg, err)
-				res.Delay = h.cfg.Backoff.Ceiling(attempt)
-			} else {
-				h.log.Error("sqslambda: dead-letter send failed; the message is reported as a failure and retried later",
-					zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()), zap.Error(err))
-				res.Delay = h.cfg.Backoff.Delay(attempt)
-			}
 			res.Err = fmt.Errorf("%w (dead-letter send failed: %v)", res.Err, err)
-			r.failed = true
-			h.changeVisibility(ctx, r, visibilitySeconds(res.Delay))
-			return
+			var refused bool
+			res.Delay, refused = settle.DeadLetterFailed(h.log, "sqslambda", settleMessage(r.msg), dlq, err, h.cfg.Backoff)
+			if refused {
+				h.obs.DeadLetterRefused(r.msg, err)
+			}
 		}
-		h.log.Warn("sqslambda: dead-lettered", zap.String("message_id", r.msg.ID), zap.String("key", r.msg.Key()),
-			zap.String("class", res.Class), zap.Int("receive_count", r.msg.ReceiveCount))
-	default: // release, and anything unknown: never delete
-		r.failed = true
-		h.changeVisibility(ctx, r, 0)
 	}
+	act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, r.received, h.now())
+	if act.Done {
+		return
+	}
+	r.failed = true
+	h.changeVisibility(ctx, r, act.Visibility)
 }
 
-func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result) error {
+// deadLetter sends r to the dead-letter queue and returns the queue's URL
+// ("" when it could not be found).
+func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result) (string, error) {
 	dlq, fifo, maxSize, err := h.deadLetterQueue(ctx, r.q)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if dropped := consumer.DroppedAttributes(r.msg); len(dropped) > 0 {
-		h.log.Warn("sqslambda: dead letter drops attributes to stay within SQS's limit of 10",
-			zap.String("message_id", r.msg.ID), zap.Strings("dropped", dropped))
-	}
-	in := consumer.DeadLetterInput(r.msg, res, r.url, dlq, fifo, h.now())
-	dropped, err := consumer.SendDeadLetter(ctx, h.client, in, maxSize)
-	if len(dropped) > 0 {
-		h.log.Warn("sqslambda: dead letter shrunk to fit the dead-letter queue's MaximumMessageSize",
-			zap.String("message_id", r.msg.ID), zap.Strings("dropped", dropped))
-	}
-	if err != nil {
-		return fmt.Errorf("sqslambda: send to dead-letter queue %s: %w", dlq, err)
-	}
-	return nil
+	return dlq, settle.Send(ctx, h.client, h.log, "sqslambda", settle.Letter{
+		Msg: settleMessage(r.msg), Reason: res.Reason, Class: res.Class,
+		SourceQueue: r.url, DLQ: dlq, FIFO: fifo, MaxSize: maxSize, Now: h.now(),
+	})
+}
+
+// settleMessage is what a dead letter needs of m.
+func settleMessage(m *consumer.Message) settle.Message {
+	return settle.Message{ID: m.ID, Body: m.Body, Key: m.Key(), GroupID: m.GroupID, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes}
 }
 
 // changeVisibility takes a record reported as a failure off the heartbeat
@@ -480,15 +465,6 @@ func (h *Handler) changeVisibility(ctx context.Context, r *record, secs int32) {
 		h.log.Warn("sqslambda: change visibility failed; the message comes back when its visibility timeout ends",
 			zap.String("message_id", r.msg.ID), zap.Int32("visibility_seconds", secs), zap.Error(err))
 	}
-}
-
-// visibilitySeconds rounds d up to whole seconds within SQS's limits.
-func visibilitySeconds(d time.Duration) int32 {
-	if d <= 0 {
-		return 0
-	}
-	secs := (d + time.Second - 1) / time.Second
-	return int32(min(secs, maxVisibility))
 }
 
 // lostFunc is called by the heartbeat when r's visibility could not be

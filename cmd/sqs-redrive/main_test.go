@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/redrive"
 )
@@ -73,14 +74,14 @@ func putDead(t *testing.T, client *sqs.Client, dlq, source string, n int, class 
 	for i := 0; i < n; i += 10 {
 		var entries []types.SendMessageBatchRequestEntry
 		for j := i; j < min(i+10, n); j++ {
-			f, _ := json.Marshal(consumer.Failure{Error: "boom " + class, Class: class, SourceQueue: source, Attempts: 3,
+			f, _ := json.Marshal(deadletter.Failure{Error: "boom " + class, Class: class, SourceQueue: source, Attempts: 3,
 				OriginalMessageID: fmt.Sprintf("orig-%d", j), FailedAt: time.Now().Add(-time.Hour).UTC()})
 			entries = append(entries, types.SendMessageBatchRequestEntry{
 				Id:          aws.String(fmt.Sprint(j - i)),
 				MessageBody: aws.String(fmt.Sprintf(`{"n":%d,"class":%q}`, j, class)),
 				MessageAttributes: map[string]types.MessageAttributeValue{
-					consumer.AttrID:      {DataType: aws.String("String"), StringValue: aws.String(fmt.Sprintf("job-%s-%d", class, j))},
-					consumer.AttrFailure: {DataType: aws.String("String"), StringValue: aws.String(string(f))},
+					consumer.AttrID:        {DataType: aws.String("String"), StringValue: aws.String(fmt.Sprintf("job-%s-%d", class, j))},
+					deadletter.AttrFailure: {DataType: aws.String("String"), StringValue: aws.String(string(f))},
 				},
 			})
 		}

@@ -13,8 +13,8 @@
 package consumertest
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -23,9 +23,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/settle"
 )
 
 // Default queue URLs used when a Harness leaves them empty.
@@ -89,30 +90,22 @@ func NewMessage(body string, opts ...MessageOption) *consumer.Message {
 	return consumer.NewMessage(raw, DefaultQueueURL, time.Now())
 }
 
-// Harness runs messages through a consumer.Pipeline configured like a
-// Consumer. Only Handler is required.
+// Harness runs messages through the consumer's per-message path,
+// configured as a Consumer with the same Config would be.
 type Harness struct {
-	// Handler, Middleware, Classifier, Backoff, MaxAttempts and KeyFunc
-	// mean what they mean in consumer.Config.
-	Handler     consumer.Handler
-	Middleware  []consumer.Middleware
-	Classifier  consumer.Classifier
-	Backoff     consumer.Backoff
-	MaxAttempts int
-	KeyFunc     consumer.KeyFunc
-	// QueueURL is the source queue named in dead letters. Defaults to
-	// DefaultQueueURL.
-	QueueURL string
-	// DeadLetterQueueURL is where dead letters would go. Defaults to
-	// DefaultDeadLetterQueueURL.
-	DeadLetterQueueURL string
+	// Config is the consumer's configuration. Handler is required;
+	// Middleware, Classifier, KeyFunc, Backoff, MaxAttempts, Logger,
+	// Observer and NowFunc mean what they mean to a Consumer. QueueURL and
+	// DeadLetterQueueURL name the queues in dead letters; they default to
+	// DefaultQueueURL and DefaultDeadLetterQueueURL. Client and the
+	// polling settings are not used.
+	Config consumer.Config
 	// FIFO builds dead letters for a FIFO dead-letter queue.
 	FIFO bool
-	// Logger defaults to a no-op logger.
-	Logger *zap.Logger
-	// NowFunc defaults to time.Now.
-	NowFunc func() time.Time
 }
+
+// New returns a Harness for cfg.
+func New(cfg consumer.Config) *Harness { return &Harness{Config: cfg} }
 
 // Result is the consumer's decision for one message.
 type Result struct {
@@ -121,41 +114,38 @@ type Result struct {
 	// dead-letter queue (OutcomeDeadLetter only).
 	DeadLetter *sqs.SendMessageInput
 	// Failure is the sqsonce-failure attribute of DeadLetter, decoded.
-	Failure *consumer.Failure
+	Failure *deadletter.Failure
 }
 
 // Process runs msg through the pipeline with ctx (cancel it with cause
 // consumer.ErrShutdown to see a release).
 func (h *Harness) Process(ctx context.Context, msg *consumer.Message) Result {
+	cfg := h.Config
 	p := &consumer.Pipeline{
-		Handler:     h.Handler,
-		Middleware:  h.Middleware,
-		Classifier:  h.Classifier,
-		Backoff:     h.Backoff,
-		MaxAttempts: h.MaxAttempts,
-		KeyFunc:     h.KeyFunc,
-		Logger:      h.Logger,
+		Handler:     cfg.Handler,
+		Middleware:  cfg.Middleware,
+		Classifier:  cfg.Classifier,
+		Backoff:     cfg.Backoff,
+		MaxAttempts: cfg.MaxAttempts,
+		KeyFunc:     cfg.KeyFunc,
+		Logger:      cfg.Logger,
+		Observer:    cfg.Observer,
 	}
 	res := Result{Result: p.Process(ctx, msg)}
 	if res.Outcome == consumer.OutcomeDeadLetter {
 		now := time.Now
-		if h.NowFunc != nil {
-			now = h.NowFunc
+		if cfg.NowFunc != nil {
+			now = cfg.NowFunc
 		}
-		src := h.QueueURL
-		if src == "" {
-			src = DefaultQueueURL
+		reason := res.Reason
+		if reason == "" && res.Err != nil {
+			reason = res.Err.Error()
 		}
-		dlq := h.DeadLetterQueueURL
-		if dlq == "" {
-			dlq = DefaultDeadLetterQueueURL
-		}
-		res.DeadLetter = consumer.DeadLetterInput(msg, res.Result, src, dlq, h.FIFO, now())
-		if v, ok := res.DeadLetter.MessageAttributes[consumer.AttrFailure]; ok {
-			var f consumer.Failure
-			if json.Unmarshal([]byte(aws.ToString(v.StringValue)), &f) == nil {
-				res.Failure = &f
-			}
+		m := settle.Message{ID: msg.ID, Body: msg.Body, Key: msg.Key(), GroupID: msg.GroupID, ReceiveCount: msg.ReceiveCount, Attributes: msg.Attributes}
+		res.DeadLetter = settle.DeadLetterInput(m, reason, res.Class,
+			cmp.Or(cfg.QueueURL, DefaultQueueURL), cmp.Or(cfg.DeadLetterQueueURL, DefaultDeadLetterQueueURL), h.FIFO, now())
+		if f, ok := deadletter.ParseFailure(res.DeadLetter.MessageAttributes); ok {
+			res.Failure = &f
 		}
 	}
 	return res
@@ -164,7 +154,7 @@ func (h *Harness) Process(ctx context.Context, msg *consumer.Message) Result {
 // Process runs msg through handler h, wrapped in mw, with the default
 // classifier, and returns the outcome.
 func Process(ctx context.Context, h consumer.Handler, msg *consumer.Message, mw ...consumer.Middleware) Result {
-	return (&Harness{Handler: h, Middleware: mw}).Process(ctx, msg)
+	return New(consumer.Config{Handler: h, Middleware: mw}).Process(ctx, msg)
 }
 
 // DeadLetter builds the consumer.Message the dead-letter queue would

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/consumer/consumertest"
+	"github.com/sqsonce/sqsonce/deadletter"
 )
 
 func TestProcessOutcomes(t *testing.T) {
@@ -35,7 +36,7 @@ func TestProcessOutcomes(t *testing.T) {
 		t.Errorf("dead letter %+v", r.DeadLetter)
 	}
 	dl := consumertest.DeadLetter(r)
-	if f, ok := consumer.ParseFailure(dl); !ok || f.SourceQueue != consumertest.DefaultQueueURL || dl.Attribute("tenant") != "acme" {
+	if f, ok := deadletter.ParseFailure(dl.Attributes); !ok || f.SourceQueue != consumertest.DefaultQueueURL || dl.Attribute("tenant") != "acme" {
 		t.Errorf("dead letter as received: failure %+v ok %v attrs %v", f, ok, dl.Attributes)
 	}
 	if r := consumertest.Process(context.Background(), h, consumertest.NewMessage(`{"ID":"panic"}`)); r.Outcome != consumer.OutcomeRetry || r.Class != consumer.ClassPanic {
@@ -54,13 +55,12 @@ func TestHarnessMiddlewareAndKey(t *testing.T) {
 			})
 		}
 	}
-	h := &consumertest.Harness{
+	h := &consumertest.Harness{FIFO: true, Config: consumer.Config{
 		Middleware:  []consumer.Middleware{mw("outer"), mw("inner")},
 		KeyFunc:     func(m *consumer.Message) string { return m.Attribute("order") },
 		MaxAttempts: 2,
-		FIFO:        true,
 		Handler:     consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return errors.New("down") }),
-	}
+	}}
 	r := h.Process(context.Background(), consumertest.NewMessage("b",
 		consumertest.WithAttribute("order", "o-9"), consumertest.WithReceiveCount(2), consumertest.WithGroup("g"), consumertest.WithID("m1")))
 	if len(order) != 2 || order[0] != "outer:o-9" || order[1] != "inner:o-9" {

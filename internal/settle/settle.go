@@ -1,0 +1,105 @@
+// Package settle is the one settle path of the long-poll consumer and the
+// Lambda adapter: from a processed message's outcome it decides whether
+// the message is done or comes back (and when), sends dead letters (and
+// decides what happens when SQS will not take one), and finds the
+// dead-letter queue. The runtimes only carry the decision out: the
+// consumer with batched deletes and visibility changes, the Lambda
+// adapter with its partial batch response. See "Errors → outcomes" in
+// docs/architecture.md.
+package settle
+
+import (
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// MaxVisibility is SQS's limit on a message's visibility: 12 hours from
+// the receive that returned its receipt handle.
+const MaxVisibility = 12 * time.Hour
+
+// Outcome is how a processed message ends. Its values are those of
+// consumer.Outcome.
+type Outcome int
+
+// The outcomes, numbered as consumer.Outcome.
+const (
+	Ack Outcome = iota + 1
+	Duplicate
+	Retry
+	DeadLetter
+	Release
+)
+
+// Action is how to settle a message.
+type Action struct {
+	// Done: the message is finished. The consumer deletes it; the Lambda
+	// adapter reports it as a success (the event source mapping deletes
+	// it).
+	Done bool
+	// Visibility is the visibility timeout to set, in seconds, when not
+	// Done: the message comes back then (the Lambda adapter also reports it
+	// as a batch item failure).
+	Visibility int32
+}
+
+// Decide returns how to settle a message whose outcome is o. delay is the
+// retry delay of Retry; received is when the receive that returned the
+// message's handle returned, now the time of the settle: a retry's
+// visibility is kept within SQS's 12 hours from the receive. A
+// DeadLetter outcome is Done: call it only once the dead letter was sent
+// (see [DeadLetterFailed] otherwise). Any unknown outcome is released,
+// never deleted.
+func Decide(o Outcome, delay time.Duration, received, now time.Time) Action {
+	switch o {
+	case Ack, Duplicate, DeadLetter:
+		return Action{Done: true}
+	case Retry:
+		return Action{Visibility: VisibilitySeconds(delay, received, now)}
+	}
+	return Action{}
+}
+
+// StopsGroup reports whether a message of a FIFO group that ends with o
+// stops its group: the group's later messages must not run before it
+// comes back (they are released), so the group keeps its order.
+func StopsGroup(o Outcome) bool { return o != Ack && o != Duplicate }
+
+// VisibilitySeconds turns a retry delay into whole seconds, rounded up,
+// and kept within SQS's 12 hours from received (at now): a longer one is
+// refused by SQS.
+func VisibilitySeconds(d time.Duration, received, now time.Time) int32 {
+	if d <= 0 {
+		return 0
+	}
+	secs := (d + time.Second - 1) / time.Second
+	left := (MaxVisibility - now.Sub(received)) / time.Second
+	return int32(max(min(secs, left), 0))
+}
+
+// Backoff is the retry policy of a runtime: consumer.Backoff.
+type Backoff interface {
+	Delay(attempt int) time.Duration
+	Ceiling(attempt int) time.Duration
+}
+
+// DeadLetterFailed decides what happens to a message whose dead letter
+// could not be sent (err is the send's error), and logs it at error level
+// with the prefix naming the runtime: it is not deleted but retried, after
+// the backoff's delay for its attempt, or after the backoff's ceiling when
+// SQS refused the dead letter (refused: sending it again cannot help, so
+// the message is left to the queue's maxReceiveCount, never retried in a
+// tight loop).
+func DeadLetterFailed(log *zap.Logger, prefix string, m Message, dlq string, err error, b Backoff) (delay time.Duration, refused bool) {
+	attempt := max(m.ReceiveCount, 1)
+	if errors.Is(err, ErrDeadLetterRefused) {
+		log.Error(prefix+": dead letter refused by SQS; the message is retried after a backoff and left to the queue's maxReceiveCount",
+			zap.String("message_id", m.ID), zap.String("key", m.Key), zap.String("dlq_url", dlq),
+			zap.Int("receive_count", m.ReceiveCount), zap.Error(err))
+		return b.Ceiling(attempt), true
+	}
+	log.Error(prefix+": dead-letter send failed; the message is retried later",
+		zap.String("message_id", m.ID), zap.String("key", m.Key), zap.String("dlq_url", dlq), zap.Error(err))
+	return b.Delay(attempt), false
+}
