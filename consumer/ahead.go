@@ -17,10 +17,10 @@ import (
 // at Concurrency 100 runs 5,000 messages a second: 5 ms receives leave 25
 // workers idle). So, with the default Prefetch, the consumer measures its
 // handlers' rate (Concurrency ÷ mean handler time) and the latency of
-// receives that found messages, and grants 1.5×R×L extra slots, in tens,
+// receives that found messages, and grants 2×R×L extra slots, in tens,
 // at most min(Concurrency, maxAhead); and wakes one more receiver per ten
 // of them, up to maxReceivers. No receive-ahead while receives come back
-// empty (nothing to get ahead of) or while handlers are slow (R×L < 1).
+// empty (nothing to get ahead of) or while handlers are slow (2×R×L < 1).
 // Messages received ahead wait, heartbeated, for a worker, and are
 // released at once at shutdown like prefetched ones.
 

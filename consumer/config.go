@@ -50,7 +50,7 @@ type Config struct {
 	// receives ahead when handlers are fast compared with a receive: it
 	// measures the mean handler time and the receive latency and adds
 	// about 2 × (Concurrency ÷ handler time) × latency slots, in tens, at
-	// most min(2 × Concurrency, 200), so that workers do not wait for
+	// most min(Concurrency, 200), so that workers do not wait for
 	// receives in flight; none while receives find the queue empty (see
 	// docs/architecture.md). A Prefetch you set is a fixed bound: at most
 	// Concurrency+Prefetch messages are held. Set [NoPrefetch] for none: a receiver then
@@ -158,7 +158,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Prefetch = min(max(cfg.Concurrency, 1), settleBatch)
 		// Receive-ahead: only with the default prefetch (a Prefetch the
 		// user chose is a fixed bound).
-		cfg.aheadMax = min(2*max(cfg.Concurrency, 1), maxAhead)
+		cfg.aheadMax = min(max(cfg.Concurrency, 1), maxAhead)
 	case cfg.Prefetch == NoPrefetch:
 		cfg.Prefetch = 0
 	}
