@@ -59,12 +59,6 @@ type SQSAPI interface {
 	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }
 
-// SendAPI is the former name of [SQSAPI].
-//
-// Deprecated: use SQSAPI, the name every sqsonce package gives its SQS
-// client interface.
-type SendAPI = SQSAPI
-
 var _ SQSAPI = (*sqs.Client)(nil)
 
 // Config configures a Producer. Client and QueueURL are required.

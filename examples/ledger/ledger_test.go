@@ -27,11 +27,6 @@ type ledgerCLI struct {
 // stores are the ledger's stores, for tests that run on each.
 var stores = []string{storeDynamoDB, storePostgres}
 
-func newLedgerCLI(t *testing.T, fifo bool) *ledgerCLI {
-	t.Helper()
-	return newLedgerCLIStore(t, fifo, storeDynamoDB)
-}
-
 // newLedgerCLIStore is a fresh ledger on store; its queues, tables or
 // schema are deleted at cleanup.
 func newLedgerCLIStore(t *testing.T, fifo bool, store string) *ledgerCLI {

@@ -21,7 +21,7 @@ import (
 // or SQS).
 type Queue struct {
 	// Client sends to the queue.
-	Client producer.SendAPI
+	Client producer.SQSAPI
 	// URL is the queue's URL.
 	URL string
 	// Receive returns n distinct messages from the queue, with their
@@ -38,7 +38,7 @@ func RunRelays(t *testing.T, newHarness func(t *testing.T) Harness, newQueue fun
 
 // flaky fails every send of one entity's events.
 type flaky struct {
-	producer.SendAPI
+	producer.SQSAPI
 	entity string
 	fails  atomic.Int64
 }
@@ -58,7 +58,7 @@ func (f *flaky) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchIn
 	if len(keep) > 0 {
 		cp := *in
 		cp.Entries = keep
-		res, err := f.SendAPI.SendMessageBatch(ctx, &cp, o...)
+		res, err := f.SQSAPI.SendMessageBatch(ctx, &cp, o...)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +106,7 @@ func relaysOrderAndPark(t *testing.T, h Harness, q Queue) {
 			commit(t, h, evs[chunk*5:chunk*5+5]...)
 		}
 	}
-	client := &flaky{SendAPI: q.Client, entity: "e07"}
+	client := &flaky{SQSAPI: q.Client, entity: "e07"}
 	obs := &counter{}
 	var wg sync.WaitGroup
 	for i := range 2 {

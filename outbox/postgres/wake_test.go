@@ -21,7 +21,7 @@ import (
 	"github.com/sqsonce/sqsonce/producer"
 )
 
-// sent is a producer.SendAPI that accepts everything and hands each
+// sent is a producer.SQSAPI that accepts everything and hands each
 // message's body over a channel.
 type sent chan string
 
@@ -34,7 +34,7 @@ func (s sent) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput,
 	return out, nil
 }
 
-var _ producer.SendAPI = sent(nil)
+var _ producer.SQSAPI = sent(nil)
 
 // listenerPID returns the backend of the connection listening on channel,
 // other than not, waiting for it to appear.
