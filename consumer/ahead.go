@@ -131,7 +131,11 @@ type capacity struct {
 	base      int // receivers always active
 	total     int // receiver goroutines
 	active    int // receivers allowed to receive now
-	changed   chan struct{}
+	waiting   int // receivers waiting on changed
+	// changed is closed (and replaced) to wake the waiting receivers; a
+	// release wakes them only when one waits, so the hot path allocates
+	// nothing while every receiver is busy.
+	changed chan struct{}
 }
 
 func newCapacity(concurrency, prefetch, receivers, total int) *capacity {
@@ -157,11 +161,17 @@ func (c *capacity) reserve(ctx context.Context, id, n int) (int, error) {
 			return got, nil
 		}
 		changed := c.changed
+		c.waiting++
 		c.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return 0, ctx.Err()
+		}
+		c.mu.Lock()
+		c.waiting--
+		c.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return 0, err
 		}
 	}
 }
@@ -169,7 +179,7 @@ func (c *capacity) reserve(ctx context.Context, id, n int) (int, error) {
 func (c *capacity) release(n int) {
 	c.mu.Lock()
 	c.free += n
-	if c.free >= c.threshold {
+	if c.free >= c.threshold && c.waiting > 0 {
 		c.broadcast()
 	}
 	c.mu.Unlock()
@@ -185,7 +195,9 @@ func (c *capacity) setAhead(n int) {
 	c.free += n - c.ahead
 	c.ahead = n
 	c.active = min(c.base+(n+settleBatch-1)/settleBatch, c.total)
-	c.broadcast()
+	if c.waiting > 0 {
+		c.broadcast()
+	}
 }
 
 // broadcast wakes every waiting receiver; c.mu is held.
