@@ -131,11 +131,7 @@ type capacity struct {
 	base      int // receivers always active
 	total     int // receiver goroutines
 	active    int // receivers allowed to receive now
-	waiting   int // receivers waiting on changed
-	// changed is closed (and replaced) to wake the waiting receivers; a
-	// release wakes them only when one waits, so the hot path allocates
-	// nothing while every receiver is busy.
-	changed chan struct{}
+	changed   chan struct{}
 }
 
 func newCapacity(concurrency, prefetch, receivers, total int) *capacity {
@@ -161,17 +157,11 @@ func (c *capacity) reserve(ctx context.Context, id, n int) (int, error) {
 			return got, nil
 		}
 		changed := c.changed
-		c.waiting++
 		c.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
-		}
-		c.mu.Lock()
-		c.waiting--
-		c.mu.Unlock()
-		if err := ctx.Err(); err != nil {
-			return 0, err
+			return 0, ctx.Err()
 		}
 	}
 }
@@ -179,7 +169,7 @@ func (c *capacity) reserve(ctx context.Context, id, n int) (int, error) {
 func (c *capacity) release(n int) {
 	c.mu.Lock()
 	c.free += n
-	if c.free >= c.threshold && c.waiting > 0 {
+	if c.free >= c.threshold {
 		c.broadcast()
 	}
 	c.mu.Unlock()
@@ -195,9 +185,7 @@ func (c *capacity) setAhead(n int) {
 	c.free += n - c.ahead
 	c.ahead = n
 	c.active = min(c.base+(n+settleBatch-1)/settleBatch, c.total)
-	if c.waiting > 0 {
-		c.broadcast()
-	}
+	c.broadcast()
 }
 
 // broadcast wakes every waiting receiver; c.mu is held.
