@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,24 +14,6 @@ import (
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
 
-// slowQueue returns a queue on a fake holding n messages with bodies "0",
-// "1", … (on a FIFO queue when groups > 0, message i in group i%groups),
-// the queue's visibility timeout in seconds, and every call of ops taking
-// latency.
-func slowQueue(n, groups int, visibility string, latency time.Duration, ops ...string) (*sqsfake.Fake, string) {
-	f, q, _ := onFake(groups > 0, map[string]string{"VisibilityTimeout": visibility}, nil)
-	for i := range n {
-		f.Put(q, fmt.Sprint(i), fmt.Sprintf("g%d", i%max(groups, 1)))
-	}
-	f.Inject(func(op string, _ any) sqsfake.Fault {
-		if slices.Contains(ops, op) {
-			return sqsfake.Fault{Delay: latency}
-		}
-		return sqsfake.Fault{}
-	})
-	return f, q
-}
-
 // throughputOnFake runs n messages through a consumer whose handler takes
 // handlerTime, against a fake whose receives and deletes take latency, in
 // a synctest bubble (virtual time: CPU costs nothing, so only the
@@ -41,13 +22,21 @@ func slowQueue(n, groups int, visibility string, latency time.Duration, ops ...s
 // and the most messages held at once.
 func throughputOnFake(t *testing.T, n, groups int, handlerTime func(i int) time.Duration, latency time.Duration, cfg consumer.Config) (ratio float64, maxHeld int) {
 	t.Helper()
-	f, q := slowQueue(n, groups, "30", latency, "ReceiveMessage", "DeleteMessageBatch")
+	f, q, _ := onFake(groups > 0, map[string]string{"VisibilityTimeout": "30"}, nil)
 	a := &askingSQS{Fake: f, q: q}
 	var ideal time.Duration
 	for i := range n {
+		f.Put(q, fmt.Sprint(i), fmt.Sprintf("g%d", i%max(groups, 1)))
 		ideal += handlerTime(i)
 	}
 	ideal /= time.Duration(cfg.Concurrency)
+	f.Inject(func(op string, _ any) sqsfake.Fault {
+		switch op {
+		case "ReceiveMessage", "DeleteMessageBatch":
+			return sqsfake.Fault{Delay: latency}
+		}
+		return sqsfake.Fault{}
+	})
 	var done atomic.Int64
 	cfg.Client, cfg.QueueURL = a, q
 	cfg.Observer = &recordingObserver{onSettled: func(*consumer.Message, consumer.Result) { a.settled(); done.Add(1) }}
@@ -162,7 +151,16 @@ func TestNoReceiveAheadForSlowHandlers(t *testing.T) {
 // Receivers only.
 func TestReceiveAheadStopsWhenEmpty(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, q := slowQueue(5000, 0, "30", 20*time.Millisecond, "ReceiveMessage")
+		f, q, _ := onFake(false, map[string]string{"VisibilityTimeout": "30"}, nil)
+		for i := range 5000 {
+			f.Put(q, fmt.Sprint(i), "")
+		}
+		f.Inject(func(op string, _ any) sqsfake.Fault {
+			if op == "ReceiveMessage" {
+				return sqsfake.Fault{Delay: 20 * time.Millisecond}
+			}
+			return sqsfake.Fault{}
+		})
 		var done atomic.Int64
 		stop := startOnFake(t, f, q, consumer.Config{
 			Concurrency: 100,
@@ -196,7 +194,16 @@ func TestReceiveAheadStopsWhenEmpty(t *testing.T) {
 // waits for its visibility timeout, and each ran at most once.
 func TestReceiveAheadReleasedAtShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, q := slowQueue(5000, 0, "300", 20*time.Millisecond, "ReceiveMessage")
+		f, q, _ := onFake(false, map[string]string{"VisibilityTimeout": "300"}, nil)
+		for i := range 5000 {
+			f.Put(q, fmt.Sprint(i), "")
+		}
+		f.Inject(func(op string, _ any) sqsfake.Fault {
+			if op == "ReceiveMessage" {
+				return sqsfake.Fault{Delay: 20 * time.Millisecond}
+			}
+			return sqsfake.Fault{}
+		})
 		obs := &recordingObserver{}
 		var ran sync.Map
 		var twice atomic.Int64
