@@ -46,22 +46,13 @@ type Config struct {
 	// otherwise idle; so with Prefetch ≥ 9 every receive asks for 10 (one
 	// receive per ten messages) and workers do not wait for receives.
 	// Defaults to Concurrency, at most 10: a waiting message waits about
-	// one handler run at most. With the default, the consumer also
-	// receives ahead when handlers are fast compared with a receive: it
-	// measures the mean handler time and the receive latency and adds
-	// about 2 × (Concurrency ÷ handler time) × latency slots, in tens, at
-	// most min(Concurrency, 200), so that workers do not wait for
-	// receives in flight; none while receives find the queue empty (see
-	// docs/architecture.md). A Prefetch you set is a fixed bound: at most
-	// Concurrency+Prefetch messages are held. Set [NoPrefetch] for none: a receiver then
+	// one handler run at most. Set [NoPrefetch] for none: a receiver then
 	// asks only for messages a free worker can start at once. On FIFO
 	// queues a message keeps its slot until its delete (or visibility
 	// change) has returned, as it holds its group until then.
 	Prefetch int
 	// Receivers is how many goroutines long-poll SQS. Defaults to one per
-	// 10 messages of capacity (Concurrency+Prefetch), between 1 and 8,
-	// plus, while receiving ahead, one per 10 slots received ahead (24 in
-	// all at most).
+	// 10 messages of capacity (Concurrency+Prefetch), between 1 and 8.
 	Receivers int
 	// WaitTime is the long-poll wait (WaitTimeSeconds), 1s to 20s. Defaults
 	// to 20s.
@@ -114,12 +105,6 @@ type Config struct {
 	// NowFunc returns the current time (failed_at of dead letters).
 	// Defaults to time.Now.
 	NowFunc func() time.Time
-
-	// Set by withDefaults: the most slots receive-ahead may add (0: off),
-	// and how many receiver goroutines run (Receivers are always active,
-	// the rest only while receive-ahead needs them).
-	aheadMax  int
-	receivers int
 }
 
 // NoPrefetch, as [Config.Prefetch], turns prefetch off.
@@ -156,20 +141,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	switch {
 	case cfg.Prefetch == 0:
 		cfg.Prefetch = min(max(cfg.Concurrency, 1), settleBatch)
-		// Receive-ahead: only with the default prefetch (a Prefetch the
-		// user chose is a fixed bound).
-		cfg.aheadMax = min(max(cfg.Concurrency, 1), maxAhead)
 	case cfg.Prefetch == NoPrefetch:
 		cfg.Prefetch = 0
 	}
 	capacity := max(cfg.Concurrency, 1) + max(cfg.Prefetch, 0)
-	cfg.receivers = cfg.Receivers
-	if cfg.Receivers == 0 {
-		cfg.Receivers = min(max((capacity+9)/10, 1), 8)
-		// Receivers beyond these wake only while receive-ahead needs
-		// more receives in flight.
-		cfg.receivers = max(cfg.Receivers, min((capacity+cfg.aheadMax+9)/10, maxReceivers))
-	}
+	cfg.Receivers = cmp.Or(cfg.Receivers, min(max((capacity+9)/10, 1), 8))
 	if cfg.Receivers > capacity {
 		bad("Receivers (%d) is more than Concurrency+Prefetch (%d): each receiver needs a free slot", cfg.Receivers, capacity)
 	}

@@ -189,7 +189,6 @@ type runner struct {
 	settler  *settler
 
 	capacity *capacity
-	pace     pace
 	// slotDone frees a capacity slot once a message's settle call returned
 	// (FIFO queues: until then the message still holds its group, so
 	// receiving in its place would only find locked groups). Nil on
@@ -237,9 +236,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		q:        q,
 		log:      cfg.Logger.With(zap.String("queue_url", q.url)),
 		obs:      cfg.Observer,
-		capacity: newCapacity(cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.receivers),
-		queue:    make(chan *inflight, cfg.Concurrency+cfg.Prefetch+cfg.aheadMax),
-		ready:    make(chan *lane, cfg.Concurrency+cfg.Prefetch+cfg.aheadMax),
+		capacity: newCapacity(cfg.Concurrency, cfg.Prefetch),
+		queue:    make(chan *inflight, cfg.Concurrency+cfg.Prefetch),
+		ready:    make(chan *lane, cfg.Concurrency+cfg.Prefetch),
 		running:  map[*inflight]struct{}{},
 		lanes:    map[string]*lane{},
 	}
@@ -269,9 +268,7 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	r.hb = hb
-	// Enough delete calls in flight for a batch per ten slots, so that
-	// deletes keep up with receive-ahead (8 to 32).
-	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, min(max((cfg.Concurrency+cfg.Prefetch+cfg.aheadMax)/settleBatch, 8), 32), r.log)
+	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, 8, r.log)
 	r.settler.obs = cfg.Observer
 	r.settler.hold = hb
 	if q.fifo {
@@ -309,11 +306,8 @@ func (r *runner) run(ctx context.Context) error {
 			r.workWG.Go(r.work)
 		}
 	}
-	for i := range r.cfg.receivers {
+	for i := range r.cfg.Receivers {
 		recvWG.Go(func() { r.receive(ctx, i) })
-	}
-	if r.cfg.aheadMax > 0 {
-		recvWG.Go(func() { r.pace.tune(ctx, r.capacity, r.cfg.Concurrency, r.cfg.aheadMax) })
 	}
 	r.log.Info("consumer started", zap.Bool("fifo", r.q.fifo), zap.Int("concurrency", r.cfg.Concurrency),
 		zap.Int("receivers", r.cfg.Receivers), zap.Duration("visibility", r.q.visibility))
@@ -395,7 +389,7 @@ func (r *runner) receive(ctx context.Context, id int) {
 	for {
 		if n == 0 {
 			var err error
-			if n, err = r.capacity.reserve(ctx, id, settleBatch); err != nil {
+			if n, err = r.capacity.reserve(ctx, settleBatch); err != nil {
 				return
 			}
 		}
@@ -420,13 +414,9 @@ func (r *runner) receive(ctx context.Context, id int) {
 		// A response lost on a reused connection must not hang the
 		// receiver: bound the call by the long-poll wait plus a margin.
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTime+10*time.Second)
-		called := time.Now()
 		out, err := r.cfg.Client.ReceiveMessage(cctx, in)
 		returned := time.Now()
 		cancel()
-		if err == nil {
-			r.pace.received(len(out.Messages), returned.Sub(called))
-		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -482,7 +472,7 @@ func newAttemptID() string {
 // appends it to its group's lane (FIFO).
 func (r *runner) dispatch(m *inflight) {
 	if !r.q.fifo {
-		r.queue <- m // never full: it holds the most capacity can ever grant
+		r.queue <- m // never full: it holds Concurrency+Prefetch, the most received at once
 		return
 	}
 	r.mu.Lock()
@@ -510,9 +500,7 @@ func (r *runner) work() {
 			continue
 		default:
 		}
-		began := time.Now()
 		r.process(m)
-		r.pace.handled(time.Since(began))
 	}
 }
 
@@ -539,9 +527,7 @@ func (r *runner) workLanes() {
 				r.release(m, nil)
 				r.releaseLane(l, nil)
 			default:
-				began := time.Now()
 				res := r.process(m)
-				r.pace.handled(time.Since(began))
 				if settle.StopsGroup(settle.Outcome(res.Outcome)) {
 					r.releaseLane(l, fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome))
 				}
@@ -728,4 +714,66 @@ func (r *runner) beatHandlers(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// capacity counts free slots (Concurrency+Prefetch) for receivers.
+//
+// A receiver takes slots only when a full batch (10) is free, or when
+// fewer slots are held than there are workers (more than Prefetch free), so
+// that a worker would otherwise idle. With Prefetch of 9 or more every
+// receive asks for 10 (one receive call per ten messages); with Prefetch 0
+// a receiver asks for whatever a free worker can start at once.
+type capacity struct {
+	mu        sync.Mutex
+	free      int
+	threshold int // free slots needed before a receiver takes any
+	wake      chan struct{}
+}
+
+func newCapacity(concurrency, prefetch int) *capacity {
+	return &capacity{
+		free:      concurrency + prefetch,
+		threshold: min(settleBatch, prefetch+1, concurrency+prefetch),
+		wake:      make(chan struct{}, 1),
+	}
+}
+
+// reserve waits until enough slots are free and takes up to n of them.
+func (c *capacity) reserve(ctx context.Context, n int) (int, error) {
+	for {
+		c.mu.Lock()
+		if c.free >= c.threshold {
+			got := min(n, c.free)
+			c.free -= got
+			more := c.free >= c.threshold
+			c.mu.Unlock()
+			if more {
+				c.signal()
+			}
+			return got, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+func (c *capacity) release(n int) {
+	c.mu.Lock()
+	c.free += n
+	ready := c.free >= c.threshold
+	c.mu.Unlock()
+	if ready {
+		c.signal()
+	}
+}
+
+func (c *capacity) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
