@@ -206,7 +206,7 @@ legacy() {
 	esac
 	port=$(env_port "$i")
 	[ "$i" = 0 ] || want="$want $port"
-	[ -n "$port" ] && [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" = "$want " ] && listens "$pid" "$port"
+	[ -n "$port" ] && [ "$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null)" = "$want " ] && listens "$pid" "$port"
 }
 
 # env_port I: the port of server I (0 fauxqs, 1 DynamoDB Local,
@@ -359,8 +359,9 @@ stop() {
 		if ours "$name"; then
 			kill "$pid" 2>/dev/null || true
 			left+=("$name")
-		elif [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ]; then
-			cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline")
+		elif [ -n "$pid" ] && cmd=$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null); then
+			# The PID may exit between the check and the read (a server of
+			# ours that lost its port race): then there is nothing to leave.
 			say "$name: $state/$name.pid names PID $pid ($cmd), not a process this script can prove it started: left alone"
 		fi
 	done
