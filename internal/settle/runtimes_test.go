@@ -39,6 +39,13 @@ import (
 // with Drain, the Lambda adapter invoked as an event source mapping does
 // (receive a batch, Handle it, delete the records not reported as
 // failures) until two receives in a row come back empty.
+//
+// The runtimes settle alike but for who deletes: the consumer deletes a
+// finished message itself, the Lambda adapter reports it as a success and
+// the event source mapping deletes it. Every message the adapter reports
+// as a batch item failure also has its visibility set by the adapter, as
+// the consumer sets it, so no row differs there; the differs column names
+// the one row a runtime cannot express.
 
 // Names of a row's messages (and their dedupe keys): a message's name is
 // the first two bytes of its body.
@@ -207,7 +214,7 @@ var settleTable = []settleRow{
 		differs: map[string]string{
 			"lambda": "an invocation has no shutdown: the Lambda service freezes or ends the sandbox between invocations, " +
 				"and the nearest thing, the invocation deadline, cancels a running record as a transient failure (a retry with backoff), " +
-				"not a release; only records not started by the deadline are released (TestDeadline in package sqslambda)",
+				"not a release; only records not started by the deadline are released (TestDeadlineCapsTheLease in package sqslambda)",
 		},
 	},
 }
@@ -387,7 +394,7 @@ func runRow(t *testing.T, row settleRow, fifo, lambda bool, run func(*testing.T,
 		}
 	}
 	if !slices.Equal(gotFailures, wantFailures) {
-		t.Errorf("left on the queue by their settle: %v, want %v", gotFailures, wantFailures)
+		t.Errorf("kept on the queue by their first settle (a visibility change): %v, want %v", gotFailures, wantFailures)
 	}
 	if lambda && !slices.Equal(reported, wantFailures) {
 		t.Errorf("batchItemFailures (at each message's first delivery): %v, want %v", reported, wantFailures)
