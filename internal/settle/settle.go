@@ -66,15 +66,23 @@ func Decide(o Outcome, delay time.Duration, received, now time.Time) Action {
 // comes back (they are released), so the group keeps its order.
 func StopsGroup(o Outcome) bool { return o != Ack && o != Duplicate }
 
+// capSlack is kept off what is left of SQS's 12 hours: the visibility
+// change reaches SQS after the decision (the consumer batches it for up
+// to its FlushInterval, and the call itself takes time), and SQS refuses
+// one that would end past the 12 hours, leaving the message to come back
+// when its current visibility ends instead. A minute covers the batching
+// and a slow call; the retry comes back a minute early at worst.
+const capSlack = time.Minute
+
 // VisibilitySeconds turns a retry delay into whole seconds, rounded up,
-// and kept within SQS's 12 hours from received (at now): a longer one is
-// refused by SQS.
+// and kept within SQS's 12 hours from received (at now), less a minute
+// for the change to reach SQS: a longer one is refused by SQS.
 func VisibilitySeconds(d time.Duration, received, now time.Time) int32 {
 	if d <= 0 {
 		return 0
 	}
 	secs := (d + time.Second - 1) / time.Second
-	left := (MaxVisibility - now.Sub(received)) / time.Second
+	left := (MaxVisibility - capSlack - now.Sub(received)) / time.Second
 	return int32(max(min(secs, left), 0))
 }
 
