@@ -86,9 +86,16 @@ type Config struct {
 	FlushInterval time.Duration
 
 	// Logger receives the consumer's logs. Defaults to a no-op logger. At
-	// debug level one "settled" line is written per message (see
-	// [LogSettled]); a sampled logger drops most of them, so use one
-	// without sampling, such as [NewLogger].
+	// debug level one line is written per settled message: message
+	// [SettledMessage] ("settled") with fields message_id (the SQS
+	// MessageId), key (the dedupe key, without namespace), outcome (ack,
+	// duplicate, retry, dead_letter or release), receive_count (an
+	// integer) and duration (the handler's run time), plus delay, class
+	// and error when they apply (the error's text without the prefix of
+	// [Permanent] or [RetryAfter], which the class or delay already says);
+	// never the body. zap's sampling (zap.NewProduction samples by level
+	// and message) would drop most of these lines under load, so use a
+	// logger without sampling, such as [NewLogger].
 	Logger *zap.Logger
 	// Observer receives metrics events. Defaults to [NopObserver].
 	Observer Observer

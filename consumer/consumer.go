@@ -184,7 +184,7 @@ type runner struct {
 	q        queueInfo
 	log      *zap.Logger
 	obs      Observer
-	pipeline *Pipeline
+	pipeline *processor
 	hb       *heartbeat.Heartbeat
 	settler  *settler
 
@@ -245,16 +245,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	if q.fifo {
 		r.slotDone = func() { r.capacity.release(1) }
 	}
-	r.pipeline = &Pipeline{
-		Handler:     cfg.Handler,
-		Middleware:  cfg.Middleware,
-		Classifier:  cfg.Classifier,
-		Backoff:     cfg.Backoff,
-		MaxAttempts: cfg.MaxAttempts,
-		KeyFunc:     cfg.KeyFunc,
-		Logger:      r.log,
-		Observer:    cfg.Observer,
-	}
+	pcfg := cfg
+	pcfg.Logger = r.log
+	r.pipeline = newProcessor(pcfg)
 	hb, err := heartbeat.New(heartbeat.Config{
 		Client:     cfg.Client,
 		QueueURL:   q.url,
@@ -610,7 +603,7 @@ func (r *runner) process(m *inflight) Result {
 	r.running[m] = struct{}{}
 	r.mu.Unlock()
 
-	res := r.pipeline.Process(ctx, m.msg)
+	res := r.pipeline.process(ctx, m.msg)
 
 	r.mu.Lock()
 	delete(r.running, m)
@@ -659,7 +652,7 @@ func (r *runner) settled(m *inflight, res Result, queued bool) {
 	if !queued {
 		r.unsettled.Add(-1)
 	}
-	LogSettled(r.log, m.msg, res)
+	logSettled(r.log, m.msg, res)
 	r.obs.Settled(m.msg, res)
 	if !queued || r.slotDone == nil {
 		r.capacity.release(1)
