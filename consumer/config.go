@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // Config configures a [Consumer]. Only Client, QueueURL (or QueueName) and
@@ -123,7 +125,6 @@ const (
 	DefaultWaitTime        = 20 * time.Second
 	DefaultShutdownTimeout = 20 * time.Second
 	DefaultFlushInterval   = 50 * time.Millisecond
-	maxVisibility          = 12 * time.Hour
 )
 
 // withDefaults fills zero values and checks what can be checked without
@@ -147,7 +148,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	switch {
 	case cfg.Prefetch == 0:
-		cfg.Prefetch = min(max(cfg.Concurrency, 1), settleBatch)
+		cfg.Prefetch = min(max(cfg.Concurrency, 1), sqslimits.MaxBatchEntries)
 	case cfg.Prefetch == NoPrefetch:
 		cfg.Prefetch = 0
 	}
@@ -157,10 +158,10 @@ func (cfg Config) withDefaults() (Config, error) {
 		bad("Receivers (%d) is more than Concurrency+Prefetch (%d): each receiver needs a free slot", cfg.Receivers, capacity)
 	}
 	cfg.WaitTime = cmp.Or(cfg.WaitTime, DefaultWaitTime)
-	if cfg.WaitTime < time.Second || cfg.WaitTime > 20*time.Second || cfg.WaitTime%time.Second != 0 {
+	if cfg.WaitTime < time.Second || cfg.WaitTime > sqslimits.MaxWaitTime || cfg.WaitTime%time.Second != 0 {
 		bad("WaitTime %s must be whole seconds from 1s to 20s (SQS's long-poll limit)", cfg.WaitTime)
 	}
-	if cfg.VisibilityTimeout != 0 && (cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > maxVisibility || cfg.VisibilityTimeout%time.Second != 0) {
+	if cfg.VisibilityTimeout != 0 && (cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > sqslimits.MaxVisibility || cfg.VisibilityTimeout%time.Second != 0) {
 		bad("VisibilityTimeout %s must be whole seconds from 1s to 12h", cfg.VisibilityTimeout)
 	}
 	if cfg.HeartbeatInterval < 0 {

@@ -16,8 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/settle"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // Consumer long-polls one SQS queue and runs a Handler for each message.
@@ -382,7 +383,7 @@ func (r *runner) receive(ctx context.Context, id int) {
 	for {
 		if n == 0 {
 			var err error
-			if n, err = r.capacity.reserve(ctx, settleBatch); err != nil {
+			if n, err = r.capacity.reserve(ctx, sqslimits.MaxBatchEntries); err != nil {
 				return
 			}
 		}
@@ -726,7 +727,7 @@ type capacity struct {
 func newCapacity(concurrency, prefetch int) *capacity {
 	return &capacity{
 		free:      concurrency + prefetch,
-		threshold: min(settleBatch, prefetch+1, concurrency+prefetch),
+		threshold: min(sqslimits.MaxBatchEntries, prefetch+1, concurrency+prefetch),
 		wake:      make(chan struct{}, 1),
 	}
 }

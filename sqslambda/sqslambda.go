@@ -16,9 +16,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
-	"github.com/sqsonce/sqsonce/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/settle"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // lent is the consumer's per-message path, its settled log line and its
@@ -43,8 +44,6 @@ const (
 	// DefaultDeadlineMargin is how long before the invocation deadline the
 	// handlers' contexts end, leaving time to settle the batch.
 	DefaultDeadlineMargin = 2 * time.Second
-	// maxVisibility is SQS's largest visibility timeout, in seconds.
-	maxVisibility = 12 * 60 * 60
 )
 
 // Config configures a [Handler]. Only Client and Handler are required.
@@ -152,7 +151,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.DeadlineMargin < 0 {
 		return nil, fmt.Errorf("sqslambda: Config.DeadlineMargin %s is negative", cfg.DeadlineMargin)
 	}
-	if cfg.Visibility < 0 || cfg.Visibility > maxVisibility*time.Second {
+	if cfg.Visibility < 0 || cfg.Visibility > sqslimits.MaxVisibility {
 		return nil, fmt.Errorf("sqslambda: Config.Visibility %s must be between 0 and 12h", cfg.Visibility)
 	}
 	if cfg.FunctionTimeout < 0 {
