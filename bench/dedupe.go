@@ -47,7 +47,7 @@ func (c *countingDDB) TransactWriteItems(ctx context.Context, in *dynamodb.Trans
 	return c.Client.TransactWriteItems(ctx, in, o...)
 }
 
-var _ dynamo.API = (*countingDDB)(nil)
+var _ dynamo.DynamoDBAPI = (*countingDDB)(nil)
 
 // table creates a dedupe-shaped table (pk S) for the run and deletes it
 // at the end.

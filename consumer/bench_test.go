@@ -121,8 +121,8 @@ func BenchmarkDispatchStandard(b *testing.B) { benchRun(b, 0) }
 // BenchmarkDispatchFIFO: the same through FIFO lanes, 100 groups.
 func BenchmarkDispatchFIFO(b *testing.B) { benchRun(b, 100) }
 
-// BenchmarkPipelineProcess: Pipeline.Process (key, panic recovery, the
-// default classifier) per handler result.
+// BenchmarkPipelineProcess: the per-message path (key, panic recovery,
+// the default classifier) per handler result.
 func BenchmarkPipelineProcess(b *testing.B) {
 	msg := consumer.NewMessage(types.Message{
 		MessageId: aws.String("m-1"), ReceiptHandle: aws.String("h-1"), Body: aws.String("{}"),
@@ -144,11 +144,11 @@ func BenchmarkPipelineProcess(b *testing.B) {
 		{"permanent", consumer.Permanent(transient), consumer.OutcomeDeadLetter},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			p := &consumer.Pipeline{Handler: consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return tc.err })}
+			process := consumer.NewProcess(consumer.Config{Handler: consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return tc.err })})
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				if res := p.Process(ctx, msg); res.Outcome != tc.want {
+				if res := process(ctx, msg); res.Outcome != tc.want {
 					b.Fatalf("outcome %s, want %s", res.Outcome, tc.want)
 				}
 			}

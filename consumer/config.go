@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // Config configures a [Consumer]. Only Client, QueueURL (or QueueName) and
@@ -86,9 +88,16 @@ type Config struct {
 	FlushInterval time.Duration
 
 	// Logger receives the consumer's logs. Defaults to a no-op logger. At
-	// debug level one "settled" line is written per message (see
-	// [LogSettled]); a sampled logger drops most of them, so use one
-	// without sampling, such as [NewLogger].
+	// debug level one line is written per settled message: message
+	// [SettledMessage] ("settled") with fields message_id (the SQS
+	// MessageId), key (the dedupe key, without namespace), outcome (ack,
+	// duplicate, retry, dead_letter or release), receive_count (an
+	// integer) and duration (the handler's run time), plus delay, class
+	// and error when they apply (the error's text without the prefix of
+	// [Permanent] or [RetryAfter], which the class or delay already says);
+	// never the body. zap's sampling (zap.NewProduction samples by level
+	// and message) would drop most of these lines under load, so use a
+	// logger without sampling, such as [NewLogger].
 	Logger *zap.Logger
 	// Observer receives metrics events. Defaults to [NopObserver].
 	Observer Observer
@@ -116,7 +125,6 @@ const (
 	DefaultWaitTime        = 20 * time.Second
 	DefaultShutdownTimeout = 20 * time.Second
 	DefaultFlushInterval   = 50 * time.Millisecond
-	maxVisibility          = 12 * time.Hour
 )
 
 // withDefaults fills zero values and checks what can be checked without
@@ -140,7 +148,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	switch {
 	case cfg.Prefetch == 0:
-		cfg.Prefetch = min(max(cfg.Concurrency, 1), settleBatch)
+		cfg.Prefetch = min(max(cfg.Concurrency, 1), sqslimits.MaxBatchEntries)
 	case cfg.Prefetch == NoPrefetch:
 		cfg.Prefetch = 0
 	}
@@ -150,10 +158,10 @@ func (cfg Config) withDefaults() (Config, error) {
 		bad("Receivers (%d) is more than Concurrency+Prefetch (%d): each receiver needs a free slot", cfg.Receivers, capacity)
 	}
 	cfg.WaitTime = cmp.Or(cfg.WaitTime, DefaultWaitTime)
-	if cfg.WaitTime < time.Second || cfg.WaitTime > 20*time.Second || cfg.WaitTime%time.Second != 0 {
+	if cfg.WaitTime < time.Second || cfg.WaitTime > sqslimits.MaxWaitTime || cfg.WaitTime%time.Second != 0 {
 		bad("WaitTime %s must be whole seconds from 1s to 20s (SQS's long-poll limit)", cfg.WaitTime)
 	}
-	if cfg.VisibilityTimeout != 0 && (cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > maxVisibility || cfg.VisibilityTimeout%time.Second != 0) {
+	if cfg.VisibilityTimeout != 0 && (cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > sqslimits.MaxVisibility || cfg.VisibilityTimeout%time.Second != 0) {
 		bad("VisibilityTimeout %s must be whole seconds from 1s to 12h", cfg.VisibilityTimeout)
 	}
 	if cfg.HeartbeatInterval < 0 {

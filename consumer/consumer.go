@@ -16,8 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/settle"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // Consumer long-polls one SQS queue and runs a Handler for each message.
@@ -184,7 +185,7 @@ type runner struct {
 	q        queueInfo
 	log      *zap.Logger
 	obs      Observer
-	pipeline *Pipeline
+	pipeline *processor
 	hb       *heartbeat.Heartbeat
 	settler  *settler
 
@@ -245,16 +246,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	if q.fifo {
 		r.slotDone = func() { r.capacity.release(1) }
 	}
-	r.pipeline = &Pipeline{
-		Handler:     cfg.Handler,
-		Middleware:  cfg.Middleware,
-		Classifier:  cfg.Classifier,
-		Backoff:     cfg.Backoff,
-		MaxAttempts: cfg.MaxAttempts,
-		KeyFunc:     cfg.KeyFunc,
-		Logger:      r.log,
-		Observer:    cfg.Observer,
-	}
+	pcfg := cfg
+	pcfg.Logger = r.log
+	r.pipeline = newProcessor(pcfg)
 	hb, err := heartbeat.New(heartbeat.Config{
 		Client:     cfg.Client,
 		QueueURL:   q.url,
@@ -389,7 +383,7 @@ func (r *runner) receive(ctx context.Context, id int) {
 	for {
 		if n == 0 {
 			var err error
-			if n, err = r.capacity.reserve(ctx, settleBatch); err != nil {
+			if n, err = r.capacity.reserve(ctx, sqslimits.MaxBatchEntries); err != nil {
 				return
 			}
 		}
@@ -610,7 +604,7 @@ func (r *runner) process(m *inflight) Result {
 	r.running[m] = struct{}{}
 	r.mu.Unlock()
 
-	res := r.pipeline.Process(ctx, m.msg)
+	res := r.pipeline.process(ctx, m.msg)
 
 	r.mu.Lock()
 	delete(r.running, m)
@@ -659,7 +653,7 @@ func (r *runner) settled(m *inflight, res Result, queued bool) {
 	if !queued {
 		r.unsettled.Add(-1)
 	}
-	LogSettled(r.log, m.msg, res)
+	logSettled(r.log, m.msg, res)
 	r.obs.Settled(m.msg, res)
 	if !queued || r.slotDone == nil {
 		r.capacity.release(1)
@@ -733,7 +727,7 @@ type capacity struct {
 func newCapacity(concurrency, prefetch int) *capacity {
 	return &capacity{
 		free:      concurrency + prefetch,
-		threshold: min(settleBatch, prefetch+1, concurrency+prefetch),
+		threshold: min(sqslimits.MaxBatchEntries, prefetch+1, concurrency+prefetch),
 		wake:      make(chan struct{}, 1),
 	}
 }

@@ -36,7 +36,8 @@
 //	}
 //
 // The per-message path (key, middleware, panic recovery, classification)
-// is [Pipeline], shared with the Lambda adapter and consumertest. Errors
+// is the same in the Lambda adapter (package sqslambda) and in
+// consumertest, which runs a handler through it without AWS. Errors
 // map to outcomes as [DefaultClassifier] says; [ClassifierChain] puts your
 // own rules first.
 package consumer

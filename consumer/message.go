@@ -115,7 +115,7 @@ func (m *Message) OnHeartbeat(fn func(context.Context) error) {
 // HeartbeatInterval is the time between heartbeat ticks, each of which runs
 // the functions registered with [Message.OnHeartbeat]: the consumer's
 // heartbeat interval. It is 0 when nothing runs them (the Lambda adapter,
-// a Pipeline run by hand), so a lease must then cover the whole run.
+// consumertest), so a lease must then cover the whole run.
 func (m *Message) HeartbeatInterval() time.Duration { return m.beatEvery }
 
 // heartbeats returns the functions registered with OnHeartbeat.

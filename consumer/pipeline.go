@@ -9,39 +9,62 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 )
 
-// Pipeline is the per-message path shared by the long-poll [Consumer], the
-// Lambda adapter and consumertest: it sets the message's key, runs the
-// middleware and handler with panic recovery, and classifies the result.
-// It does not settle the message: the caller deletes, retries,
-// dead-letters or releases it as [Result.Outcome] says. The zero value of
-// every field but Handler is usable.
-type Pipeline struct {
-	// Handler handles the message. Required.
-	Handler Handler
-	// Middleware wraps Handler, the first outermost. Panic recovery always
-	// wraps the whole chain.
-	Middleware []Middleware
-	// Classifier is asked first; when it has no opinion (or returns an
-	// invalid Outcome) the default classifier (see [DefaultClassifier])
-	// decides. Defaults to nil: the default classifier alone.
-	Classifier Classifier
-	// Backoff is the retry policy for transient failures. Defaults to
-	// Backoff{} (1s base, 15m cap, full jitter).
-	Backoff Backoff
-	// MaxAttempts dead-letters a message (class "max_attempts") when a
-	// transient failure happens on its MaxAttempts-th receive. Defaults to 0:
-	// no limit.
-	MaxAttempts int
-	// KeyFunc sets the message's dedupe key before the middleware runs.
-	// Defaults to nil: [DefaultKey].
-	KeyFunc KeyFunc
-	// Logger logs panics (error level, with the stack). Defaults to a no-op
-	// logger.
-	Logger *zap.Logger
-	// Observer gets HandlerDone. Defaults to [NopObserver].
-	Observer Observer
+// The per-message path is shared by the long-poll [Consumer], the Lambda
+// adapter and consumertest, yet none of it is for users to call: it stays
+// unexported here and is lent to those sibling packages through
+// internal/pipeline (whose doc says why it cannot simply live there).
+func init() {
+	pipeline.Register(pipeline.Funcs[Config, *Message, Result]{
+		New:        func(cfg Config) func(context.Context, *Message) Result { return newProcessor(cfg).process },
+		LogSettled: logSettled,
+		Instrument: instrument,
+	})
+}
+
+// processor is the per-message path configured from a [Config]: it sets
+// the message's key, runs the middleware and handler with panic recovery,
+// and classifies the result. It does not settle the message: the caller
+// deletes, retries, dead-letters or releases it as [Result.Outcome] says.
+type processor struct {
+	handler     Handler
+	middleware  []Middleware
+	classifier  Classifier
+	backoff     Backoff
+	maxAttempts int
+	keyFunc     KeyFunc
+	logger      *zap.Logger
+	observer    Observer
+}
+
+// newProcessor configures the path from cfg's Handler, Middleware,
+// Classifier, Backoff, MaxAttempts, KeyFunc, Logger and Observer; a nil
+// Logger or Observer does nothing, and without a Handler every message
+// fails.
+func newProcessor(cfg Config) *processor {
+	p := &processor{
+		handler:     cfg.Handler,
+		middleware:  cfg.Middleware,
+		classifier:  cfg.Classifier,
+		backoff:     cfg.Backoff,
+		maxAttempts: cfg.MaxAttempts,
+		keyFunc:     cfg.KeyFunc,
+		logger:      cfg.Logger,
+		observer:    cfg.Observer,
+	}
+	if p.handler == nil {
+		p.handler = HandlerFunc(func(context.Context, *Message) error { return errors.New("consumer: no handler") })
+	}
+	if p.logger == nil {
+		p.logger = zap.NewNop()
+	}
+	if p.observer == nil {
+		p.observer = NopObserver{}
+	}
+	return p
 }
 
 // Result is what processing one message decided.
@@ -56,37 +79,33 @@ type Result struct {
 	// in the dead letter ("permanent", "max_attempts", "key_reuse", ...);
 	// for a retried panic "panic"; otherwise empty.
 	Class string
-	// Reason is the text recorded as [Failure.Error] in a dead letter: the
-	// handler's error text, without the "permanent: " or "retry after"
-	// prefix of [Permanent] and [RetryAfter] (the class says it).
+	// Reason is the text recorded as the Error of the dead letter's
+	// [deadletter.Failure]: the handler's error text, without the
+	// "permanent: " or "retry after" prefix of [Permanent] and
+	// [RetryAfter] (the class says it).
 	Reason string
 	// Duration is how long the middleware chain and handler ran.
 	Duration time.Duration
 }
 
-// Process runs the message through the pipeline and returns its Result.
-// When the handler fails after ctx was cancelled with cause [ErrShutdown],
-// the outcome is OutcomeRelease. A handler that returns nil is acked even
-// if ctx was cancelled.
-func (p *Pipeline) Process(ctx context.Context, msg *Message) Result {
+// process runs msg through the path and returns its Result. When the
+// handler fails after ctx was cancelled with cause [ErrShutdown], the
+// outcome is OutcomeRelease. A handler that returns nil is acked even if
+// ctx was cancelled.
+func (p *processor) process(ctx context.Context, msg *Message) Result {
 	p.setKey(msg)
-	h := p.Handler
-	if h == nil {
-		h = HandlerFunc(func(context.Context, *Message) error { return errors.New("consumer: no handler") })
-	}
-	h = Chain(h, p.Middleware...)
+	h := Chain(p.handler, p.middleware...)
 	start := time.Now()
 	err := p.run(ctx, h, msg)
 	d := time.Since(start)
-	p.observer().HandlerDone(msg, d, err)
-	res := p.Classify(ctx, msg, err)
+	p.observer.HandlerDone(msg, d, err)
+	res := p.classify(ctx, msg, err)
 	res.Duration = d
 	return res
 }
 
-// Classify turns a handler's error into a Result (without Duration). It is
-// what Process does after the handler returns.
-func (p *Pipeline) Classify(ctx context.Context, msg *Message, err error) Result {
+// classify turns a handler's error into a Result (without Duration).
+func (p *processor) classify(ctx context.Context, msg *Message, err error) Result {
 	if err == nil {
 		return Result{Outcome: OutcomeAck}
 	}
@@ -94,14 +113,14 @@ func (p *Pipeline) Classify(ctx context.Context, msg *Message, err error) Result
 		return Result{Outcome: OutcomeRelease, Err: err}
 	}
 	v, ok := Verdict{}, false
-	if p.Classifier != nil {
-		v, ok = p.Classifier.Classify(ctx, msg, err)
+	if p.classifier != nil {
+		v, ok = p.classifier.Classify(ctx, msg, err)
 		if ok && (v.Outcome < OutcomeAck || v.Outcome > OutcomeRelease) {
 			ok = false
 		}
 	}
 	if !ok {
-		v = defaultVerdict(p.Backoff, p.MaxAttempts, msg, err)
+		v = defaultVerdict(p.backoff, p.maxAttempts, msg, err)
 	}
 	res := Result{Outcome: v.Outcome, Delay: v.Delay, Err: err, Class: v.Class}
 	if v.Outcome == OutcomeDeadLetter {
@@ -116,11 +135,11 @@ func (p *Pipeline) Classify(ctx context.Context, msg *Message, err error) Result
 	return res
 }
 
-func (p *Pipeline) run(ctx context.Context, h Handler, msg *Message) (err error) {
+func (p *processor) run(ctx context.Context, h Handler, msg *Message) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &PanicError{Value: v, Stack: debug.Stack()}
-			p.logger().Error("handler panicked",
+			p.logger.Error("handler panicked",
 				zap.String("message_id", msg.ID),
 				zap.String("key", msg.Key()),
 				zap.String("panic", fmt.Sprint(v)),
@@ -131,49 +150,27 @@ func (p *Pipeline) run(ctx context.Context, h Handler, msg *Message) (err error)
 	return h.Handle(ctx, msg)
 }
 
-func (p *Pipeline) setKey(msg *Message) {
-	if p.KeyFunc == nil {
+func (p *processor) setKey(msg *Message) {
+	if p.keyFunc == nil {
 		return
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			p.logger().Error("KeyFunc panicked; using the default key",
+			p.logger.Error("KeyFunc panicked; using the default key",
 				zap.String("message_id", msg.ID), zap.String("panic", fmt.Sprint(v)))
 			msg.SetKey("")
 		}
 	}()
-	msg.SetKey(p.KeyFunc(msg))
+	msg.SetKey(p.keyFunc(msg))
 }
 
-func (p *Pipeline) logger() *zap.Logger {
-	if p.Logger == nil {
-		return zap.NewNop()
-	}
-	return p.Logger
-}
-
-func (p *Pipeline) observer() Observer {
-	if p.Observer == nil {
-		return NopObserver{}
-	}
-	return p.Observer
-}
-
-// SettledMessage is the log message of the line [LogSettled] writes.
+// SettledMessage is the message of the debug-level line logged once per
+// settled message (see [Config.Logger]), for finding those lines.
 const SettledMessage = "settled"
 
-// LogSettled writes the one debug-level line logged per settled message:
-// message "settled" with fields message_id (the SQS MessageId), key (the
-// dedupe key, without namespace), outcome (ack, duplicate, retry,
-// dead_letter or release), receive_count (an integer) and duration (the
-// handler's run time), plus delay, class and error when they apply (the
-// error's text without the prefix of [Permanent] or [RetryAfter], which
-// the class or delay already says). It never logs the body.
-//
-// zap's sampling (zap.NewProduction samples by level and message) would
-// drop most of these lines under load: give the consumer a logger built
-// without sampling, such as [NewLogger].
-func LogSettled(logger *zap.Logger, msg *Message, res Result) {
+// logSettled writes the one debug-level line logged per settled message,
+// as [Config.Logger] describes it. It never logs the body.
+func logSettled(logger *zap.Logger, msg *Message, res Result) {
 	if logger == nil {
 		return
 	}

@@ -47,11 +47,11 @@ func TestClassification(t *testing.T) {
 		{"past max attempts", errPlain, 9, 3, consumer.OutcomeDeadLetter, 0, consumer.ClassMaxAttempts},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &consumer.Pipeline{
+			p := consumertest.New(consumer.Config{
 				Handler:     consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return tc.err }),
 				Backoff:     consumer.Backoff{Base: time.Second, Cap: time.Minute, RandFunc: ceiling},
 				MaxAttempts: tc.maxAttempts,
-			}
+			})
 			res := p.Process(context.Background(), consumertest.NewMessage("b", consumertest.WithReceiveCount(tc.receives)))
 			if res.Outcome != tc.want || res.Delay != tc.delay || res.Class != tc.class || !errors.Is(res.Err, tc.err) {
 				t.Errorf("got %s delay %s class %q err %v; want %s delay %s class %q", res.Outcome, res.Delay, res.Class, res.Err, tc.want, tc.delay, tc.class)
@@ -66,7 +66,7 @@ func TestClassification(t *testing.T) {
 func TestPipelinePanicAndShutdown(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zapcore.DebugLevel)
-	p := &consumer.Pipeline{
+	p := consumertest.New(consumer.Config{
 		Logger:  zap.New(core),
 		Backoff: consumer.Backoff{RandFunc: ceiling},
 		Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
@@ -76,7 +76,7 @@ func TestPipelinePanicAndShutdown(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}),
-	}
+	})
 	res := p.Process(context.Background(), consumertest.NewMessage("panic"))
 	var pe *consumer.PanicError
 	if res.Outcome != consumer.OutcomeRetry || res.Class != consumer.ClassPanic || !errors.As(res.Err, &pe) || pe.Value != "boom" {

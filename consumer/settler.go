@@ -13,13 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
-// settleBatch is SQS's limit on entries per batch call.
-const settleBatch = 10
-
 // batchIDs are the entry ids of a batch call: its indexes.
-var batchIDs = func() (ids [settleBatch]*string) {
+var batchIDs = func() (ids [sqslimits.MaxBatchEntries]*string) {
 	for i := range ids {
 		ids[i] = aws.String(strconv.Itoa(i))
 	}
@@ -111,7 +110,7 @@ func newSettler(client SQSAPI, queueURL string, interval time.Duration, parallel
 		log:         log,
 		obs:         NopObserver{},
 		callTimeout: settleCallTimeout,
-		ops:         make(chan settleOp, 2*settleBatch),
+		ops:         make(chan settleOp, 2*sqslimits.MaxBatchEntries),
 		done:        make(chan struct{}),
 		batches:     make(chan []settleOp),
 		wake:        make(chan struct{}, 1),
@@ -162,10 +161,10 @@ func (s *settler) run() {
 	}
 	addDelete := func(op settleOp) {
 		if dels == nil {
-			dels = make([]settleOp, 0, settleBatch)
+			dels = make([]settleOp, 0, sqslimits.MaxBatchEntries)
 		}
 		dels = append(dels, op)
-		if len(dels) == settleBatch {
+		if len(dels) == sqslimits.MaxBatchEntries {
 			s.send(dels)
 			dels = nil
 		}
@@ -195,10 +194,10 @@ func (s *settler) run() {
 				addDelete(op)
 			} else {
 				if vis == nil {
-					vis = make([]settleOp, 0, settleBatch)
+					vis = make([]settleOp, 0, sqslimits.MaxBatchEntries)
 				}
 				vis = append(vis, op)
-				if len(vis) == settleBatch {
+				if len(vis) == sqslimits.MaxBatchEntries {
 					s.send(vis)
 					vis = nil
 				}
@@ -273,7 +272,7 @@ func (s *settler) finish() {
 	for _, p := range pending {
 		p.op.final = true
 		batch = append(batch, p.op)
-		if len(batch) == settleBatch {
+		if len(batch) == sqslimits.MaxBatchEntries {
 			s.send(batch)
 			batch = nil
 		}

@@ -9,17 +9,32 @@ import (
 	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
 
-// instrument wraps cfg's client, middleware and observer with the
-// OpenTelemetry instrumentation of queueURL when a provider is set; with
-// none it returns cfg unchanged, so telemetry off costs nothing.
+// instrument adds the OpenTelemetry instrumentation (the instruments are
+// in internal/telemetry) to cfg when cfg.TracerProvider or
+// cfg.MeterProvider is set: a process span per message, started by a
+// middleware put before cfg.Middleware; the metrics, fed by a wrapper of
+// cfg.Observer that also ends the spans; and, when cfg.Client is set,
+// every SQS call counted and timed. queueURL names the queue in the
+// metrics ("" leaves it out). With neither provider set it returns cfg
+// unchanged, so telemetry off costs nothing.
+//
+// It is the one adapter from the per-message path's events to
+// OpenTelemetry: the Lambda adapter uses it too, through
+// internal/pipeline, so a metric or span attribute is defined once.
 func instrument(cfg Config, queueURL string) Config {
 	t := telemetry.NewConsumer(cfg.TracerProvider, cfg.MeterProvider, queueURL)
 	if t == nil {
 		return cfg
 	}
-	cfg.Client = &tracedSQS{SQSAPI: cfg.Client, t: t}
+	if cfg.Client != nil {
+		cfg.Client = &tracedSQS{SQSAPI: cfg.Client, t: t}
+	}
 	cfg.Middleware = append([]Middleware{traceMiddleware(t)}, cfg.Middleware...)
-	cfg.Observer = &tracedObserver{next: cfg.Observer, t: t}
+	next := cfg.Observer
+	if next == nil {
+		next = NopObserver{}
+	}
+	cfg.Observer = &tracedObserver{next: next, t: t}
 	return cfg
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/consumer/consumertest"
 	"github.com/sqsonce/sqsonce/dedupe"
 )
 
@@ -17,13 +18,13 @@ import (
 // copy is acked as a duplicate. The same id with another body is key reuse.
 func ExampleMiddleware() {
 	store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "orders"})
-	p := &consumer.Pipeline{
+	p := consumertest.New(consumer.Config{
 		Handler: consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 			fmt.Println("charging", msg.Body)
 			return nil
 		}),
 		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: time.Minute})},
-	}
+	})
 	for i, body := range []string{"order 42: $10", "order 42: $10", "order 42: $99"} {
 		msg := consumer.NewMessage(types.Message{
 			MessageId: aws.String(fmt.Sprint("sqs-message-", i)),

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/consumer/consumertest"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dedupetest"
 )
@@ -237,12 +238,12 @@ func TestMiddlewareOutcomes(t *testing.T) {
 	store := dedupe.NewMemory(dedupe.MemoryConfig{NowFunc: clock.Now})
 	fail := errors.New("downstream down")
 	var herr error
-	p := &consumer.Pipeline{
+	p := consumertest.New(consumer.Config{
 		Handler:    consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return herr }),
 		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{NowFunc: clock.Now})},
-	}
+	})
 	ctx := context.Background()
-	process := func(key, body string) consumer.Result { return p.Process(ctx, message("id", key, body)) }
+	process := func(key, body string) consumer.Result { return p.Process(ctx, message("id", key, body)).Result }
 
 	herr = fail
 	if res := process("a", "x"); res.Outcome != consumer.OutcomeRetry {

@@ -11,13 +11,13 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 )
 
-// ToMessage converts an event record to the consumer's Message, as if the
+// toMessage converts an event record to the consumer's Message, as if the
 // long-poll consumer had received it from queueURL at receivedAt: the
 // MessageId, receipt handle, body, MD5s, message attributes (string,
 // number, binary and list values) and system attributes
 // (ApproximateReceiveCount, SentTimestamp, MessageGroupId,
 // MessageDeduplicationId, ...) are all kept.
-func ToMessage(rec events.SQSMessage, queueURL string, receivedAt time.Time) *consumer.Message {
+func toMessage(rec events.SQSMessage, queueURL string, receivedAt time.Time) *consumer.Message {
 	raw := types.Message{
 		MessageId:     aws.String(rec.MessageId),
 		ReceiptHandle: aws.String(rec.ReceiptHandle),

@@ -16,9 +16,16 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
-	"github.com/sqsonce/sqsonce/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/settle"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
+
+// lent is the consumer's per-message path, its settled log line and its
+// OpenTelemetry adapter, shared so that a record runs exactly as a
+// message received by a worker (see internal/pipeline).
+var lent = pipeline.Get[consumer.Config, *consumer.Message, consumer.Result]()
 
 // SQSAPI is the part of the SQS client the adapter uses. *sqs.Client
 // satisfies it; tests pass fakes.
@@ -37,8 +44,6 @@ const (
 	// DefaultDeadlineMargin is how long before the invocation deadline the
 	// handlers' contexts end, leaving time to settle the batch.
 	DefaultDeadlineMargin = 2 * time.Second
-	// maxVisibility is SQS's largest visibility timeout, in seconds.
-	maxVisibility = 12 * 60 * 60
 )
 
 // Config configures a [Handler]. Only Client and Handler are required.
@@ -99,8 +104,9 @@ type Config struct {
 	// at the first invocation.
 	FunctionTimeout time.Duration
 	// Logger logs panics, failed settles and the timeout check, and one
-	// debug line per settled record (consumer.LogSettled; build it with
-	// consumer.NewLogger to keep every line). Defaults to a no-op logger.
+	// debug line per settled record (as consumer.Config.Logger describes;
+	// build it with consumer.NewLogger to keep every line). Defaults to a
+	// no-op logger.
 	Logger *zap.Logger
 	// Observer receives metrics events. Defaults to consumer.NopObserver.
 	Observer consumer.Observer
@@ -119,12 +125,12 @@ type Config struct {
 // responses. Pass its Handle method to lambda.Start. It is safe for
 // concurrent use.
 type Handler struct {
-	cfg      Config
-	client   SQSAPI
-	log      *zap.Logger
-	obs      consumer.Observer
-	now      func() time.Time
-	pipeline *consumer.Pipeline
+	cfg     Config
+	client  SQSAPI
+	log     *zap.Logger
+	obs     consumer.Observer
+	now     func() time.Time
+	process func(context.Context, *consumer.Message) consumer.Result
 
 	mu      sync.Mutex
 	queues  map[string]*queue // by eventSourceARN
@@ -145,7 +151,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.DeadlineMargin < 0 {
 		return nil, fmt.Errorf("sqslambda: Config.DeadlineMargin %s is negative", cfg.DeadlineMargin)
 	}
-	if cfg.Visibility < 0 || cfg.Visibility > maxVisibility*time.Second {
+	if cfg.Visibility < 0 || cfg.Visibility > sqslimits.MaxVisibility {
 		return nil, fmt.Errorf("sqslambda: Config.Visibility %s must be between 0 and 12h", cfg.Visibility)
 	}
 	if cfg.FunctionTimeout < 0 {
@@ -154,7 +160,6 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxAttempts < 0 {
 		return nil, fmt.Errorf("sqslambda: Config.MaxAttempts %d is negative", cfg.MaxAttempts)
 	}
-	cfg = instrument(cfg)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 1)
 	cfg.DeadlineMargin = cmp.Or(cfg.DeadlineMargin, DefaultDeadlineMargin)
 	if cfg.FunctionTimeout == 0 {
@@ -178,16 +183,23 @@ func New(cfg Config) (*Handler, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	h.pipeline = &consumer.Pipeline{
-		Handler:     cfg.Handler,
-		Middleware:  cfg.Middleware,
-		Classifier:  cfg.Classifier,
-		Backoff:     cfg.Backoff,
-		MaxAttempts: cfg.MaxAttempts,
-		KeyFunc:     cfg.KeyFunc,
-		Logger:      h.log,
-		Observer:    h.obs,
-	}
+	// The record's path is configured as a worker's would be, with the
+	// same telemetry (no queue name in the metrics: one function may
+	// consume several queues).
+	pcfg := lent.Instrument(consumer.Config{
+		Handler:        cfg.Handler,
+		Middleware:     cfg.Middleware,
+		Classifier:     cfg.Classifier,
+		Backoff:        cfg.Backoff,
+		MaxAttempts:    cfg.MaxAttempts,
+		KeyFunc:        cfg.KeyFunc,
+		Logger:         h.log,
+		Observer:       h.obs,
+		TracerProvider: cfg.TracerProvider,
+		MeterProvider:  cfg.MeterProvider,
+	}, "")
+	h.obs = pcfg.Observer
+	h.process = lent.New(pcfg)
 	return h, nil
 }
 
@@ -281,7 +293,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		}
 		for _, r := range byQueue[q] {
 			r.url, r.hb = url, hb
-			r.msg = ToMessage(*r.ev, url, start)
+			r.msg = toMessage(*r.ev, url, start)
 			r.ctx, r.cancel = context.WithCancelCause(hctx)
 			h.obs.Received(r.msg)
 			r.received = receivedAt(r.msg, start)
@@ -380,9 +392,9 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 
 // run processes one record and settles it.
 func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
-	res := h.pipeline.Process(r.ctx, r.msg)
+	res := h.process(r.ctx, r.msg)
 	h.settle(ctx, r, &res)
-	consumer.LogSettled(h.log, r.msg, res)
+	lent.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
 	return res.Outcome
 }
@@ -392,7 +404,7 @@ func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
 func (h *Handler) skip(ctx context.Context, r *record, cause error) consumer.Outcome {
 	res := consumer.Result{Outcome: consumer.OutcomeRelease, Err: cause}
 	h.settle(ctx, r, &res)
-	consumer.LogSettled(h.log, r.msg, res)
+	lent.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
 	return res.Outcome
 }

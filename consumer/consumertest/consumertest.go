@@ -26,8 +26,12 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/settle"
 )
+
+// lent is the consumer's per-message path (see internal/pipeline).
+var lent = pipeline.Get[consumer.Config, *consumer.Message, consumer.Result]()
 
 // Default queue URLs used when a Harness leaves them empty.
 const (
@@ -121,17 +125,7 @@ type Result struct {
 // consumer.ErrShutdown to see a release).
 func (h *Harness) Process(ctx context.Context, msg *consumer.Message) Result {
 	cfg := h.Config
-	p := &consumer.Pipeline{
-		Handler:     cfg.Handler,
-		Middleware:  cfg.Middleware,
-		Classifier:  cfg.Classifier,
-		Backoff:     cfg.Backoff,
-		MaxAttempts: cfg.MaxAttempts,
-		KeyFunc:     cfg.KeyFunc,
-		Logger:      cfg.Logger,
-		Observer:    cfg.Observer,
-	}
-	res := Result{Result: p.Process(ctx, msg)}
+	res := Result{Result: lent.New(cfg)(ctx, msg)}
 	if res.Outcome == consumer.OutcomeDeadLetter {
 		now := time.Now
 		if cfg.NowFunc != nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
 )
 
-// API is the part of the DynamoDB client sqsonce uses: one method per call
-// made. *dynamodb.Client implements it.
-type API interface {
+// DynamoDBAPI is the part of the DynamoDB client sqsonce uses: one method
+// per call made. *dynamodb.Client implements it.
+type DynamoDBAPI interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
@@ -26,7 +26,7 @@ type API interface {
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
-var _ API = (*dynamodb.Client)(nil)
+var _ DynamoDBAPI = (*dynamodb.Client)(nil)
 
 // IsTransient reports whether err is a DynamoDB error that a retry can fix:
 // throttling, a transaction conflict, a request limit, or a 5xx. Errors

@@ -16,7 +16,7 @@ import (
 
 // fakeTx answers TransactWriteItems with the queued errors, then success.
 type fakeTx struct {
-	dynamo.API
+	dynamo.DynamoDBAPI
 	errs   []error
 	inputs []*dynamodb.TransactWriteItemsInput
 }

@@ -62,4 +62,4 @@ func TestRetriedCallsAreOurs(t *testing.T) {
 	}
 }
 
-var _ dynamo.API = replayAPI{}
+var _ dynamo.DynamoDBAPI = replayAPI{}

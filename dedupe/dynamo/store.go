@@ -33,7 +33,7 @@ const (
 // Config configures a [Store].
 type Config struct {
 	// Client is the DynamoDB client. Required.
-	Client API
+	Client DynamoDBAPI
 	// Table is the dedupe table (see [CreateTable]). Defaults to
 	// "sqsonce-dedupe".
 	Table string
@@ -55,7 +55,7 @@ type Config struct {
 // Store is the DynamoDB [dedupe.Store]: one item per key, claimed with a
 // conditional PutItem and fenced by the claim's token.
 type Store struct {
-	client API
+	client DynamoDBAPI
 	table  string
 	ns     string
 	ttl    time.Duration

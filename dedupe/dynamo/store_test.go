@@ -32,7 +32,7 @@ func newTable(t *testing.T) (*dynamodb.Client, string) {
 	return client, name
 }
 
-func newStore(t *testing.T, client dynamo.API, table string, now func() time.Time) *dynamo.Store {
+func newStore(t *testing.T, client dynamo.DynamoDBAPI, table string, now func() time.Time) *dynamo.Store {
 	t.Helper()
 	s, err := dynamo.New(dynamo.Config{Client: client, Table: table, Namespace: "conformance", NowFunc: now})
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 // the table is ACTIVE and checks the key schema of a table that already
 // existed. It is idempotent: run it from setup code or tests as often as
 // you like.
-func CreateTable(ctx context.Context, client API, table string) error {
+func CreateTable(ctx context.Context, client DynamoDBAPI, table string) error {
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		BillingMode:          types.BillingModePayPerRequest,
@@ -53,7 +53,7 @@ func CreateTable(ctx context.Context, client API, table string) error {
 
 // waitActive polls DescribeTable until the table is ACTIVE, ctx is done, or
 // two minutes pass.
-func waitActive(ctx context.Context, client API, table string) error {
+func waitActive(ctx context.Context, client DynamoDBAPI, table string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
@@ -75,7 +75,7 @@ func waitActive(ctx context.Context, client API, table string) error {
 
 // checkTable verifies that the table exists and is keyed by pk (S, HASH)
 // alone.
-func checkTable(ctx context.Context, client API, table string) error {
+func checkTable(ctx context.Context, client DynamoDBAPI, table string) error {
 	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {

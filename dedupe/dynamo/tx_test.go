@@ -15,6 +15,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/consumer/consumertest"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
 	"github.com/sqsonce/sqsonce/internal/testenv"
@@ -325,7 +326,7 @@ func TestTransactionalGuardedUserConditionFails(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Index != 0 {
 		t.Fatalf("guarded write, own condition failed: %v, want a ConditionError on write 0", err)
 	}
-	if res := (&consumer.Pipeline{Handler: debit}).Process(ctx, msg("m1", "debit-v2", "2:5")); res.Outcome != consumer.OutcomeRetry {
+	if res := consumertest.Process(ctx, debit, msg("m1", "debit-v2", "2:5")); res.Outcome != consumer.OutcomeRetry {
 		t.Fatalf("guarded write, own condition failed: outcome %s (%v), want retry", res.Outcome, res.Err)
 	}
 	if item := get(t, l.client, l.dedupe, l.store.PK("debit-v2")); item != nil {

@@ -47,14 +47,14 @@ const (
 	AttrResponseBody    = "response_body"              // B: the stored body (absent when empty)
 )
 
-// API is the part of the DynamoDB client the store uses (the dedupe
+// DynamoDBAPI is the part of the DynamoDB client the store uses (the dedupe
 // store's). *dynamodb.Client implements it.
-type API = dedupedynamo.API
+type DynamoDBAPI = dedupedynamo.DynamoDBAPI
 
 // Config configures a [Store].
 type Config struct {
 	// Client is the DynamoDB client. Required.
-	Client API
+	Client DynamoDBAPI
 	// Table is the table (see [CreateTable]); it may be the dedupe table.
 	// Defaults to "sqsonce-idempotency".
 	Table string
@@ -80,7 +80,7 @@ type Config struct {
 // a conditional PutItem, fenced by the claim's token, completed with the
 // response (and the handler's writes) in one write.
 type Store struct {
-	client    API
+	client    DynamoDBAPI
 	table     string
 	ns        string
 	ttl       time.Duration
@@ -121,7 +121,7 @@ func New(cfg Config) (*Store, error) {
 // partition key pk (S), TTL on expires_at: the dedupe table's schema, so
 // one table can hold both. It waits until the table is ACTIVE and is
 // idempotent.
-func CreateTable(ctx context.Context, client API, table string) error {
+func CreateTable(ctx context.Context, client DynamoDBAPI, table string) error {
 	return dedupedynamo.CreateTable(ctx, client, table)
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // Message is what a dead letter needs of a received message.
@@ -71,9 +72,6 @@ func Send(ctx context.Context, client DeadLetterSender, log *zap.Logger, prefix 
 	return nil
 }
 
-// MaxMessageAttributes is SQS's limit on message attributes per message.
-const MaxMessageAttributes = 10
-
 // maxReasonLen bounds Failure.Error so a long error cannot push a dead
 // letter over SQS's message size limit.
 const maxReasonLen = 2048
@@ -103,7 +101,7 @@ func DeadLetterInput(msg Message, reason, class, sourceQueueURL, dlqURL string, 
 	}
 	fj, _ := json.Marshal(f) // a Failure always marshals
 
-	attrs := make(map[string]types.MessageAttributeValue, MaxMessageAttributes)
+	attrs := make(map[string]types.MessageAttributeValue, sqslimits.MaxMessageAttributes)
 	for name, v := range msg.Attributes {
 		attrs[name] = types.MessageAttributeValue{
 			DataType:    v.DataType,
@@ -116,7 +114,7 @@ func DeadLetterInput(msg Message, reason, class, sourceQueueURL, dlqURL string, 
 		attrs[deadletter.AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(id)}
 	}
 	attrs[deadletter.AttrFailure] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(fj))}
-	for _, name := range droppable(attrs, MaxMessageAttributes) {
+	for _, name := range droppable(attrs, sqslimits.MaxMessageAttributes) {
 		delete(attrs, name)
 	}
 
@@ -132,10 +130,6 @@ func DeadLetterInput(msg Message, reason, class, sourceQueueURL, dlqURL string, 
 	return in
 }
 
-// MaxMessageSize is SQS's largest message, and the default
-// MaximumMessageSize of a queue: 1 MiB.
-const MaxMessageSize = 1 << 20
-
 // Lengths the failure's reason is cut to, in turn, by [FitDeadLetter].
 var fitReasonLens = []int{256, 64}
 
@@ -149,15 +143,15 @@ var ErrDeadLetterRefused = errors.New("dead letter refused")
 // FitDeadLetter shrinks a dead letter built by [DeadLetterInput] until it
 // is at most maxSize bytes as SQS counts them (the body, plus each message
 // attribute's name, data type and value); maxSize is the dead-letter
-// queue's MaximumMessageSize, 0 meaning [MaxMessageSize]. What sqsonce
-// adds goes first: the failure's reason is cut to 256, then 64 bytes. Then
-// the original attributes are dropped one at a time by the rule of
-// [DeadLetterInput] (names that sort last first, other sqsonce-* names
-// last, sqsonce-id and sqsonce-failure never). The body is never changed.
+// queue's MaximumMessageSize, 0 meaning SQS's largest message, 1 MiB.
+// What sqsonce adds goes first: the failure's reason is cut to 256, then
+// 64 bytes. Then the original attributes are dropped one at a time by the
+// rule of [DeadLetterInput] (names that sort last first, other sqsonce-*
+// names last, sqsonce-id and sqsonce-failure never). The body is never changed.
 // It returns the names of the dropped attributes and whether in now fits.
 func FitDeadLetter(in *sqs.SendMessageInput, maxSize int) (dropped []string, fits bool) {
 	if maxSize <= 0 {
-		maxSize = MaxMessageSize
+		maxSize = sqslimits.MaxMessageBytes
 	}
 	if messageSize(in) <= maxSize {
 		return nil, true
@@ -205,7 +199,7 @@ func SendDeadLetter(ctx context.Context, client DeadLetterSender, in *sqs.SendMe
 	dropped, fits := FitDeadLetter(in, maxSize)
 	if !fits {
 		return dropped, fmt.Errorf("%w: %d bytes even with its reason cut and its attributes dropped, more than the dead-letter queue's MaximumMessageSize of %d",
-			ErrDeadLetterRefused, messageSize(in), cmp.Or(maxSize, MaxMessageSize))
+			ErrDeadLetterRefused, messageSize(in), cmp.Or(maxSize, sqslimits.MaxMessageBytes))
 	}
 	_, err = client.SendMessage(ctx, in)
 	if err == nil || !sqserr.MessageRefused(err) {
@@ -258,7 +252,7 @@ func DroppedAttributes(attrs map[string]types.MessageAttributeValue) []string {
 	}
 	names[deadletter.AttrID] = types.MessageAttributeValue{}
 	names[deadletter.AttrFailure] = types.MessageAttributeValue{}
-	return droppable(names, MaxMessageAttributes)
+	return droppable(names, sqslimits.MaxMessageAttributes)
 }
 
 // droppable lists, in the order they go, the attributes to remove so that

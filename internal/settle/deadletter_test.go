@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/settle"
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
 // TestFitDeadLetter: the reason is cut before any attribute is dropped;
@@ -114,8 +115,8 @@ func TestDeadLetterInput(t *testing.T) {
 			m.Attributes[fmt.Sprintf("attr%02d", i)] = str("v")
 		}
 		in := settle.DeadLetterInput(m, "bad", deadletter.ClassPermanent, "src", "dlq", false, now)
-		if len(in.MessageAttributes) != settle.MaxMessageAttributes {
-			t.Fatalf("%d attributes, want %d", len(in.MessageAttributes), settle.MaxMessageAttributes)
+		if len(in.MessageAttributes) != sqslimits.MaxMessageAttributes {
+			t.Fatalf("%d attributes, want %d", len(in.MessageAttributes), sqslimits.MaxMessageAttributes)
 		}
 		for _, name := range []string{deadletter.AttrID, deadletter.AttrFailure, "attr00", "attr07"} {
 			if _, ok := in.MessageAttributes[name]; !ok {
@@ -144,7 +145,7 @@ func FuzzDeadLetterInput(f *testing.F) {
 			m.Attributes[fmt.Sprintf("%s%d", name, i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
 		}
 		in := settle.DeadLetterInput(m, errText, "", "s", "d", false, time.Now())
-		if len(in.MessageAttributes) > settle.MaxMessageAttributes {
+		if len(in.MessageAttributes) > sqslimits.MaxMessageAttributes {
 			t.Fatalf("%d attributes", len(in.MessageAttributes))
 		}
 		if _, ok := in.MessageAttributes[deadletter.AttrFailure]; !ok {

@@ -13,11 +13,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-)
 
-// MaxVisibility is SQS's limit on a message's visibility: 12 hours from
-// the receive that returned its receipt handle.
-const MaxVisibility = 12 * time.Hour
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
+)
 
 // Outcome is how a processed message ends. Its values are those of
 // consumer.Outcome.
@@ -82,7 +80,7 @@ func VisibilitySeconds(d time.Duration, received, now time.Time) int32 {
 		return 0
 	}
 	secs := (d + time.Second - 1) / time.Second
-	left := (MaxVisibility - capSlack - now.Sub(received)) / time.Second
+	left := (sqslimits.MaxVisibility - capSlack - now.Sub(received)) / time.Second
 	return int32(max(min(secs, left), 0))
 }
 

@@ -19,9 +19,9 @@ import (
 	"github.com/sqsonce/sqsonce/outbox"
 )
 
-// API is the part of the DynamoDB client the outbox uses. *dynamodb.Client
-// implements it.
-type API interface {
+// DynamoDBAPI is the part of the DynamoDB client the outbox uses.
+// *dynamodb.Client implements it.
+type DynamoDBAPI interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
@@ -34,7 +34,7 @@ type API interface {
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
-var _ API = (*dynamodb.Client)(nil)
+var _ DynamoDBAPI = (*dynamodb.Client)(nil)
 
 // Item attribute names; see docs/architecture.md for the item kinds.
 const (
@@ -45,7 +45,7 @@ const (
 // Config configures a Store. Client and Table are required.
 type Config struct {
 	// Client talks to DynamoDB.
-	Client API
+	Client DynamoDBAPI
 	// Table is the outbox table, made by [CreateTable].
 	Table string
 	// Partitions spread entities over relays. Every writer and relay of a

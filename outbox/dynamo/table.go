@@ -15,7 +15,7 @@ import (
 // billing, partition key pk (S) and sort key sk (S), TTL on expires_at. It
 // waits until the table is ACTIVE and checks the key schema of a table
 // that already existed. It is idempotent.
-func CreateTable(ctx context.Context, client API, table string) error {
+func CreateTable(ctx context.Context, client DynamoDBAPI, table string) error {
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:   aws.String(table),
 		BillingMode: types.BillingModePayPerRequest,
@@ -71,7 +71,7 @@ func CreateTable(ctx context.Context, client API, table string) error {
 
 // Check verifies that the outbox table exists and is keyed by pk (S, HASH)
 // and sk (S, RANGE): run it at start-up for a clear error.
-func Check(ctx context.Context, client API, table string) error {
+func Check(ctx context.Context, client DynamoDBAPI, table string) error {
 	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {

@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sqsonce/sqsonce/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
 

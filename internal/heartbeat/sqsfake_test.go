@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/sqsonce/sqsonce/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
 

@@ -13,21 +13,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
-// API is the SQS call the heartbeat makes. *sqs.Client satisfies it.
-type API interface {
+// SQSAPI is the SQS call the heartbeat makes. *sqs.Client satisfies it.
+type SQSAPI interface {
 	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
-var _ API = (*sqs.Client)(nil)
-
-// MaxVisibility is SQS's limit on a message's visibility, counted from the
-// receive that returned its receipt handle.
-const MaxVisibility = 12 * time.Hour
-
-// batchSize is SQS's limit on entries per ChangeMessageVisibilityBatch.
-const batchSize = 10
+var _ SQSAPI = (*sqs.Client)(nil)
 
 // Errors passed to a handle's lost callback.
 var (
@@ -53,7 +48,7 @@ func (e *EntryError) Error() string {
 // Config configures a Heartbeat.
 type Config struct {
 	// Client makes the ChangeMessageVisibilityBatch calls. Required.
-	Client API
+	Client SQSAPI
 	// QueueURL is the queue the handles belong to. Required.
 	QueueURL string
 	// Visibility is how long each extension keeps a message invisible, and
@@ -65,7 +60,8 @@ type Config struct {
 	// shorter than Visibility. Defaults to Visibility/3.
 	Interval time.Duration
 	// MaxLifetime caps the visibility of a handle, counted from the time
-	// passed to Add. Defaults to MaxVisibility (12h).
+	// passed to Add. Defaults to SQS's limit on a message's visibility
+	// counted from its receive, sqslimits.MaxVisibility (12h).
 	MaxLifetime time.Duration
 	// CallTimeout bounds each ChangeMessageVisibilityBatch call. Defaults
 	// to Interval.
@@ -110,15 +106,15 @@ func New(cfg Config) (*Heartbeat, error) {
 	if cfg.QueueURL == "" {
 		return nil, errors.New("heartbeat: QueueURL is required")
 	}
-	if cfg.Visibility < time.Second || cfg.Visibility > MaxVisibility {
+	if cfg.Visibility < time.Second || cfg.Visibility > sqslimits.MaxVisibility {
 		return nil, fmt.Errorf("heartbeat: Visibility %s must be between 1s and 12h", cfg.Visibility)
 	}
 	cfg.Interval = cmp.Or(cfg.Interval, cfg.Visibility/3)
 	if cfg.Interval <= 0 || cfg.Interval >= cfg.Visibility {
 		return nil, fmt.Errorf("heartbeat: Interval %s must be positive and shorter than Visibility %s", cfg.Interval, cfg.Visibility)
 	}
-	cfg.MaxLifetime = cmp.Or(cfg.MaxLifetime, MaxVisibility)
-	if cfg.MaxLifetime < 0 || cfg.MaxLifetime > MaxVisibility {
+	cfg.MaxLifetime = cmp.Or(cfg.MaxLifetime, sqslimits.MaxVisibility)
+	if cfg.MaxLifetime < 0 || cfg.MaxLifetime > sqslimits.MaxVisibility {
 		return nil, fmt.Errorf("heartbeat: MaxLifetime %s must be between 0 and 12h", cfg.MaxLifetime)
 	}
 	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, cfg.Interval)
@@ -291,7 +287,7 @@ func (h *Heartbeat) Tick(ctx context.Context) {
 			continue // at its limit: nothing more to ask; lost when it runs out
 		}
 		cur = append(cur, e)
-		if len(cur) == batchSize {
+		if len(cur) == sqslimits.MaxBatchEntries {
 			batches = append(batches, cur)
 			cur = nil
 		}

@@ -1,0 +1,4 @@
+package sqslambda
+
+// ToMessage lets the external tests check the record conversion.
+var ToMessage = toMessage
