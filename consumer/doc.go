@@ -37,6 +37,7 @@
 //
 // The per-message path (key, middleware, panic recovery, classification)
 // is [Pipeline], shared with the Lambda adapter and consumertest. Errors
-// map to outcomes as [DefaultClassifier] says; [ClassifierChain] puts your
-// own rules first.
+// map to outcomes as [Config.Classifier] says: your own Classifier decides
+// the errors it knows, the consumer's classification (with Backoff and
+// MaxAttempts) the rest.
 package consumer

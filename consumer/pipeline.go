@@ -24,8 +24,8 @@ type Pipeline struct {
 	// wraps the whole chain.
 	Middleware []Middleware
 	// Classifier is asked first; when it has no opinion (or returns an
-	// invalid Outcome) the default classifier (see [DefaultClassifier])
-	// decides. Defaults to nil: the default classifier alone.
+	// invalid Outcome) the consumer's classification (see
+	// [Config.Classifier]) decides. Defaults to nil: the default classifier alone.
 	Classifier Classifier
 	// Backoff is the retry policy for transient failures. Defaults to
 	// Backoff{} (1s base, 15m cap, full jitter).
