@@ -8,7 +8,7 @@ import (
 
 // FailureClasser is implemented by errors that name their own dead-letter
 // class (the dedupe middleware's key-reuse error returns [ClassKeyReuse]).
-// The default classifier dead-letters any error whose chain has one.
+// The consumer's classification dead-letters any error whose chain has one.
 type FailureClasser interface {
 	FailureClass() string
 }
@@ -25,8 +25,10 @@ type PanicError struct {
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // ClassifierChain returns a Classifier that asks each classifier in turn;
-// the first that returns ok=true decides. Nil entries are skipped. Put
-// [DefaultClassifier] last so every error gets a verdict.
+// the first that returns ok=true decides. Nil entries are skipped. When
+// none decides, the chain has no opinion either, and the consumer's own
+// classification decides with its Backoff and MaxAttempts (see
+// [Config.Classifier]): a chain needs no catch-all at its end.
 func ClassifierChain(cs ...Classifier) Classifier {
 	return ClassifierFunc(func(ctx context.Context, msg *Message, err error) (Verdict, bool) {
 		for _, c := range cs {
@@ -41,31 +43,16 @@ func ClassifierChain(cs ...Classifier) Classifier {
 	})
 }
 
-// DefaultClassifier implements the "Errors → outcomes" table of docs/architecture.md. It
-// always returns ok=true:
-//
-//   - nil → ack
-//   - an error wrapping [ErrDuplicate] → duplicate (acked)
-//   - an error with a FailureClass() string method → dead-letter with that class
-//   - [RetryError] → retry after its Delay
-//   - [PermanentError] → dead-letter, class "permanent"
-//   - any other error (including a recovered panic) → retry after
-//     backoff.Delay(ApproximateReceiveCount); once the receive count reaches
-//     maxAttempts (when > 0) → dead-letter, class "max_attempts"
-func DefaultClassifier(backoff Backoff, maxAttempts int) Classifier {
-	return ClassifierFunc(func(_ context.Context, msg *Message, err error) (Verdict, bool) {
-		return defaultVerdict(backoff, maxAttempts, msg, err), true
-	})
-}
-
 // classedError is an error with a [FailureClasser] method.
 type classedError interface {
 	error
 	FailureClasser
 }
 
-// defaultVerdict is [DefaultClassifier]'s decision (without allocating: it
-// runs for every failed message).
+// defaultVerdict is the classification of every error [Config.Classifier]
+// leaves undecided: the table of [Config.Classifier] (and the "Errors →
+// outcomes" table of docs/architecture.md). It does not allocate: it runs
+// for every failed message.
 func defaultVerdict(backoff Backoff, maxAttempts int, msg *Message, err error) Verdict {
 	if err == nil {
 		return Verdict{Outcome: OutcomeAck}

@@ -30,9 +30,22 @@ type Config struct {
 	// Middleware wraps Handler, the first outermost. Panic recovery always
 	// wraps the whole chain. Defaults to none.
 	Middleware []Middleware
-	// Classifier maps handler errors to outcomes before the default
-	// classifier (see [DefaultClassifier]); use [ClassifierChain] to combine
-	// several. Defaults to none: the default classifier alone.
+	// Classifier maps your own errors to outcomes. It is asked first; an
+	// error it has no opinion on (ok=false, or an invalid Outcome) gets the
+	// consumer's classification, which uses Backoff and MaxAttempts:
+	//
+	//   - an error wrapping [ErrDuplicate] → duplicate (acked)
+	//   - an error with a FailureClass() string method ([FailureClasser])
+	//     → dead-letter with that class
+	//   - [RetryError] ([RetryAfter]) → retry after its Delay
+	//   - [PermanentError] ([Permanent]) → dead-letter, class "permanent"
+	//   - any other error, a recovered panic included → retry after
+	//     Backoff.Delay(ApproximateReceiveCount); from the MaxAttempts-th
+	//     receive (when MaxAttempts > 0) → dead-letter, class "max_attempts"
+	//
+	// So a Classifier answers only for the errors it knows; use
+	// [ClassifierChain] to combine several. Defaults to nil: the consumer's
+	// classification alone.
 	Classifier Classifier
 	// KeyFunc returns a message's dedupe key. Defaults to [DefaultKey] (the
 	// sqsonce-id attribute, else the MessageId).

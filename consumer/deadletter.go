@@ -27,4 +27,4 @@ func deadLetterReason(res Result) string {
 }
 
 // isQueueMissing reports whether err says the queue does not exist.
-var isQueueMissing = sqserr.QueueMissing
+func isQueueMissing(err error) bool { return sqserr.QueueMissing(err) }

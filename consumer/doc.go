@@ -37,7 +37,8 @@
 //
 // The per-message path (key, middleware, panic recovery, classification)
 // is the same in the Lambda adapter (package sqslambda) and in
-// consumertest, which runs a handler through it without AWS. Errors
-// map to outcomes as [DefaultClassifier] says; [ClassifierChain] puts your
-// own rules first.
+// consumertest, which runs a handler through it without AWS. Errors map
+// to outcomes as [Config.Classifier] says: your own Classifier decides
+// the errors it knows, the consumer's classification (with Backoff and
+// MaxAttempts) the rest.
 package consumer

@@ -35,27 +35,43 @@ func ExampleNew() {
 	// dead_letter
 }
 
+// Your classifier answers for the errors it knows; every other error gets
+// the consumer's classification, with the Config's Backoff and
+// MaxAttempts. (consumertest runs the consumer's per-message path.)
 func ExampleClassifierChain() {
 	errThrottled := errors.New("throttled")
 	errInvalid := errors.New("invalid")
 	mine := consumer.ClassifierFunc(func(ctx context.Context, m *consumer.Message, err error) (consumer.Verdict, bool) {
 		switch {
 		case errors.Is(err, errInvalid):
-			return consumer.Verdict{Outcome: consumer.OutcomeDeadLetter, Class: consumer.ClassPermanent}, true
+			return consumer.Verdict{Outcome: consumer.OutcomeDeadLetter, Class: "invalid"}, true
 		case errors.Is(err, errThrottled):
 			return consumer.Verdict{Outcome: consumer.OutcomeRetry, Delay: 30 * time.Second}, true
 		}
-		return consumer.Verdict{}, false // no opinion: the default decides
+		return consumer.Verdict{}, false // no opinion: the consumer decides
 	})
-	chain := consumer.ClassifierChain(mine, consumer.DefaultClassifier(consumer.Backoff{}, 5))
-	m := consumertest.NewMessage("{}")
-	for _, err := range []error{nil, errInvalid, errThrottled, consumer.ErrDuplicate} {
-		v, _ := chain.Classify(context.Background(), m, err)
-		fmt.Println(v.Outcome, v.Delay)
+	errs := map[string]error{"invalid": errInvalid, "throttled": errThrottled, "down": errors.New("downstream down")}
+	h := consumertest.New(consumer.Config{
+		Classifier:  consumer.ClassifierChain(mine),
+		MaxAttempts: 5,
+		Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+			return errs[m.Body] // nil for "ok"
+		}),
+	})
+	for _, body := range []string{"ok", "invalid", "throttled", "down"} {
+		r := h.Process(context.Background(), consumertest.NewMessage(body, consumertest.WithReceiveCount(5)))
+		switch r.Outcome {
+		case consumer.OutcomeRetry:
+			fmt.Println(body, "→", r.Outcome, "after", r.Delay)
+		case consumer.OutcomeDeadLetter:
+			fmt.Println(body, "→", r.Outcome, r.Class)
+		default:
+			fmt.Println(body, "→", r.Outcome)
+		}
 	}
 	// Output:
-	// ack 0s
-	// dead_letter 0s
-	// retry 30s
-	// duplicate 0s
+	// ok → ack
+	// invalid → dead_letter invalid
+	// throttled → retry after 30s
+	// down → dead_letter max_attempts
 }

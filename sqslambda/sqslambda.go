@@ -57,8 +57,10 @@ type Config struct {
 	// middleware here). Panic recovery always wraps the whole chain.
 	// Defaults to none.
 	Middleware []consumer.Middleware
-	// Classifier is asked before the default classifier. Defaults to nil:
-	// the default classifier alone (see consumer.DefaultClassifier).
+	// Classifier is asked first; the errors it leaves undecided get the
+	// consumer's classification with Backoff and MaxAttempts (see
+	// consumer.Config.Classifier). Defaults to nil: that classification
+	// alone.
 	Classifier consumer.Classifier
 	// Backoff is the retry policy for transient failures. Defaults to
 	// consumer.Backoff{} (1s base, 15m cap, full jitter).

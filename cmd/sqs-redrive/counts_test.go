@@ -5,6 +5,7 @@ import "testing"
 // TestUnknownCounts checks that a queue count SQS returned as something
 // other than a number (-1) is shown as unknown, not as 0 or -1.
 func TestUnknownCounts(t *testing.T) {
+	t.Parallel()
 	if got := countText(-1); got != "?" {
 		t.Errorf("countText(-1) = %q, want ?", got)
 	}

@@ -45,9 +45,10 @@ func child(argsJSON string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
+	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, syncDir: syncDir}
 	if at, _ := strconv.Atoi(os.Getenv(envCrashAfter)); at > 0 {
 		sent := 0
-		testHook = func(p redrive.Progress) {
+		a.progressHook = func(p redrive.Progress) {
 			if p.Phase == redrive.PhaseSent {
 				if sent++; sent == at {
 					p, _ := os.FindProcess(os.Getpid())
@@ -57,7 +58,7 @@ func child(argsJSON string) int {
 			}
 		}
 	}
-	return run(context.Background(), args, os.Stdin, os.Stdout, os.Stderr)
+	return a.run(context.Background(), args)
 }
 
 // cli runs the CLI in-process.

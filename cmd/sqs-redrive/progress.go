@@ -28,11 +28,8 @@ type bar struct {
 	hook  func(redrive.Progress)
 }
 
-// testHook, when set (by tests only), sees every progress report.
-var testHook func(redrive.Progress)
-
 func (a *app) newBar(verb string) *bar {
-	return &bar{w: a.stderr, tty: isTerminal(a.stderr), verb: verb, last: time.Now(), every: 2 * time.Second, hook: testHook}
+	return &bar{w: a.stderr, tty: isTerminal(a.stderr), verb: verb, last: time.Now(), every: 2 * time.Second, hook: a.progressHook}
 }
 
 // update reports progress.

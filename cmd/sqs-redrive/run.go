@@ -78,6 +78,8 @@ type app struct {
 	g              globals
 	// syncDir makes a directory's entries durable (fsync); a test hook.
 	syncDir func(dir string) error
+	// progressHook, when set (by tests only), sees every progress report.
+	progressHook func(redrive.Progress)
 	// region and endpoint are where the client looks, for messages.
 	region, endpoint string
 }

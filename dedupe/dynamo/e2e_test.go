@@ -340,7 +340,8 @@ func TestHelperWorker(t *testing.T) {
 	}
 	l := &ledger{client: client, accounts: os.Getenv("SQSONCE_WORKER_ACCOUNTS"), store: store}
 	point := os.Getenv("SQSONCE_WORKER_CRASH")
-	dynamo.SetTestHook(func(p, key string) {
+	handler := dynamo.Transactional(store, l.credit, nil)
+	dynamo.SetTestHook(handler, func(p, key string) {
 		if p == point {
 			self, _ := os.FindProcess(os.Getpid())
 			_ = self.Kill() // SIGKILL: no deferred code, no settle
@@ -350,7 +351,7 @@ func TestHelperWorker(t *testing.T) {
 	})
 	c, err := consumer.New(consumer.Config{
 		Client: testenv.SQS(t), QueueURL: os.Getenv("SQSONCE_WORKER_QUEUE"), WaitTime: time.Second,
-		Handler: dynamo.Transactional(store, l.credit, nil),
+		Handler: handler,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,7 @@
 package dynamo
 
-// SetTestHook installs fn as the transactional commit hook for a test.
-func SetTestHook(fn func(point, key string)) { testHook = fn }
+import "github.com/sqsonce/sqsonce/consumer"
+
+// SetTestHook installs fn as the commit hook of h, a handler made by
+// Transactional.
+func SetTestHook(h consumer.Handler, fn func(point, key string)) { h.(*txHandler).testHook = fn }

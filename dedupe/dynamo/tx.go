@@ -122,11 +122,10 @@ type txHandler struct {
 	s    *Store
 	fn   TxFunc
 	opts TxOptions
+	// testHook, when set by a test, is called with a point in the commit
+	// ("before-commit", "after-commit") and the message key.
+	testHook func(point, key string)
 }
-
-// Hook, when set by tests, is called with the message key and a point in
-// the commit ("before-commit", "after-commit").
-var testHook func(point, key string)
 
 func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 	key := msg.Key()
@@ -144,14 +143,14 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 	}
 	conflicts := 0
 	for attempt := 0; ; attempt++ {
-		if testHook != nil {
-			testHook("before-commit", key)
+		if h.testHook != nil {
+			h.testHook("before-commit", key)
 		}
 		now := h.s.now()
 		err := h.commit(ctx, key, fp, writes, now)
 		if err == nil {
-			if testHook != nil {
-				testHook("after-commit", key)
+			if h.testHook != nil {
+				h.testHook("after-commit", key)
 			}
 			return nil
 		}
