@@ -65,16 +65,13 @@ func Run(t *testing.T, newStore NewStore) {
 // Completed, and a completed record keeps no result.
 type store struct{ s dedupe.Store }
 
-var statuses = map[dedupe.Status]leasetest.Status{
-	dedupe.Claimed:    leasetest.Claimed,
-	dedupe.Duplicate:  leasetest.Completed,
-	dedupe.InProgress: leasetest.InProgress,
-	dedupe.KeyReused:  leasetest.KeyReused,
-}
-
 func (s store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (leasetest.Claim, error) {
 	c, err := s.s.Claim(ctx, key, fingerprint, lease)
-	return leasetest.Claim{Status: statuses[c.Status], Token: c.Token, LeaseUntil: c.LeaseUntil, Fingerprint: c.Fingerprint}, err
+	status := leasetest.Status(c.Status.String())
+	if c.Status == dedupe.Duplicate {
+		status = leasetest.Completed
+	}
+	return leasetest.Claim{Status: status, Token: c.Token, LeaseUntil: c.LeaseUntil, Fingerprint: c.Fingerprint}, err
 }
 
 func (s store) Extend(ctx context.Context, key, token string, lease time.Duration) error {

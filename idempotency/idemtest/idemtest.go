@@ -95,19 +95,12 @@ type store struct {
 	results []string // every name given to Complete
 }
 
-var statuses = map[idempotency.Status]leasetest.Status{
-	idempotency.Claimed:    leasetest.Claimed,
-	idempotency.Completed:  leasetest.Completed,
-	idempotency.InProgress: leasetest.InProgress,
-	idempotency.KeyReused:  leasetest.KeyReused,
-}
-
 func (s *store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (leasetest.Claim, error) {
 	c, err := s.s.Claim(ctx, key, fingerprint, lease)
 	if err != nil {
 		return leasetest.Claim{}, err
 	}
-	got := leasetest.Claim{Status: statuses[c.Status], Token: c.Token, LeaseUntil: c.LeaseUntil, Fingerprint: c.Fingerprint}
+	got := leasetest.Claim{Status: leasetest.Status(c.Status.String()), Token: c.Token, LeaseUntil: c.LeaseUntil, Fingerprint: c.Fingerprint}
 	switch {
 	case c.Status != idempotency.Completed && c.Response != nil:
 		return got, fmt.Errorf("idemtest: status %s came with a response", c.Status)

@@ -16,34 +16,17 @@ import (
 	"time"
 )
 
-// Status is a claim's answer in the shared vocabulary.
-type Status int
+// Status is a claim's answer in the words both record models share
+// (dedupe's Duplicate is Completed here).
+type Status string
 
+// The statuses a claim may answer.
 const (
-	// Claimed: the caller owns the key until its lease ends.
-	Claimed Status = iota + 1
-	// Completed: the record is COMPLETED (dedupe's Duplicate).
-	Completed
-	// InProgress: another owner holds the key until Claim.LeaseUntil.
-	InProgress
-	// KeyReused: the record was written for another fingerprint.
-	KeyReused
+	Claimed    Status = "claimed"
+	Completed  Status = "completed"
+	InProgress Status = "in_progress"
+	KeyReused  Status = "key_reused"
 )
-
-// String returns the status as failures print it.
-func (s Status) String() string {
-	switch s {
-	case Claimed:
-		return "claimed"
-	case Completed:
-		return "completed"
-	case InProgress:
-		return "in_progress"
-	case KeyReused:
-		return "key_reused"
-	}
-	return "unknown"
-}
 
 // Claim is a store's answer to Claim in the shared vocabulary.
 type Claim struct {
