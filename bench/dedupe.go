@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,33 +59,6 @@ func (b *bench) table(ctx context.Context, name string) (string, error) {
 	return t, nil
 }
 
-// plainDDB runs fn n times on dedupeConcurrency workers and returns ops/s.
-func plainDDB(n int, fn func(i int) error) (float64, error) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	start := time.Now()
-	for range dedupeConcurrency {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1))
-				if i > n {
-					return
-				}
-				if err := fn(i); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
-		return 0, err
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
-}
-
 func sAttr(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 func nAttr(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
@@ -110,18 +82,11 @@ func (b *bench) dedupeRows() ([]row, error) {
 		return nil, err
 	}
 	var put, pair, txLimit, lease, tx, leaseWrites, txWrites sample
-	for round := range b.runs + 1 {
-		r, err := b.dedupeRound(ctx, round, n, table, effects)
-		if err != nil {
-			return nil, err
-		}
-		if round == 0 {
-			continue // the warm-up: DynamoDB Local's JIT and the tables' first writes
-		}
-		put, pair, txLimit = append(put, r.putLimit), append(pair, r.pairLimit), append(txLimit, r.txLimit)
-		lease, tx = append(lease, r.lease), append(tx, r.tx)
-		leaseWrites, txWrites = append(leaseWrites, r.leaseWrites), append(txWrites, r.txWrites)
-		fmt.Fprintf(b.errw, "bench:   dedupe: run %d of %d done\n", round, b.runs)
+	if err := b.interleave("dedupe", func(round int) ([]float64, error) {
+		f, err := b.dedupeRound(ctx, round, n, table, effects)
+		return []float64{f.putLimit, f.pairLimit, f.txLimit, f.lease, f.tx, f.leaseWrites, f.txWrites}, err
+	}, &put, &pair, &txLimit, &lease, &tx, &leaseWrites, &txWrites); err != nil {
+		return nil, err
 	}
 	const g = "Dedupe, DynamoDB"
 	return []row{
@@ -149,7 +114,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 	var f dedupeFigures
 	var err error
 	now := time.Now()
-	f.putLimit, err = plainDDB(n, func(i int) error {
+	f.putLimit, err = workers(n, dedupeConcurrency, func(i int) error {
 		_, err := b.ddb.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(table),
 			Item: map[string]types.AttributeValue{
@@ -167,7 +132,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 	}
 	// Lease mode's own two writes per message, as a plain loop: what the
 	// middleware costs on top of the writes lease mode requires.
-	f.pairLimit, err = plainDDB(n, func(i int) error {
+	f.pairLimit, err = workers(n, dedupeConcurrency, func(i int) error {
 		pk := fmt.Sprintf("pair#%d#%d", round, i)
 		if _, err := b.ddb.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(table),
@@ -212,7 +177,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 		return f, err
 	}
 
-	f.txLimit, err = plainDDB(n, func(i int) error {
+	f.txLimit, err = workers(n, dedupeConcurrency, func(i int) error {
 		_, err := b.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Put: &types.Put{
 				TableName: aws.String(table),

@@ -10,8 +10,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -104,31 +102,12 @@ func (p plainIdempotency) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Every answer must be 201; replayed says whether it must carry
 // Idempotent-Replayed.
 func httpLoad(ctx context.Context, client *http.Client, url string, n int, key func(i int) string, replayed bool) (rate float64, cpu time.Duration, err error) {
-	var next atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	cpu0 := cpuTime()
-	start := time.Now()
-	for range idemConcurrency {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1))
-				if i > n {
-					return
-				}
-				if err := post(ctx, client, url, key(i), replayed); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if err, _ := firstErr.Load().(error); err != nil {
+	rate, err = workers(n, idemConcurrency, func(i int) error { return post(ctx, client, url, key(i), replayed) })
+	if err != nil {
 		return 0, 0, err
 	}
-	return float64(n) / elapsed.Seconds(), (cpuTime() - cpu0) / time.Duration(n), nil
+	return rate, (cpuTime() - cpu0) / time.Duration(n), nil
 }
 
 func post(ctx context.Context, client *http.Client, url, key string, replayed bool) error {
@@ -204,26 +183,22 @@ func (b *bench) idemRows() ([]row, error) {
 	base := "http://" + ln.Addr().String()
 
 	var bare, bareCPU, plainNew, plainNewCPU, idemNew, idemNewCPU, plainRe, plainReCPU, idemRe, idemReCPU sample
-	for round := range b.runs + 1 {
+	if err := b.interleave("idempotency", func(round int) ([]float64, error) {
 		key := func(i int) string { return fmt.Sprintf("r%d-%d", round, i) }
-		var f [5]float64
-		var c [5]time.Duration
-		for j, step := range []struct {
+		var figs []float64 // each step's rate, then its CPU per request
+		for _, step := range []struct {
 			path     string
 			replayed bool
 		}{{"/bare", false}, {"/plain", false}, {"/idem", false}, {"/plain", true}, {"/idem", true}} {
-			f[j], c[j], err = httpLoad(ctx, client, base+step.path, n, key, step.replayed)
+			rate, cpu, err := httpLoad(ctx, client, base+step.path, n, key, step.replayed)
 			if err != nil {
 				return nil, err
 			}
+			figs = append(figs, rate, micros(cpu))
 		}
-		if round == 0 {
-			continue // the warm-up: connections, DynamoDB Local's JIT
-		}
-		bare, plainNew, idemNew, plainRe, idemRe = append(bare, f[0]), append(plainNew, f[1]), append(idemNew, f[2]), append(plainRe, f[3]), append(idemRe, f[4])
-		bareCPU, plainNewCPU, idemNewCPU = append(bareCPU, micros(c[0])), append(plainNewCPU, micros(c[1])), append(idemNewCPU, micros(c[2]))
-		plainReCPU, idemReCPU = append(plainReCPU, micros(c[3])), append(idemReCPU, micros(c[4]))
-		fmt.Fprintf(b.errw, "bench:   idempotency: run %d of %d done\n", round, b.runs)
+		return figs, nil
+	}, &bare, &bareCPU, &plainNew, &plainNewCPU, &idemNew, &idemNewCPU, &plainRe, &plainReCPU, &idemRe, &idemReCPU); err != nil {
+		return nil, err
 	}
 	const g = "Idempotency-Key middleware, DynamoDB"
 	how := fmt.Sprintf("%s, in the order bare, plain new, new, plain replay, replay; %d POSTs per run from %d clients to an in-process net/http server on loopback",

@@ -158,49 +158,57 @@ type textbookRelay interface {
 // relayRows measures a relay against the plain send loop and the textbook
 // relay loop, interleaved: a warm-up round, then b.runs rounds of (plain
 // send, textbook relay, sqsonce relay), each on a fresh queue, the
-// outboxes filled (untimed) before their relay starts.
-func (b *bench) relayRows(label string, n int, store outbox.Store, preload func(evs []outbox.Event) error, tb textbookRelay) (relay, plain, textbook sample, err error) {
+// outboxes filled (untimed) before their relay starts: the relay's by
+// commit, which commits its events in one transaction of the store.
+func (b *bench) relayRows(label string, n int, store outbox.Store, commit func(ctx context.Context, evs []outbox.Event) error, tb textbookRelay) (relay, plain, textbook sample, err error) {
 	ctx := b.ctx
-	for round := range b.runs + 1 {
-		prefix := fmt.Sprintf("%s%d", label, round)
-		evs := outboxEvents(prefix, n)
+	err = b.interleave(label, func(round int) ([]float64, error) {
+		evs := outboxEvents(fmt.Sprintf("%s%d", label, round), n)
 		q, err := b.env.queue(ctx, label+"-plain", false)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		p, err := plainSend(ctx, b.client, q, evs)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		if err := tb.preload(ctx, evs); err != nil {
-			return nil, nil, nil, fmt.Errorf("preload the textbook outbox: %w", err)
+			return nil, fmt.Errorf("preload the textbook outbox: %w", err)
 		}
 		q1, err := b.env.queue(ctx, label+"-textbook", false)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		t, err := tb.relay(ctx, b.client, q1, n)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("textbook relay: %w", err)
+			return nil, fmt.Errorf("textbook relay: %w", err)
 		}
-		if err := preload(evs); err != nil {
-			return nil, nil, nil, fmt.Errorf("preload the outbox: %w", err)
+		if err := fillOutbox(ctx, evs, commit); err != nil {
+			return nil, fmt.Errorf("preload the outbox: %w", err)
 		}
 		q2, err := b.env.queue(ctx, label+"-relay", false)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		r, err := relayRun(ctx, b.client, store, q2, n)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
-		if round == 0 {
-			continue // the warm-up
-		}
-		relay, plain, textbook = append(relay, r), append(plain, p), append(textbook, t)
-		fmt.Fprintf(b.errw, "bench:   %s: run %d of %d done\n", label, round, b.runs)
+		return []float64{p, t, r}, nil
+	}, &plain, &textbook, &relay)
+	return relay, plain, textbook, err
+}
+
+// fillOutbox commits evs outboxPerCommitTx at a time, 8 transactions at
+// once, as producers would.
+func fillOutbox(ctx context.Context, evs []outbox.Event, commit func(ctx context.Context, evs []outbox.Event) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for from := 0; from < len(evs); from += outboxPerCommitTx {
+		chunk := evs[from:min(from+outboxPerCommitTx, len(evs))]
+		g.Go(func() error { return commit(gctx, chunk) })
 	}
-	return relay, plain, textbook, nil
+	return g.Wait()
 }
 
 // relayPair is the two rows of a relay: against the send loop (raw) and
@@ -232,23 +240,15 @@ func (b *bench) outboxRows() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	preload := func(evs []outbox.Event) error {
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(8)
-		for from := 0; from < len(evs); from += outboxPerCommitTx {
-			chunk := evs[from:min(from+outboxPerCommitTx, len(evs))]
-			g.Go(func() error {
-				return store.Commit(gctx, func() ([]types.TransactWriteItem, error) { return store.Put(chunk...) })
-			})
-		}
-		return g.Wait()
+	commit := func(ctx context.Context, evs []outbox.Event) error {
+		return store.Commit(ctx, func() ([]types.TransactWriteItem, error) { return store.Put(evs...) })
 	}
 	textbook := fmt.Sprintf("%s-textbook", b.env.prefix)
 	if err := outboxdynamo.CreateTable(ctx, b.ddb, textbook); err != nil {
 		return nil, err
 	}
 	b.env.tables = append(b.env.tables, textbook)
-	relay, plain, tb, err := b.relayRows("outbox-dynamo", n, store, preload, textbookDynamo{ddb: b.ddb, table: textbook})
+	relay, plain, tb, err := b.relayRows("outbox-dynamo", n, store, commit, textbookDynamo{ddb: b.ddb, table: textbook})
 	if err != nil {
 		return nil, err
 	}

@@ -8,14 +8,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/consumer/consumertest"
@@ -106,21 +103,13 @@ func (b *bench) postgresRows() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	preload := func(evs []outbox.Event) error {
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(8)
-		for from := 0; from < len(evs); from += outboxPerCommitTx {
-			chunk := evs[from:min(from+outboxPerCommitTx, len(evs))]
-			g.Go(func() error {
-				return pgx.BeginFunc(gctx, pool, func(tx pgx.Tx) error { return store.Put(gctx, tx, chunk...) })
-			})
-		}
-		return g.Wait()
+	commit := func(ctx context.Context, evs []outbox.Event) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return store.Put(ctx, tx, evs...) })
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE plain_outbox (id bigserial PRIMARY KEY, event_id text NOT NULL, type text NOT NULL, payload text NOT NULL)`); err != nil {
 		return nil, err
 	}
-	relay, plain, tb, err := b.relayRows("outbox-pg", n, store, preload, textbookPostgres{pool: pool})
+	relay, plain, tb, err := b.relayRows("outbox-pg", n, store, commit, textbookPostgres{pool: pool})
 	if err != nil {
 		return nil, err
 	}
@@ -200,34 +189,6 @@ func credit(ctx context.Context, tx pgx.Tx, id string) error {
 	return err
 }
 
-// pgWorkers runs fn for i in 1..n on pgConcurrency workers and returns
-// ops/s.
-func pgWorkers(n int, fn func(i int) error) (float64, error) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	start := time.Now()
-	for range pgConcurrency {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1))
-				if i > n {
-					return
-				}
-				if err := fn(i); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
-		return 0, err
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
-}
-
 // errDuplicate is the textbook loop's duplicate: processed_messages
 // already had the id.
 var errDuplicate = errors.New("duplicate")
@@ -241,9 +202,12 @@ func (b *bench) pgDedupe(pool *pgxpool.Pool) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := dedupepg.Transactional(store, func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error {
+		return credit(ctx, tx, msg.Key())
+	}, nil)
 	var plain, tx sample
-	for round := range b.runs + 1 {
-		p, err := pgWorkers(n, func(i int) error {
+	if err := b.interleave("postgres dedupe", func(round int) ([]float64, error) {
+		p, err := workers(n, pgConcurrency, func(i int) error {
 			id := fmt.Sprintf("plain-%d-%d", round, i)
 			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 				tag, err := tx.Exec(ctx, `INSERT INTO processed_messages (message_id) VALUES ($1) ON CONFLICT DO NOTHING`, id)
@@ -259,20 +223,15 @@ func (b *bench) pgDedupe(pool *pgxpool.Pool) ([]row, error) {
 		if err != nil {
 			return nil, fmt.Errorf("textbook transaction loop: %w", err)
 		}
-		h := dedupepg.Transactional(store, func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error {
-			return credit(ctx, tx, msg.Key())
-		}, nil)
-		t, err := pgWorkers(n, func(i int) error {
+		t, err := workers(n, pgConcurrency, func(i int) error {
 			return h.Handle(ctx, consumertest.NewMessage(`{"amount":1}`, consumertest.WithID(fmt.Sprintf("tx-%d-%d", round, i))))
 		})
 		if err != nil {
 			return nil, fmt.Errorf("transactional: %w", err)
 		}
-		if round == 0 {
-			continue // the warm-up
-		}
-		plain, tx = append(plain, p), append(tx, t)
-		fmt.Fprintf(b.errw, "bench:   postgres dedupe: run %d of %d done\n", round, b.runs)
+		return []float64{p, t}, nil
+	}, &plain, &tx); err != nil {
+		return nil, err
 	}
 	return []row{
 		row{group: "Dedupe, PostgreSQL", name: "dedupe/postgres Transactional vs textbook transaction", value: tx, limit: plain, ratio: ratios(tx, plain), unit: "msgs/s",

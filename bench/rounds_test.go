@@ -1,0 +1,79 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// TestInterleave: the warm-up's figures are dropped, each measured
+// round's land in the samples in order, and every run is reported.
+func TestInterleave(t *testing.T) {
+	t.Parallel()
+	var log strings.Builder
+	b := &bench{runs: 3, errw: &log}
+	var a, z sample
+	err := b.interleave("pair", func(round int) ([]float64, error) {
+		return []float64{float64(round), float64(10 * round)}, nil
+	}, &a, &z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint([]float64(a), []float64(z)) != "[1 2 3] [10 20 30]" {
+		t.Errorf("samples %v %v, want [1 2 3] [10 20 30]", a, z)
+	}
+	if want := "bench:   pair: run 3 of 3 done\n"; strings.Count(log.String(), "done\n") != 3 || !strings.HasSuffix(log.String(), want) {
+		t.Errorf("progress:\n%s", log.String())
+	}
+
+	boom := errors.New("boom")
+	var rounds int
+	err = b.interleave("fails", func(round int) ([]float64, error) {
+		rounds++
+		return nil, boom
+	}, &a)
+	if !errors.Is(err, boom) || rounds != 1 {
+		t.Errorf("after a failed round: %v after %d rounds, want boom after 1", err, rounds)
+	}
+	if err := b.interleave("short", func(int) ([]float64, error) { return []float64{1}, nil }, &a, &z); err == nil {
+		t.Errorf("a round with too few figures was accepted")
+	}
+}
+
+type otherError struct{}
+
+func (otherError) Error() string { return "other" }
+
+// TestWorkers: every index runs once, and when workers fail with errors
+// of different types one of them is returned.
+func TestWorkers(t *testing.T) {
+	t.Parallel()
+	var calls [101]atomic.Int32
+	rate, err := workers(100, 8, func(i int) error {
+		calls[i].Add(1)
+		return nil
+	})
+	if err != nil || rate <= 0 {
+		t.Fatalf("workers: %v, rate %v", err, rate)
+	}
+	for i := 1; i <= 100; i++ {
+		if n := calls[i].Load(); n != 1 {
+			t.Errorf("index %d ran %d times", i, n)
+		}
+	}
+
+	start := make(chan struct{})
+	go func() { close(start) }()
+	_, err = workers(64, 8, func(i int) error {
+		<-start
+		if i%2 == 0 {
+			return errors.New("plain")
+		}
+		return otherError{}
+	})
+	if err == nil {
+		t.Fatal("workers: no error from failing calls")
+	}
+}
