@@ -300,15 +300,23 @@ func (r *runner) run(ctx context.Context) error {
 			r.workWG.Go(r.work)
 		}
 	}
+	// Receive calls run under their own context: at shutdown a call in
+	// flight gets receiveGrace to return, so the messages SQS already
+	// handed out are released rather than left invisible until their
+	// visibility timeout (a cancelled call loses its response).
+	callCtx, cancelCalls := context.WithCancel(bg)
+	defer cancelCalls()
 	for i := range r.cfg.Receivers {
-		recvWG.Go(func() { r.receive(ctx, i) })
+		recvWG.Go(func() { r.receive(ctx, callCtx, i) })
 	}
 	r.log.Info("consumer started", zap.Bool("fifo", r.q.fifo), zap.Int("concurrency", r.cfg.Concurrency),
 		zap.Int("receivers", r.cfg.Receivers), zap.Duration("visibility", r.q.visibility))
 
 	<-ctx.Done()
 	r.log.Info("consumer draining", zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
+	grace := time.AfterFunc(receiveGrace, cancelCalls)
 	recvWG.Wait()
+	grace.Stop()
 	// Messages waiting for a worker, and FIFO messages waiting behind a
 	// running handler of their group, are released now, not when a
 	// handler finishes.
@@ -372,7 +380,7 @@ func (r *runner) run(ctx context.Context) error {
 // attempt id and size, so SQS returns the same messages instead of keeping
 // their groups locked for a whole visibility timeout. A successful receive,
 // or one retried for longer than SQS keeps an attempt id, starts a new id.
-func (r *runner) receive(ctx context.Context, id int) {
+func (r *runner) receive(ctx, callCtx context.Context, id int) {
 	failures := 0
 	var (
 		attemptID    string    // FIFO: the id of the receive being retried, "" for a new one
@@ -407,7 +415,7 @@ func (r *runner) receive(ctx context.Context, id int) {
 		}
 		// A response lost on a reused connection must not hang the
 		// receiver: bound the call by the long-poll wait plus a margin.
-		cctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTime+10*time.Second)
+		cctx, cancel := context.WithTimeout(callCtx, r.cfg.WaitTime+10*time.Second)
 		out, err := r.cfg.Client.ReceiveMessage(cctx, in)
 		returned := time.Now()
 		cancel()
@@ -452,6 +460,11 @@ func (r *runner) receive(ctx context.Context, id int) {
 		}
 	}
 }
+
+// receiveGrace is how long a receive call in flight at shutdown may still
+// take: on a busy queue SQS answers at once, and what it returns is
+// released; a long poll of an empty queue is cancelled after it.
+const receiveGrace = time.Second
 
 // maxAttemptAge is how long a receive is retried with the same
 // ReceiveRequestAttemptId: SQS keeps one for 5 minutes.

@@ -82,6 +82,11 @@ type Fault struct {
 	// ErrResponseLost instead of the response, like a connection reset
 	// after the server answered.
 	LoseResponse bool
+	// ResponseDelay applies the call, then holds its response this long,
+	// like a response still in transit. If the caller's context is done
+	// first, the caller gets its error and the response is lost: the call
+	// stays applied (a ReceiveMessage's messages stay in flight).
+	ResponseDelay time.Duration
 	// FailEntries makes the batch entries with these ids fail with the given
 	// error code (in the output's Failed, SenderFault false); they are not
 	// applied. Ignored by calls that are not batches.
@@ -146,8 +151,18 @@ func (f *Fake) begin(ctx context.Context, op string, in any) (Fault, error) {
 	return ft, nil
 }
 
-// finish applies a LoseResponse fault to a call's result.
-func finish[T any](op string, ft Fault, out T, err error) (T, error) {
+// finish applies a LoseResponse or ResponseDelay fault to a call's result.
+func finish[T any](ctx context.Context, op string, ft Fault, out T, err error) (T, error) {
+	if ft.ResponseDelay > 0 {
+		t := time.NewTimer(ft.ResponseDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			var zero T
+			return zero, opError(op, ctx.Err())
+		case <-t.C:
+		}
+	}
 	if ft.LoseResponse {
 		var zero T
 		return zero, opError(op, ErrResponseLost)

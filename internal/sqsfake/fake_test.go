@@ -931,6 +931,21 @@ func TestFaults(t *testing.T) {
 			t.Error("the lost delete was not applied")
 		}
 	})
+	t.Run("ResponseDelay cut short loses an applied receive", func(t *testing.T) {
+		f := sqsfake.New()
+		q := f.AddQueue("q", nil)
+		f.Put(q, "x", "")
+		f.Inject(func(string, any) sqsfake.Fault { return sqsfake.Fault{ResponseDelay: time.Hour} })
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		defer cancel()
+		_, err := f.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{QueueUrl: &q})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("error %v, want the caller's deadline", err)
+		}
+		if m := f.Messages(q); len(m) != 1 || m[0].State != sqsfake.InFlight {
+			t.Errorf("messages %+v, want the one message in flight (the receive was applied)", m)
+		}
+	})
 	t.Run("FailEntries", func(t *testing.T) {
 		f := sqsfake.New()
 		q := f.AddQueue("q", nil)

@@ -216,7 +216,7 @@ func (f *Fake) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...f
 		}
 	}
 	f.mu.Unlock()
-	return finish("SendMessage", ft, out, err)
+	return finish(ctx, "SendMessage", ft, out, err)
 }
 
 func validEntryID(id string) bool {
@@ -284,7 +284,7 @@ func (f *Fake) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInp
 	f.mu.Lock()
 	out, err := f.sendBatch(ft, in)
 	f.mu.Unlock()
-	return finish("SendMessageBatch", ft, out, err)
+	return finish(ctx, "SendMessageBatch", ft, out, err)
 }
 
 func (f *Fake) sendBatch(ft Fault, in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
@@ -333,7 +333,7 @@ func (f *Fake) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, 
 		return nil, err
 	}
 	out, err := f.receive(ctx, in)
-	return finish("ReceiveMessage", ft, out, err)
+	return finish(ctx, "ReceiveMessage", ft, out, err)
 }
 
 func (f *Fake) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
@@ -619,7 +619,7 @@ func (f *Fake) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, _ 
 		out = &sqs.DeleteMessageOutput{}
 	}
 	f.mu.Unlock()
-	return finish("DeleteMessage", ft, out, err)
+	return finish(ctx, "DeleteMessage", ft, out, err)
 }
 
 // DeleteMessageBatch deletes up to 10 messages, with per-entry failures.
@@ -631,7 +631,7 @@ func (f *Fake) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatc
 	f.mu.Lock()
 	out, err := f.deleteBatch(ft, in)
 	f.mu.Unlock()
-	return finish("DeleteMessageBatch", ft, out, err)
+	return finish(ctx, "DeleteMessageBatch", ft, out, err)
 }
 
 func (f *Fake) deleteBatch(ft Fault, in *sqs.DeleteMessageBatchInput) (*sqs.DeleteMessageBatchOutput, error) {
@@ -716,7 +716,7 @@ func (f *Fake) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessag
 		out = &sqs.ChangeMessageVisibilityOutput{}
 	}
 	f.mu.Unlock()
-	return finish("ChangeMessageVisibility", ft, out, err)
+	return finish(ctx, "ChangeMessageVisibility", ft, out, err)
 }
 
 // ChangeMessageVisibilityBatch changes up to 10 visibilities, with per-entry
@@ -729,7 +729,7 @@ func (f *Fake) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeM
 	f.mu.Lock()
 	out, err := f.changeBatch(ft, in)
 	f.mu.Unlock()
-	return finish("ChangeMessageVisibilityBatch", ft, out, err)
+	return finish(ctx, "ChangeMessageVisibilityBatch", ft, out, err)
 }
 
 func (f *Fake) changeBatch(ft Fault, in *sqs.ChangeMessageVisibilityBatchInput) (*sqs.ChangeMessageVisibilityBatchOutput, error) {

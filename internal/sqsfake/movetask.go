@@ -32,7 +32,7 @@ func (f *Fake) StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMov
 	f.mu.Lock()
 	out, err := f.startMoveTask(in)
 	f.mu.Unlock()
-	return finish("StartMessageMoveTask", ft, out, err)
+	return finish(ctx, "StartMessageMoveTask", ft, out, err)
 }
 
 func (f *Fake) startMoveTask(in *sqs.StartMessageMoveTaskInput) (*sqs.StartMessageMoveTaskOutput, error) {
@@ -116,7 +116,7 @@ func (f *Fake) ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMove
 		}
 	}
 	f.mu.Unlock()
-	return finish("ListMessageMoveTasks", ft, out, err)
+	return finish(ctx, "ListMessageMoveTasks", ft, out, err)
 }
 
 // CancelMessageMoveTask fails as SQS does for a task that is not running:
@@ -127,5 +127,5 @@ func (f *Fake) CancelMessageMoveTask(ctx context.Context, in *sqs.CancelMessageM
 		return nil, err
 	}
 	err = &types.ResourceNotFoundException{Message: aws.String("Task does not exist or is not running: " + aws.ToString(in.TaskHandle))}
-	return finish[*sqs.CancelMessageMoveTaskOutput]("CancelMessageMoveTask", ft, nil, err)
+	return finish[*sqs.CancelMessageMoveTaskOutput](ctx, "CancelMessageMoveTask", ft, nil, err)
 }

@@ -189,7 +189,7 @@ func (f *Fake) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, _ ...f
 	f.mu.Lock()
 	out, err := f.createQueue(aws.ToString(in.QueueName), in.Attributes)
 	f.mu.Unlock()
-	return finish("CreateQueue", ft, out, err)
+	return finish(ctx, "CreateQueue", ft, out, err)
 }
 
 func (f *Fake) createQueue(name string, attrs map[string]string) (*sqs.CreateQueueOutput, error) {
@@ -255,7 +255,7 @@ func (f *Fake) GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, _ ...f
 		err = &types.QueueDoesNotExist{Message: aws.String("The specified queue does not exist.")}
 	}
 	f.mu.Unlock()
-	return finish("GetQueueUrl", ft, out, err)
+	return finish(ctx, "GetQueueUrl", ft, out, err)
 }
 
 // GetQueueAttributes returns the requested attributes ("All" for every
@@ -268,7 +268,7 @@ func (f *Fake) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttribute
 	f.mu.Lock()
 	out, err := f.getQueueAttributes(in)
 	f.mu.Unlock()
-	return finish("GetQueueAttributes", ft, out, err)
+	return finish(ctx, "GetQueueAttributes", ft, out, err)
 }
 
 func (f *Fake) getQueueAttributes(in *sqs.GetQueueAttributesInput) (*sqs.GetQueueAttributesOutput, error) {
@@ -342,7 +342,7 @@ func (f *Fake) SetQueueAttributes(ctx context.Context, in *sqs.SetQueueAttribute
 		f.wake()
 	}
 	f.mu.Unlock()
-	return finish("SetQueueAttributes", ft, out, err)
+	return finish(ctx, "SetQueueAttributes", ft, out, err)
 }
 
 // ListQueues lists queue URLs in creation order, filtered by
@@ -366,7 +366,7 @@ func (f *Fake) ListQueues(ctx context.Context, in *sqs.ListQueuesInput, _ ...fun
 	if err == nil {
 		out = &sqs.ListQueuesOutput{QueueUrls: page, NextToken: next}
 	}
-	return finish("ListQueues", ft, out, err)
+	return finish(ctx, "ListQueues", ft, out, err)
 }
 
 func paginate(all []string, max *int32, token *string) ([]string, *string, error) {
@@ -423,7 +423,7 @@ func (f *Fake) ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadL
 		}
 		out = &sqs.ListDeadLetterSourceQueuesOutput{QueueUrls: page, NextToken: next}
 	}
-	return finish("ListDeadLetterSourceQueues", ft, out, err)
+	return finish(ctx, "ListDeadLetterSourceQueues", ft, out, err)
 }
 
 // DeleteQueue deletes a queue and its messages at once (SQS takes up to 60
@@ -443,7 +443,7 @@ func (f *Fake) DeleteQueue(ctx context.Context, in *sqs.DeleteQueueInput, _ ...f
 		f.wake()
 	}
 	f.mu.Unlock()
-	return finish("DeleteQueue", ft, out, err)
+	return finish(ctx, "DeleteQueue", ft, out, err)
 }
 
 // PurgeQueue deletes every message of a queue; a second purge within 60
@@ -470,5 +470,5 @@ func (f *Fake) PurgeQueue(ctx context.Context, in *sqs.PurgeQueueInput, _ ...fun
 		f.wake()
 	}
 	f.mu.Unlock()
-	return finish("PurgeQueue", ft, out, err)
+	return finish(ctx, "PurgeQueue", ft, out, err)
 }
