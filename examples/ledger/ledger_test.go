@@ -106,10 +106,14 @@ func (l *ledgerCLI) ok(args ...string) string {
 func (l *ledgerCLI) work() {
 	l.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
+	type exit struct {
+		code   int
+		stderr string
+	}
+	done := make(chan exit, 1)
 	go func() {
-		code, _, _ := l.run(ctx, "work", "-concurrency", "8", "-visibility", "5s")
-		done <- code
+		code, _, stderr := l.run(ctx, "work", "-concurrency", "8", "-visibility", "5s")
+		done <- exit{code, stderr}
 	}()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -126,8 +130,8 @@ func (l *ledgerCLI) work() {
 		time.Sleep(500 * time.Millisecond)
 	}
 	cancel()
-	if code := <-done; code != 0 {
-		l.t.Fatalf("work exited %d after its context was cancelled", code)
+	if e := <-done; e.code != 0 {
+		l.t.Fatalf("work exited %d after its context was cancelled:\n%s", e.code, lastLines(e.stderr, 20))
 	}
 }
 
@@ -211,5 +215,29 @@ func TestUsageErrors(t *testing.T) {
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
 			t.Errorf("ledger %v: exit %d, want 2 (usage)", args, code)
 		}
+	}
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}
+
+// TestStopWhileStarting: SIGTERM while a long-running command still starts
+// (checking its tables, resolving its queue) is a clean stop, exit 0, as
+// it is once the command runs; an orchestrator must not see it as a crash.
+func TestStopWhileStarting(t *testing.T) {
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
+			l := newLedgerCLIStore(t, false, store)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			for _, cmd := range []string{"work", "relay"} {
+				if code, _, stderr := l.run(ctx, cmd); code != 0 {
+					t.Errorf("%s stopped while starting: exit %d, want 0\n%s", cmd, code, stderr)
+				}
+			}
+		})
 	}
 }

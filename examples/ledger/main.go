@@ -26,6 +26,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -101,6 +102,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case err == nil:
+		return 0
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		// SIGTERM while the command was still starting (checking its
+		// tables, resolving its queue): a clean stop, nothing was begun.
 		return 0
 	case isUsage(err):
 		fmt.Fprintln(stderr, "ledger:", err)

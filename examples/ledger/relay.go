@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/outbox"
+	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
 )
 
 func cmdRelay(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
@@ -40,13 +41,21 @@ func cmdRelay(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	relay, err := outbox.NewRelay(outbox.RelayConfig{
+	cfg := outbox.RelayConfig{
 		Store:        box,
 		Client:       c.sqs,
 		QueueURL:     queueURL,
 		PollInterval: 50 * time.Millisecond,
 		Logger:       logger,
-	})
+	}
+	if pg, ok := box.(*outboxpg.Store); ok {
+		// On PostgreSQL a commit's NOTIFY wakes the relay at once; the
+		// poll only bounds how late a missed wake-up is noticed.
+		l := pg.Listener(c.pg)
+		defer func() { _ = l.Close(context.WithoutCancel(ctx)) }()
+		cfg.WaitFunc, cfg.PollInterval = l.Wait, 5*time.Second
+	}
+	relay, err := outbox.NewRelay(cfg)
 	if err != nil {
 		return err
 	}
