@@ -1,9 +1,11 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -193,29 +195,136 @@ func handleKey(h string) (map[string]types.AttributeValue, error) {
 	return map[string]types.AttributeValue{attrPK: s(pk), attrSK: s(sk)}, nil
 }
 
-// Due implements [outbox.Store].
+// Due implements [outbox.Store]. It reads each held partition through
+// [Store.dueIn] until it has limit events.
 func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
 	now := st.cfg.NowFunc()
 	held, err := st.partitions(ctx, owner, now)
 	if err != nil {
 		return nil, err
 	}
+	st.pageMu.Lock()
+	pg := pager{est: st.page.est, cap: st.page.cap}
+	st.pageMu.Unlock()
+	defer func() {
+		st.pageMu.Lock()
+		st.page = pg.save()
+		st.pageMu.Unlock()
+	}()
 	var out []outbox.Event
 	for _, p := range held {
-		items, err := st.queryAll(ctx, partitionPK(p))
-		if err != nil {
+		if out, err = st.dueIn(ctx, p, now, limit, out, &pg); err != nil {
 			return nil, err
 		}
-		// Items sort by entity hash, then order stamp: the first item of
-		// each entity is its oldest event.
-		prev := ""
-		for _, item := range items {
-			sk := str(item, attrSK)
-			eh, _, _ := strings.Cut(sk, "#")
+		if len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Reading a partition. Its items sort by entity hash, then order stamp, so
+// each entity's oldest event heads a run of its later ones, and only that
+// head is due. dueIn reads the partition a page at a time and, after each
+// page, goes on after the last entity the page showed (sk > "<entity
+// hash>$": '$' sorts right after '#'), never through the rest of that
+// entity's run. The page size follows what pages showed: a page reads as
+// many items as the heads still needed take at the average run length
+// seen, so when entities hold few events each one Query reads a
+// partition; when one entity filled a page (a long run), pages shrink down
+// to 2 items, a Query per entity. So a step reads in proportion to the
+// entities it looks at, not to the backlog behind them.
+const (
+	minPage = 2
+	maxPage = 1000
+	// readThrough is the longest average run a page reads through rather
+	// than skipping run by run: about what one Query costs in items read.
+	readThrough = 16
+)
+
+// pageHint is what one Due call leaves for the next.
+type pageHint struct {
+	est float64 // average run length seen, 1 to readThrough; 0 when unknown
+	cap int     // the page size cap; 0 when unknown
+}
+
+// pager sizes the pages of one Due call.
+type pager struct {
+	est        float64
+	cap        int
+	runs, seen int // completed runs this call, and their items
+}
+
+// size is the Limit of the next page when need more heads are wanted.
+func (pg *pager) size(need int) int {
+	est := cmp.Or(pg.est, 1)
+	if pg.runs > 0 {
+		est = min(max(float64(pg.seen)/float64(pg.runs), 1), readThrough)
+	}
+	n := int(math.Ceil(float64(need) * est))
+	return max(minPage, min(n, cmp.Or(pg.cap, maxPage)))
+}
+
+// completed records a run read to its end.
+func (pg *pager) completed(run int) { pg.runs, pg.seen = pg.runs+1, pg.seen+run }
+
+// full records a page of items that ended before its partition did and
+// showed heads entities: it shrinks the cap when the page was mostly later
+// events (one entity filled it, or more than readThrough items per
+// entity), and doubles it otherwise.
+func (pg *pager) full(items, heads int) {
+	c := cmp.Or(pg.cap, maxPage)
+	if heads <= 1 || items > readThrough*heads {
+		pg.cap = max(minPage, items/4)
+		return
+	}
+	pg.cap = min(maxPage, 2*c)
+}
+
+func (pg *pager) save() pageHint {
+	h := pageHint{est: pg.est, cap: pg.cap}
+	if pg.runs > 0 {
+		h.est = min(max(float64(pg.seen)/float64(pg.runs), 1), readThrough)
+	}
+	return h
+}
+
+// dueIn appends to out the due events of partition p until out holds
+// limit events or the partition ends. An entity's head that is dead or
+// waiting for its retry (next_at) is not due, and holds back the entity.
+func (st *Store) dueIn(ctx context.Context, p int, now time.Time, limit int, out []outbox.Event, pg *pager) ([]outbox.Event, error) {
+	pk := partitionPK(p)
+	after := ""                               // go on after this sort key
+	var start map[string]types.AttributeValue // or here, after an empty page
+	for {
+		in := &dynamodb.QueryInput{
+			TableName:                 aws.String(st.cfg.Table),
+			KeyConditionExpression:    aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
+			ConsistentRead:            aws.Bool(true),
+			Limit:                     aws.Int32(int32(pg.size(limit - len(out)))),
+			ExclusiveStartKey:         start,
+		}
+		if after != "" {
+			in.KeyConditionExpression = aws.String("pk = :pk AND sk > :after")
+			in.ExpressionAttributeValues[":after"] = s(after)
+		}
+		res, err := st.cfg.Client.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("outbox/dynamo: query %s: %w", pk, err)
+		}
+		prev, run, heads := "", 0, 0
+		for _, item := range res.Items {
+			eh, _, _ := strings.Cut(str(item, attrSK), "#")
 			if eh == prev {
+				run++
 				continue
 			}
-			prev = eh
+			if prev != "" {
+				pg.completed(run)
+			}
+			prev, run = eh, 1
+			heads++
 			if boolean(item, "dead") || num(item, "next_at") > now.UnixMilli() {
 				continue
 			}
@@ -224,8 +333,19 @@ func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Eve
 				return out, nil
 			}
 		}
+		if len(res.LastEvaluatedKey) == 0 {
+			if prev != "" {
+				pg.completed(run)
+			}
+			return out, nil
+		}
+		if prev == "" { // no items, yet more to read: go on where DynamoDB stopped
+			start = res.LastEvaluatedKey
+			continue
+		}
+		pg.full(len(res.Items), heads)
+		after, start = prev+"$", nil
 	}
-	return out, nil
 }
 
 // Published implements [outbox.Store].

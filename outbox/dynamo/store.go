@@ -74,6 +74,9 @@ type Store struct {
 	leaseMu   sync.Mutex
 	held      map[string][]int // owner → partitions held
 	heldUntil map[string]time.Time
+
+	pageMu sync.Mutex
+	page   pageHint // how the last Due sized its pages
 }
 
 // New checks cfg and fills its defaults.
