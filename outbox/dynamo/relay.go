@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sqsonce/sqsonce/outbox"
 )
@@ -195,8 +197,15 @@ func handleKey(h string) (map[string]types.AttributeValue, error) {
 	return map[string]types.AttributeValue{attrPK: s(pk), attrSK: s(sk)}, nil
 }
 
-// Due implements [outbox.Store]. It reads each held partition through
-// [Store.dueIn] until it has limit events.
+// readers is how many partitions Due reads at once, and how many
+// BatchWriteItem calls Published makes at once, as the relay sends 4
+// batches at once.
+const readers = 4
+
+// Due implements [outbox.Store]. It reads the held partitions in order,
+// each through [Store.dueIn], until it has limit events: the first alone,
+// then up to readers at once, as many as the events still needed take at
+// the events per partition found so far.
 func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
 	now := st.cfg.NowFunc()
 	held, err := st.partitions(ctx, owner, now)
@@ -204,21 +213,37 @@ func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Eve
 		return nil, err
 	}
 	st.pageMu.Lock()
-	pg := pager{est: st.page.est, cap: st.page.cap}
+	pg := &pager{est: st.page.est, cap: st.page.cap}
 	st.pageMu.Unlock()
 	defer func() {
+		h := pg.save()
 		st.pageMu.Lock()
-		st.page = pg.save()
+		st.page = h
 		st.pageMu.Unlock()
 	}()
 	var out []outbox.Event
-	for _, p := range held {
-		if out, err = st.dueIn(ctx, p, now, limit, out, &pg); err != nil {
+	for read := 0; len(held) > 0 && len(out) < limit; {
+		need := limit - len(out)
+		wave := 1
+		if read > 0 {
+			per := max(len(out)/read, 1)
+			wave = min(readers, len(held), (need+per-1)/per)
+		}
+		got := make([][]outbox.Event, wave)
+		g, gctx := errgroup.WithContext(ctx)
+		for i, p := range held[:wave] {
+			g.Go(func() (err error) {
+				got[i], err = st.dueIn(gctx, p, now, need, pg)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
 			return nil, err
 		}
-		if len(out) == limit {
-			break
+		for _, evs := range got {
+			out = append(out, evs[:min(len(evs), limit-len(out))]...)
 		}
+		held, read = held[wave:], read+wave
 	}
 	return out, nil
 }
@@ -230,16 +255,20 @@ func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Eve
 // hash>$": '$' sorts right after '#'), never through the rest of that
 // entity's run. The page size follows what pages showed: a page reads as
 // many items as the heads still needed take at the average run length
-// seen, so when entities hold few events each one Query reads a
+// seen, so when entities hold few events each, one Query reads a
 // partition; when one entity filled a page (a long run), pages shrink down
-// to 2 items, a Query per entity. So a step reads in proportion to the
-// entities it looks at, not to the backlog behind them.
+// to minPage items, a Query per entity. So a step reads in proportion to
+// the entities it looks at, not to the backlog behind them.
 const (
-	minPage = 2
+	// minPage is the smallest page: DynamoDB charges a Query at least one
+	// 4 KB read unit, about 8 small events, so reading 8 costs what
+	// reading 1 does, and shows where runs shorter than 8 end.
+	minPage = 8
 	maxPage = 1000
 	// readThrough is the longest average run a page reads through rather
-	// than skipping run by run: about what one Query costs in items read.
-	readThrough = 16
+	// than skipping run by run: about what one more Query costs, in items
+	// read, on DynamoDB Local and in latency on DynamoDB.
+	readThrough = 32
 )
 
 // pageHint is what one Due call leaves for the next.
@@ -248,8 +277,10 @@ type pageHint struct {
 	cap int     // the page size cap; 0 when unknown
 }
 
-// pager sizes the pages of one Due call.
+// pager sizes the pages of one Due call; the partitions it reads at once
+// share it.
 type pager struct {
+	mu         sync.Mutex
 	est        float64
 	cap        int
 	runs, seen int // completed runs this call, and their items
@@ -257,6 +288,8 @@ type pager struct {
 
 // size is the Limit of the next page when need more heads are wanted.
 func (pg *pager) size(need int) int {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
 	est := cmp.Or(pg.est, 1)
 	if pg.runs > 0 {
 		est = min(max(float64(pg.seen)/float64(pg.runs), 1), readThrough)
@@ -266,13 +299,19 @@ func (pg *pager) size(need int) int {
 }
 
 // completed records a run read to its end.
-func (pg *pager) completed(run int) { pg.runs, pg.seen = pg.runs+1, pg.seen+run }
+func (pg *pager) completed(run int) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	pg.runs, pg.seen = pg.runs+1, pg.seen+run
+}
 
 // full records a page of items that ended before its partition did and
 // showed heads entities: it shrinks the cap when the page was mostly later
 // events (one entity filled it, or more than readThrough items per
 // entity), and doubles it otherwise.
 func (pg *pager) full(items, heads int) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
 	c := cmp.Or(pg.cap, maxPage)
 	if heads <= 1 || items > readThrough*heads {
 		pg.cap = max(minPage, items/4)
@@ -282,6 +321,8 @@ func (pg *pager) full(items, heads int) {
 }
 
 func (pg *pager) save() pageHint {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
 	h := pageHint{est: pg.est, cap: pg.cap}
 	if pg.runs > 0 {
 		h.est = min(max(float64(pg.seen)/float64(pg.runs), 1), readThrough)
@@ -289,10 +330,11 @@ func (pg *pager) save() pageHint {
 	return h
 }
 
-// dueIn appends to out the due events of partition p until out holds
-// limit events or the partition ends. An entity's head that is dead or
-// waiting for its retry (next_at) is not due, and holds back the entity.
-func (st *Store) dueIn(ctx context.Context, p int, now time.Time, limit int, out []outbox.Event, pg *pager) ([]outbox.Event, error) {
+// dueIn returns the due events of partition p, up to limit. An entity's
+// head that is dead or waiting for its retry (next_at) is not due, and
+// holds back the entity.
+func (st *Store) dueIn(ctx context.Context, p int, now time.Time, limit int, pg *pager) ([]outbox.Event, error) {
+	var out []outbox.Event
 	pk := partitionPK(p)
 	after := ""                               // go on after this sort key
 	var start map[string]types.AttributeValue // or here, after an empty page
@@ -348,34 +390,45 @@ func (st *Store) dueIn(ctx context.Context, p int, now time.Time, limit int, out
 	}
 }
 
-// Published implements [outbox.Store].
+// Published implements [outbox.Store]. It deletes the events in
+// BatchWriteItem calls of 25, readers at once.
 func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readers)
 	for chunk := range slices.Chunk(evs, 25) {
-		var reqs []types.WriteRequest
+		reqs := make([]types.WriteRequest, 0, len(chunk))
 		for _, ev := range chunk {
 			key, err := handleKey(ev.Handle)
 			if err != nil {
+				_ = g.Wait()
 				return err
 			}
 			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key}})
 		}
-		for try := 0; len(reqs) > 0; try++ {
-			out, err := st.cfg.Client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
-				RequestItems: map[string][]types.WriteRequest{st.cfg.Table: reqs},
-			})
-			if err != nil {
-				return fmt.Errorf("outbox/dynamo: remove published events: %w", err)
+		g.Go(func() error { return st.remove(gctx, reqs) })
+	}
+	return g.Wait()
+}
+
+// remove deletes reqs (at most 25), again for what DynamoDB leaves
+// unprocessed, up to 10 times with a growing wait.
+func (st *Store) remove(ctx context.Context, reqs []types.WriteRequest) error {
+	for try := 0; len(reqs) > 0; try++ {
+		out, err := st.cfg.Client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+			RequestItems: map[string][]types.WriteRequest{st.cfg.Table: reqs},
+		})
+		if err != nil {
+			return fmt.Errorf("outbox/dynamo: remove published events: %w", err)
+		}
+		reqs = out.UnprocessedItems[st.cfg.Table]
+		if len(reqs) > 0 {
+			if try == 10 {
+				return errors.New("outbox/dynamo: remove published events: DynamoDB left items unprocessed 10 times")
 			}
-			reqs = out.UnprocessedItems[st.cfg.Table]
-			if len(reqs) > 0 {
-				if try == 10 {
-					return errors.New("outbox/dynamo: remove published events: DynamoDB left items unprocessed 10 times")
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(time.Duration(10<<try) * time.Millisecond):
-				}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(10<<try) * time.Millisecond):
 			}
 		}
 	}
