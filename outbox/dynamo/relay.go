@@ -203,9 +203,10 @@ func handleKey(h string) (map[string]types.AttributeValue, error) {
 const readers = 4
 
 // Due implements [outbox.Store]. It reads the held partitions in order,
-// each through [Store.dueIn], until it has limit events: the first alone,
-// then up to readers at once, as many as the events still needed take at
-// the events per partition found so far.
+// each through [Store.dueIn], until it has limit events: up to readers at
+// once, as many as the events still needed take at the events per
+// partition found so far (in this call, else in the last; the first
+// partition alone when neither knows).
 func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
 	now := st.cfg.NowFunc()
 	held, err := st.partitions(ctx, owner, now)
@@ -214,19 +215,27 @@ func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Eve
 	}
 	st.pageMu.Lock()
 	pg := &pager{est: st.page.est, cap: st.page.cap}
+	per := st.page.per
 	st.pageMu.Unlock()
+	var out []outbox.Event
+	read := 0
 	defer func() {
 		h := pg.save()
+		h.per = per
+		if read > 0 {
+			h.per = max(len(out)/read, 1)
+		}
 		st.pageMu.Lock()
 		st.page = h
 		st.pageMu.Unlock()
 	}()
-	var out []outbox.Event
-	for read := 0; len(held) > 0 && len(out) < limit; {
+	for len(held) > 0 && len(out) < limit {
 		need := limit - len(out)
-		wave := 1
 		if read > 0 {
-			per := max(len(out)/read, 1)
+			per = max(len(out)/read, 1)
+		}
+		wave := 1
+		if per > 0 {
 			wave = min(readers, len(held), (need+per-1)/per)
 		}
 		got := make([][]outbox.Event, wave)
@@ -275,6 +284,7 @@ const (
 type pageHint struct {
 	est float64 // average run length seen, 1 to readThrough; 0 when unknown
 	cap int     // the page size cap; 0 when unknown
+	per int     // due events per partition read; 0 when unknown
 }
 
 // pager sizes the pages of one Due call; the partitions it reads at once
@@ -459,27 +469,46 @@ func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, ret
 	return nil
 }
 
-// Stats implements [outbox.Store]. It reads every partition.
+// Stats implements [outbox.Store]. It reads every partition, readers at
+// once.
 func (st *Store) Stats(ctx context.Context) (outbox.Stats, error) {
-	var out outbox.Stats
-	for p := range st.cfg.Partitions {
-		items, err := st.queryAll(ctx, partitionPK(p))
-		if err != nil {
-			return outbox.Stats{}, err
-		}
-		for _, item := range items {
-			ev := toEvent(item)
-			if ev.Dead {
-				out.Dead++
-				if len(out.DeadEvents) < 100 {
-					out.DeadEvents = append(out.DeadEvents, ev)
+	parts := make([]outbox.Stats, st.cfg.Partitions)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readers)
+	for p := range parts {
+		g.Go(func() error {
+			items, err := st.queryAll(gctx, partitionPK(p))
+			if err != nil {
+				return err
+			}
+			ps := &parts[p]
+			for _, item := range items {
+				ev := toEvent(item)
+				if ev.Dead {
+					ps.Dead++
+					if len(ps.DeadEvents) < 100 {
+						ps.DeadEvents = append(ps.DeadEvents, ev)
+					}
+					continue
 				}
-				continue
+				ps.Pending++
+				if ps.Oldest.IsZero() || ev.CreatedAt.Before(ps.Oldest) {
+					ps.Oldest = ev.CreatedAt
+				}
 			}
-			out.Pending++
-			if out.Oldest.IsZero() || ev.CreatedAt.Before(out.Oldest) {
-				out.Oldest = ev.CreatedAt
-			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return outbox.Stats{}, err
+	}
+	var out outbox.Stats
+	for _, ps := range parts {
+		out.Pending += ps.Pending
+		out.Dead += ps.Dead
+		out.DeadEvents = append(out.DeadEvents, ps.DeadEvents[:min(len(ps.DeadEvents), 100-len(out.DeadEvents))]...)
+		if !ps.Oldest.IsZero() && (out.Oldest.IsZero() || ps.Oldest.Before(out.Oldest)) {
+			out.Oldest = ps.Oldest
 		}
 	}
 	return out, nil
