@@ -20,7 +20,8 @@ import (
 )
 
 // DynamoDBAPI is the part of the DynamoDB client the outbox uses.
-// *dynamodb.Client implements it.
+// *dynamodb.Client implements it. The Store calls it from several
+// goroutines at once.
 type DynamoDBAPI interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
