@@ -20,7 +20,8 @@ import (
 )
 
 // DynamoDBAPI is the part of the DynamoDB client the outbox uses.
-// *dynamodb.Client implements it.
+// *dynamodb.Client implements it. The Store calls it from several
+// goroutines at once.
 type DynamoDBAPI interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -74,6 +75,9 @@ type Store struct {
 	leaseMu   sync.Mutex
 	held      map[string][]int // owner → partitions held
 	heldUntil map[string]time.Time
+
+	pageMu sync.Mutex
+	page   pageHint // how the last Due sized its pages
 }
 
 // New checks cfg and fills its defaults.

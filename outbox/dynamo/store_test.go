@@ -27,7 +27,10 @@ func newTable(t *testing.T) (*dynamo.Store, func(cfg dynamo.Config) *dynamo.Stor
 		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	mk := func(cfg dynamo.Config) *dynamo.Store {
-		cfg.Client, cfg.Table = client, table
+		if cfg.Client == nil {
+			cfg.Client = client
+		}
+		cfg.Table = table
 		st, err := dynamo.New(cfg)
 		if err != nil {
 			t.Fatal(err)
