@@ -395,6 +395,11 @@ func (r *runner) receive(ctx, callCtx context.Context, id int) {
 				return
 			}
 		}
+		if ctx.Err() != nil {
+			// Shutting down: no new receive (its call would run under
+			// callCtx, which outlives ctx for the calls already in flight).
+			return
+		}
 		in := &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(r.q.url),
 			MaxNumberOfMessages:         int32(n),
