@@ -450,6 +450,7 @@ func (r *runner) receive(ctx, callCtx context.Context, id int) {
 		n = 0
 		now := r.cfg.NowFunc()
 		r.unsettled.Add(int64(len(out.Messages)))
+		batch := make([]*inflight, 0, len(out.Messages))
 		for _, raw := range out.Messages {
 			m := &inflight{
 				msg:       NewMessage(raw, r.q.url, now),
@@ -461,8 +462,9 @@ func (r *runner) receive(ctx, callCtx context.Context, id int) {
 			// late in a long poll), SQS's 12 hours from the call.
 			r.hb.AddReceived(m.handle, start, returned, func(err error) { r.leaseLost(m, err) })
 			r.obs.Received(m.msg)
-			r.dispatch(m)
+			batch = append(batch, m)
 		}
+		r.dispatch(batch)
 	}
 }
 
@@ -480,23 +482,37 @@ func newAttemptID() string {
 	return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
 }
 
-// dispatch queues m for the next free worker (standard queues) or
-// appends it to its group's lane (FIFO).
-func (r *runner) dispatch(m *inflight) {
+// dispatch queues a receive's messages for the next free workers
+// (standard queues) or appends each to its group's lane (FIFO).
+//
+// A receive's messages are appended to their lanes together, before any
+// lane is handed to a worker: handed out one at a time, a worker could
+// finish a group's first message (retried, say), find the lane empty and
+// drop it, and the group's next message of the same receive would start
+// in a new lane, ahead of the retry.
+func (r *runner) dispatch(batch []*inflight) {
 	if !r.q.fifo {
-		r.queue <- m // never full: it holds Concurrency+Prefetch, the most received at once
+		for _, m := range batch {
+			r.queue <- m // never full: it holds Concurrency+Prefetch, the most received at once
+		}
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l, ok := r.lanes[m.msg.GroupID]
-	if !ok {
-		l = &lane{group: m.msg.GroupID}
-		r.lanes[m.msg.GroupID] = l
+	var ready []*lane
+	for _, m := range batch {
+		l, ok := r.lanes[m.msg.GroupID]
+		if !ok {
+			l = &lane{group: m.msg.GroupID}
+			r.lanes[m.msg.GroupID] = l
+		}
+		l.queue = append(l.queue, m)
+		if !l.active {
+			l.active = true
+			ready = append(ready, l)
+		}
 	}
-	l.queue = append(l.queue, m)
-	if !l.active {
-		l.active = true
+	for _, l := range ready {
 		r.ready <- l // never full: each lane in it holds a received message
 	}
 }
