@@ -172,8 +172,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("outbox: relay step failed", zap.String("owner", r.cfg.Owner), zap.Error(err))
 		}
-		if n == r.cfg.BatchSize && err == nil {
-			continue // more may be waiting
+		if n > 0 && err == nil {
+			// More may be due: a step takes at most an entity's oldest
+			// event, so a short batch does not mean an empty outbox.
+			continue
 		}
 		r.wait(ctx)
 	}

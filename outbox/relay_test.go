@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -91,6 +92,41 @@ func TestRelayWaitFunc(t *testing.T) {
 			t.Fatalf("WaitFunc called %d times in 30 minutes once it works, want 0", len(calls)-n)
 		}
 		mu.Unlock()
+		cancel()
+		wg.Wait()
+	})
+}
+
+// An entity's events go out one step at a time (the next is due once the
+// one before is published), so a step smaller than BatchSize does not mean
+// the outbox is empty: the relay polls again at once and waits only after
+// a step that found nothing. Before, it waited PollInterval after every
+// step short of a full batch, and with a WaitFunc and no new commits a
+// backlog of a few entities drained one event per entity per interval.
+func TestRelayDrainsEntityBacklogWithoutWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		store := outbox.NewMemory(outbox.MemoryConfig{})
+		for i := range 30 {
+			ev := outbox.Event{ID: fmt.Sprintf("e%02d", i), Entity: fmt.Sprintf("acct-%d", i%3), Payload: "ok"}
+			if err := store.Put(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		client := &fakeSQS{}
+		r, err := outbox.NewRelay(outbox.RelayConfig{Store: store, Client: client, QueueURL: "https://sqs.example/q", PollInterval: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = r.Run(ctx) })
+		synctest.Wait()
+		client.mu.Lock()
+		sent := len(client.sent)
+		client.mu.Unlock()
+		if sent != 30 {
+			t.Errorf("%d of 30 events sent before the first PollInterval passed, want all (3 entities × 10 events, BatchSize 100)", sent)
+		}
 		cancel()
 		wg.Wait()
 	})
