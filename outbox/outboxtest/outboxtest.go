@@ -16,10 +16,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sqsonce/sqsonce/internal/leasetest"
 	"github.com/sqsonce/sqsonce/outbox"
 )
 
@@ -35,28 +35,12 @@ type Harness struct {
 	Lease time.Duration
 }
 
-// Clock is a settable clock for the store under test.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is a settable clock for the store under test (the one the dedupe
+// and idempotency suites use).
+type Clock = leasetest.Clock
 
 // NewClock returns a clock at a fixed time.
-func NewClock() *Clock { return &Clock{now: time.Unix(1_900_000_000, 0)} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func NewClock() *Clock { return leasetest.NewClock(time.Unix(1_900_000_000, 0)) }
 
 // Run runs the suite; newHarness returns a fresh store for each subtest.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
