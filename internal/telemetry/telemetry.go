@@ -95,7 +95,18 @@ type Consumer struct {
 	batch                                                                          metric.Int64Histogram
 
 	spans sync.Map // message key (pointer) → trace.Span
+
+	// Attribute sets and span names, built once: building them for every
+	// message cost more than recording the measurements.
+	base  metric.MeasurementOption // c.system alone
+	mu    sync.RWMutex
+	opts  map[optKey]metric.MeasurementOption
+	names map[string]string // queue URL → span name
 }
+
+// optKey names an attribute set: c.system plus one or two string
+// attributes (k2 "" for one).
+type optKey struct{ k1, v1, k2, v2 string }
 
 // NewConsumer returns the instrumentation of queueURL, or nil when both
 // providers are nil (telemetry off: nothing is wrapped, nothing costs).
@@ -107,6 +118,9 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	if queueURL != "" {
 		c.system = append(c.system, attribute.String("messaging.destination.name", queueName(queueURL)))
 	}
+	c.base = metric.WithAttributeSet(attribute.NewSet(c.system...))
+	c.opts = map[optKey]metric.MeasurementOption{}
+	c.names = map[string]string{}
 	if tp != nil {
 		c.tracer = tp.Tracer(ScopeName)
 	}
@@ -129,8 +143,42 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	return c
 }
 
-func (c *Consumer) attrs(extra ...attribute.KeyValue) metric.MeasurementOption {
-	return metric.WithAttributes(append(append([]attribute.KeyValue{}, c.system...), extra...)...)
+// attrs returns the measurement option for c.system plus k1=v1 (and
+// k2=v2 when k2 is set), building each distinct set once: the values are
+// few (outcomes, classes, operations, results).
+func (c *Consumer) attrs(k1, v1, k2, v2 string) metric.MeasurementOption {
+	key := optKey{k1, v1, k2, v2}
+	c.mu.RLock()
+	o, ok := c.opts[key]
+	c.mu.RUnlock()
+	if ok {
+		return o
+	}
+	kvs := append(append([]attribute.KeyValue{}, c.system...), attribute.String(k1, v1))
+	if k2 != "" {
+		kvs = append(kvs, attribute.String(k2, v2))
+	}
+	o = metric.WithAttributeSet(attribute.NewSet(kvs...))
+	c.mu.Lock()
+	c.opts[key] = o
+	c.mu.Unlock()
+	return o
+}
+
+// spanName returns "process <queue name>" for queueURL, built once per
+// queue.
+func (c *Consumer) spanName(queueURL string) string {
+	c.mu.RLock()
+	n, ok := c.names[queueURL]
+	c.mu.RUnlock()
+	if ok {
+		return n
+	}
+	n = "process " + queueName(queueURL)
+	c.mu.Lock()
+	c.names[queueURL] = n
+	c.mu.Unlock()
+	return n
 }
 
 func queueName(url string) string { return url[strings.LastIndex(url, "/")+1:] }
@@ -144,7 +192,7 @@ func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs ma
 	}
 	name := queueName(queueURL)
 	parent := Propagator.Extract(ctx, Carrier(attrs))
-	ctx, span := c.tracer.Start(parent, "process "+name,
+	ctx, span := c.tracer.Start(parent, c.spanName(queueURL),
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "aws_sqs"),
@@ -178,8 +226,8 @@ func (c *Consumer) Received(ctx context.Context) {
 	if c == nil || c.received == nil {
 		return
 	}
-	c.received.Add(ctx, 1, c.attrs())
-	c.inFlight.Add(ctx, 1, c.attrs())
+	c.received.Add(ctx, 1, c.base)
+	c.inFlight.Add(ctx, 1, c.base)
 }
 
 // HandlerDone records the time the handler took.
@@ -187,7 +235,7 @@ func (c *Consumer) HandlerDone(ctx context.Context, d time.Duration) {
 	if c == nil || c.processDur == nil {
 		return
 	}
-	c.processDur.Record(ctx, d.Seconds(), c.attrs())
+	c.processDur.Record(ctx, d.Seconds(), c.base)
 }
 
 // Settled counts the outcome and ends the message's span with it.
@@ -196,8 +244,8 @@ func (c *Consumer) Settled(ctx context.Context, key any, outcome, class string, 
 		return
 	}
 	if c.settled != nil {
-		c.settled.Add(ctx, 1, c.attrs(attribute.String("sqsonce.outcome", outcome), attribute.String("sqsonce.failure_class", class)))
-		c.inFlight.Add(ctx, -1, c.attrs())
+		c.settled.Add(ctx, 1, c.attrs("sqsonce.outcome", outcome, "sqsonce.failure_class", class))
+		c.inFlight.Add(ctx, -1, c.base)
 	}
 	if s, ok := c.spans.LoadAndDelete(key); ok {
 		span := s.(trace.Span)
@@ -223,7 +271,7 @@ func (c *Consumer) DeadLettered(ctx context.Context, key any, result string, err
 		return
 	}
 	if c.deadLetters != nil {
-		c.deadLetters.Add(ctx, 1, c.attrs(attribute.String("result", result)))
+		c.deadLetters.Add(ctx, 1, c.attrs("result", result, "", ""))
 	}
 	c.Event(key, "sqsonce.dead_letter."+result, err)
 }
@@ -234,7 +282,7 @@ func (c *Consumer) LeaseLost(ctx context.Context, key any, err error) {
 		return
 	}
 	if c.leaseLost != nil {
-		c.leaseLost.Add(ctx, 1, c.attrs())
+		c.leaseLost.Add(ctx, 1, c.base)
 	}
 	c.Event(key, "sqsonce.lease_lost", err)
 }
@@ -245,7 +293,7 @@ func (c *Consumer) SettleFailed(ctx context.Context, op string) {
 	if c == nil || c.settleFailed == nil {
 		return
 	}
-	c.settleFailed.Add(ctx, 1, c.attrs(attribute.String("messaging.operation.name", op)))
+	c.settleFailed.Add(ctx, 1, c.attrs("messaging.operation.name", op, "", ""))
 }
 
 // HeartbeatFailed counts failed extensions.
@@ -253,7 +301,7 @@ func (c *Consumer) HeartbeatFailed(ctx context.Context, n int) {
 	if c == nil || c.hbFailed == nil {
 		return
 	}
-	c.hbFailed.Add(ctx, int64(n), c.attrs())
+	c.hbFailed.Add(ctx, int64(n), c.base)
 }
 
 // Call records one SQS API call; received is the number of messages a
@@ -262,13 +310,13 @@ func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err err
 	if c == nil || c.calls == nil {
 		return
 	}
-	opAttr := attribute.String("messaging.operation.name", op)
-	c.calls.Add(ctx, 1, c.attrs(opAttr))
-	c.callDur.Record(ctx, d.Seconds(), c.attrs(opAttr))
+	opAttr := c.attrs("messaging.operation.name", op, "", "")
+	c.calls.Add(ctx, 1, opAttr)
+	c.callDur.Record(ctx, d.Seconds(), opAttr)
 	if err != nil {
-		c.errs.Add(ctx, 1, c.attrs(opAttr))
+		c.errs.Add(ctx, 1, opAttr)
 	}
 	if received >= 0 && err == nil {
-		c.batch.Record(ctx, int64(received), c.attrs())
+		c.batch.Record(ctx, int64(received), c.base)
 	}
 }
