@@ -485,11 +485,12 @@ func newAttemptID() string {
 // dispatch queues a receive's messages for the next free workers
 // (standard queues) or appends each to its group's lane (FIFO).
 //
-// A receive's messages are appended to their lanes together, before any
-// lane is handed to a worker: handed out one at a time, a worker could
-// finish a group's first message (retried, say), find the lane empty and
-// drop it, and the group's next message of the same receive would start
-// in a new lane, ahead of the retry.
+// A receive's messages are appended to their lanes under one hold of
+// r.mu: a worker handed a lane takes r.mu before it takes a message, so it
+// starts only once the whole receive is in. Handed out one at a time, a
+// worker could finish a group's first message (retried, say), find the
+// lane empty and drop it, and the group's next message of the same
+// receive would start in a new lane, ahead of the retry.
 func (r *runner) dispatch(batch []*inflight) {
 	if !r.q.fifo {
 		for _, m := range batch {
@@ -499,7 +500,6 @@ func (r *runner) dispatch(batch []*inflight) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var ready []*lane
 	for _, m := range batch {
 		l, ok := r.lanes[m.msg.GroupID]
 		if !ok {
@@ -509,11 +509,8 @@ func (r *runner) dispatch(batch []*inflight) {
 		l.queue = append(l.queue, m)
 		if !l.active {
 			l.active = true
-			ready = append(ready, l)
+			r.ready <- l // never full: each lane in it holds a received message
 		}
-	}
-	for _, l := range ready {
-		r.ready <- l // never full: each lane in it holds a received message
 	}
 }
 
