@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -124,3 +125,27 @@ func TestMemoryRunSeesALeak(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// TestListSchedule: the ideal time of handlers run in order on the first
+// free worker.
+func TestListSchedule(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		times   []time.Duration
+		workers int
+		want    time.Duration
+	}{
+		{[]time.Duration{20 * ms, 20 * ms, 20 * ms, 20 * ms}, 2, 40 * ms},
+		{[]time.Duration{20 * ms, 20 * ms, 20 * ms}, 2, 40 * ms},
+		// The long one goes to the first worker; the short ones share the
+		// second: the long one sets the time.
+		{[]time.Duration{100 * ms, ms, ms, ms}, 2, 100 * ms},
+		// The long one starts last, on the worker free first.
+		{[]time.Duration{5 * ms, 10 * ms, 100 * ms}, 2, 105 * ms},
+		{nil, 3, 0},
+	} {
+		if got := listSchedule(c.times, c.workers); got != c.want {
+			t.Errorf("listSchedule(%v, %d) = %s, want %s", c.times, c.workers, got, c.want)
+		}
+	}
+}

@@ -60,14 +60,23 @@ type Config struct {
 	// Concurrency+Prefetch are free, and for fewer only when a worker would
 	// otherwise idle; so with Prefetch ≥ 9 every receive asks for 10 (one
 	// receive per ten messages) and workers do not wait for receives.
-	// Defaults to Concurrency, at most 10: a waiting message waits about
-	// one handler run at most. Set [NoPrefetch] for none: a receiver then
+	// Defaults to receive-ahead: Concurrency, at most 10, raised while the
+	// queue has a backlog (receives come back full) by the number of
+	// messages that finish during one receive call (measured, smoothed), so
+	// that workers do not wait for slow receives; it never goes above
+	// Concurrency/4 (a waiting message waits about a quarter of a handler
+	// run at most when every worker is busy). A consumer with the default
+	// thus holds at most Concurrency + max(min(Concurrency, 10),
+	// Concurrency/4) messages. A Prefetch you set is fixed.
+	// Set [NoPrefetch] for none: a receiver then
 	// asks only for messages a free worker can start at once. On FIFO
 	// queues a message keeps its slot until its delete (or visibility
 	// change) has returned, as it holds its group until then.
 	Prefetch int
 	// Receivers is how many goroutines long-poll SQS. Defaults to one per
-	// 10 messages of capacity (Concurrency+Prefetch), between 1 and 8.
+	// 10 messages of capacity (Concurrency+Prefetch), between 1 and 8, and,
+	// with the default Prefetch, one more per 10 slots receive-ahead may
+	// add (at most 8 more), which poll only while it adds slots.
 	Receivers int
 	// WaitTime is the long-poll wait (WaitTimeSeconds), 1s to 20s. Defaults
 	// to 20s.
@@ -127,6 +136,15 @@ type Config struct {
 	// NowFunc returns the current time (failed_at of dead letters).
 	// Defaults to time.Now.
 	NowFunc func() time.Time
+
+	// receiveAhead is how many slots receive-ahead may add on top of
+	// Prefetch (see capacity); set by withDefaults when Prefetch is left
+	// at its default.
+	receiveAhead int
+	// aheadReceivers is how many receivers beyond Receivers run while
+	// receive-ahead adds slots; set by withDefaults when both Prefetch and
+	// Receivers are left at their defaults.
+	aheadReceivers int
 }
 
 // NoPrefetch, as [Config.Prefetch], turns prefetch off.
@@ -162,11 +180,17 @@ func (cfg Config) withDefaults() (Config, error) {
 	switch {
 	case cfg.Prefetch == 0:
 		cfg.Prefetch = min(max(cfg.Concurrency, 1), sqslimits.MaxBatchEntries)
+		cfg.receiveAhead = max(cfg.Concurrency-cfg.Prefetch, 0)
 	case cfg.Prefetch == NoPrefetch:
 		cfg.Prefetch = 0
 	}
 	capacity := max(cfg.Concurrency, 1) + max(cfg.Prefetch, 0)
-	cfg.Receivers = cmp.Or(cfg.Receivers, min(max((capacity+9)/10, 1), 8))
+	if cfg.Receivers == 0 {
+		cfg.Receivers = min(max((capacity+9)/10, 1), 8)
+		// Receive-ahead's slots come with receivers of their own, which
+		// poll only while it adds slots.
+		cfg.aheadReceivers = min((cfg.receiveAhead+9)/10, 8)
+	}
 	if cfg.Receivers > capacity {
 		bad("Receivers (%d) is more than Concurrency+Prefetch (%d): each receiver needs a free slot", cfg.Receivers, capacity)
 	}

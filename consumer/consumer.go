@@ -237,9 +237,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		q:        q,
 		log:      cfg.Logger.With(zap.String("queue_url", q.url)),
 		obs:      cfg.Observer,
-		capacity: newCapacity(cfg.Concurrency, cfg.Prefetch),
-		queue:    make(chan *inflight, cfg.Concurrency+cfg.Prefetch),
-		ready:    make(chan *lane, cfg.Concurrency+cfg.Prefetch),
+		capacity: newCapacity(cfg.Concurrency, cfg.Prefetch, cfg.receiveAhead),
+		queue:    make(chan *inflight, cfg.Concurrency+cfg.Prefetch+cfg.receiveAhead),
+		ready:    make(chan *lane, cfg.Concurrency+cfg.Prefetch+cfg.receiveAhead),
 		running:  map[*inflight]struct{}{},
 		lanes:    map[string]*lane{},
 	}
@@ -262,7 +262,8 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	r.hb = hb
-	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, 8, r.log)
+	// As many delete (and visibility) calls at once as receives.
+	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, max(8, cfg.Receivers+cfg.aheadReceivers), r.log)
 	r.settler.obs = cfg.Observer
 	r.settler.hold = hb
 	if q.fifo {
@@ -306,8 +307,8 @@ func (r *runner) run(ctx context.Context) error {
 	// visibility timeout (a cancelled call loses its response).
 	callCtx, cancelCalls := context.WithCancel(bg)
 	defer cancelCalls()
-	for i := range r.cfg.Receivers {
-		recvWG.Go(func() { r.receive(ctx, callCtx, i) })
+	for i := range r.cfg.Receivers + r.cfg.aheadReceivers {
+		recvWG.Go(func() { r.receive(ctx, callCtx, i, i >= r.cfg.Receivers) })
 	}
 	r.log.Info("consumer started", zap.Bool("fifo", r.q.fifo), zap.Int("concurrency", r.cfg.Concurrency),
 		zap.Int("receivers", r.cfg.Receivers), zap.Duration("visibility", r.q.visibility))
@@ -380,18 +381,25 @@ func (r *runner) run(ctx context.Context) error {
 // attempt id and size, so SQS returns the same messages instead of keeping
 // their groups locked for a whole visibility timeout. A successful receive,
 // or one retried for longer than SQS keeps an attempt id, starts a new id.
-func (r *runner) receive(ctx, callCtx context.Context, id int) {
+//
+// An ahead receiver (one of receive-ahead's) takes slots only while
+// receive-ahead adds some.
+func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 	failures := 0
 	var (
 		attemptID    string    // FIFO: the id of the receive being retried, "" for a new one
 		attemptStart time.Time // when that receive was first made
 		n            int       // slots held for the receive being retried
+		at           mark      // when they were taken, for receive-ahead
 	)
-	defer func() { r.capacity.release(n) }()
+	defer func() { r.capacity.unreserve(n) }()
 	for {
 		if n == 0 {
+			if ahead && !r.capacity.ahead(ctx) {
+				return
+			}
 			var err error
-			if n, err = r.capacity.reserve(ctx, sqslimits.MaxBatchEntries); err != nil {
+			if n, at, err = r.capacity.reserve(ctx, sqslimits.MaxBatchEntries); err != nil {
 				return
 			}
 		}
@@ -429,7 +437,7 @@ func (r *runner) receive(ctx, callCtx context.Context, id int) {
 				return
 			}
 			if !r.q.fifo {
-				r.capacity.release(n)
+				r.capacity.unreserve(n)
 				n = 0
 			}
 			failures++
@@ -443,10 +451,14 @@ func (r *runner) receive(ctx, callCtx context.Context, id int) {
 			continue
 		}
 		attemptID = ""
-		failures = 0
 		if extra := n - len(out.Messages); extra > 0 {
-			r.capacity.release(extra)
+			r.capacity.unreserve(extra)
+			r.capacity.short(len(out.Messages) == 0)
+		} else if failures == 0 {
+			// A full receive (not a retry): the queue has a backlog.
+			r.capacity.observe(at)
 		}
+		failures = 0
 		n = 0
 		now := r.cfg.NowFunc()
 		r.unsettled.Add(int64(len(out.Messages)))
@@ -494,7 +506,7 @@ func newAttemptID() string {
 func (r *runner) dispatch(batch []*inflight) {
 	if !r.q.fifo {
 		for _, m := range batch {
-			r.queue <- m // never full: it holds Concurrency+Prefetch, the most received at once
+			r.queue <- m // never full: it holds the most slots capacity has
 		}
 		return
 	}
@@ -518,7 +530,17 @@ func (r *runner) dispatch(batch []*inflight) {
 // queued messages until the queue is closed, and releases those it takes
 // once the consumer is stopping.
 func (r *runner) work() {
-	for m := range r.queue {
+	for {
+		var m *inflight
+		select {
+		case m = <-r.queue:
+		default:
+			r.capacity.waited()
+			m = <-r.queue
+		}
+		if m == nil {
+			return // closed
+		}
 		select {
 		case <-r.stopping:
 			r.release(m, nil)
@@ -536,7 +558,17 @@ func (r *runner) work() {
 // group's other received messages are released so that they are not run
 // out of order; once the consumer is stopping, taken lanes are released.
 func (r *runner) workLanes() {
-	for l := range r.ready {
+	for {
+		var l *lane
+		select {
+		case l = <-r.ready:
+		default:
+			r.capacity.waited()
+			l = <-r.ready
+		}
+		if l == nil {
+			return // closed
+		}
 		r.mu.Lock()
 		var m *inflight
 		if len(l.queue) > 0 {
@@ -739,66 +771,4 @@ func (r *runner) beatHandlers(ctx context.Context) {
 		})
 	}
 	wg.Wait()
-}
-
-// capacity counts free slots (Concurrency+Prefetch) for receivers.
-//
-// A receiver takes slots only when a full batch (10) is free, or when
-// fewer slots are held than there are workers (more than Prefetch free), so
-// that a worker would otherwise idle. With Prefetch of 9 or more every
-// receive asks for 10 (one receive call per ten messages); with Prefetch 0
-// a receiver asks for whatever a free worker can start at once.
-type capacity struct {
-	mu        sync.Mutex
-	free      int
-	threshold int // free slots needed before a receiver takes any
-	wake      chan struct{}
-}
-
-func newCapacity(concurrency, prefetch int) *capacity {
-	return &capacity{
-		free:      concurrency + prefetch,
-		threshold: min(sqslimits.MaxBatchEntries, prefetch+1, concurrency+prefetch),
-		wake:      make(chan struct{}, 1),
-	}
-}
-
-// reserve waits until enough slots are free and takes up to n of them.
-func (c *capacity) reserve(ctx context.Context, n int) (int, error) {
-	for {
-		c.mu.Lock()
-		if c.free >= c.threshold {
-			got := min(n, c.free)
-			c.free -= got
-			more := c.free >= c.threshold
-			c.mu.Unlock()
-			if more {
-				c.signal()
-			}
-			return got, nil
-		}
-		c.mu.Unlock()
-		select {
-		case <-c.wake:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-}
-
-func (c *capacity) release(n int) {
-	c.mu.Lock()
-	c.free += n
-	ready := c.free >= c.threshold
-	c.mu.Unlock()
-	if ready {
-		c.signal()
-	}
-}
-
-func (c *capacity) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
 }

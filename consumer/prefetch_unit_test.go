@@ -90,23 +90,30 @@ func runAsking(t *testing.T, n, groups int, cfg consumer.Config) *askingSQS {
 	return a
 }
 
-// TestReceivesAskForFullBatches: with the default prefetch every receive
-// asks for 10 messages, and never more are held than Concurrency+Prefetch.
+// TestReceivesAskForFullBatches: with a prefetch of 10 every receive asks
+// for 10 messages, and never more are held than Concurrency+Prefetch; with
+// the default (receive-ahead) never more than twice Concurrency.
 func TestReceivesAskForFullBatches(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := runAsking(t, 500, 0, consumer.Config{Concurrency: 32})
-		for _, n := range a.asks {
-			if n != 10 {
-				t.Fatalf("a receive asked for %d messages, want 10 (asks %v)", n, a.asks)
-			}
-		}
-		if a.maxHeld > 32+10 {
-			t.Errorf("%d messages held at once, more than Concurrency+Prefetch (42)", a.maxHeld)
-		}
-		if len(a.asks) > 500/10+5 {
-			t.Errorf("%d receives for 500 messages", len(a.asks))
-		}
-	})
+	for _, c := range []struct {
+		prefetch, most int
+	}{{10, 32 + 10}, {0, 32 + 32}} {
+		t.Run(fmt.Sprintf("prefetch %d", c.prefetch), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := runAsking(t, 500, 0, consumer.Config{Concurrency: 32, Prefetch: c.prefetch})
+				for _, n := range a.asks {
+					if n != 10 {
+						t.Fatalf("a receive asked for %d messages, want 10 (asks %v)", n, a.asks)
+					}
+				}
+				if a.maxHeld > c.most {
+					t.Errorf("%d messages held at once, more than %d", a.maxHeld, c.most)
+				}
+				if len(a.asks) > 500/10+5 {
+					t.Errorf("%d receives for 500 messages", len(a.asks))
+				}
+			})
+		})
+	}
 }
 
 // TestNoPrefetchAsksForFreeWorkers: with NoPrefetch a receiver asks only
