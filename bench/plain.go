@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -57,8 +58,16 @@ func preloadGroups(ctx context.Context, client *sqs.Client, queueURL string, n, 
 // limit a framework is measured against. It returns messages/s from the
 // first receive to the last delete.
 func plainLoop(ctx context.Context, client *sqs.Client, queueURL string, n, pollers int) (rate float64, cpuPerMsg time.Duration, err error) {
+	return plainWorkLoop(ctx, client, queueURL, n, pollers, 10, nil)
+}
+
+// plainWorkLoop is plainLoop with work: each poller receives up to batch
+// messages, runs work for each of them at once (i counts messages from 1),
+// waits for all, then deletes the batch: the textbook consumer loop. A
+// failed work stops the loop with its error.
+func plainWorkLoop(ctx context.Context, client *sqs.Client, queueURL string, n, pollers, batch int, work func(i int) error) (rate float64, cpuPerMsg time.Duration, err error) {
 	cpu0 := cpuTime()
-	var deleted atomic.Int64
+	var deleted, next atomic.Int64
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -72,7 +81,7 @@ func plainLoop(ctx context.Context, client *sqs.Client, queueURL string, n, poll
 			for deleted.Load() < int64(n) && ctx.Err() == nil {
 				rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 				out, err := client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
-					QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+					QueueUrl: aws.String(queueURL), MaxNumberOfMessages: int32(batch), WaitTimeSeconds: 1,
 				})
 				rcancel()
 				if err != nil {
@@ -80,6 +89,19 @@ func plainLoop(ctx context.Context, client *sqs.Client, queueURL string, n, poll
 				}
 				if len(out.Messages) == 0 {
 					continue
+				}
+				if work != nil {
+					werrs := make([]error, len(out.Messages))
+					var ww sync.WaitGroup
+					for j := range out.Messages {
+						i := int(next.Add(1))
+						ww.Go(func() { werrs[j] = work(i) })
+					}
+					ww.Wait()
+					if err := errors.Join(werrs...); err != nil {
+						errs <- fmt.Errorf("plain loop: work: %w", err)
+						return
+					}
 				}
 				entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
 				for i, m := range out.Messages {

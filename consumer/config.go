@@ -60,14 +60,16 @@ type Config struct {
 	// Concurrency+Prefetch are free, and for fewer only when a worker would
 	// otherwise idle; so with Prefetch ≥ 9 every receive asks for 10 (one
 	// receive per ten messages) and workers do not wait for receives.
-	// Defaults to receive-ahead: Concurrency, at most 10, raised while the
-	// queue has a backlog (receives come back full) by the number of
-	// messages that finish during one receive call (measured, smoothed), so
-	// that workers do not wait for slow receives; it never goes above
-	// Concurrency/4 (a waiting message waits about a quarter of a handler
-	// run at most when every worker is busy). A consumer with the default
-	// thus holds at most Concurrency + max(min(Concurrency, 10),
-	// Concurrency/4) messages. A Prefetch you set is fixed.
+	// Defaults to Concurrency, at most 10, with receive-ahead: while the
+	// queue has a backlog (receives come back full) and workers find no
+	// message to run during a receive, it is raised by about as many
+	// messages as finish during one receive call (measured, smoothed), so
+	// that workers do not wait for slow receives and a message received
+	// ahead waits about one receive; it is lowered again when no worker
+	// waits, and dropped when a receive comes back empty. It never goes
+	// above Concurrency: a consumer with the default holds at most
+	// 2 × Concurrency messages (Concurrency + 10 when that is more). A
+	// Prefetch you set is fixed. See docs/architecture.md.
 	// Set [NoPrefetch] for none: a receiver then
 	// asks only for messages a free worker can start at once. On FIFO
 	// queues a message keeps its slot until its delete (or visibility
