@@ -167,14 +167,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 	if err != nil {
 		return f, err
 	}
-	q, err := b.env.queue(ctx, "lease", false)
-	if err != nil {
-		return f, err
-	}
-	if err := preloadUnique(ctx, b, q, n); err != nil {
-		return f, err
-	}
-	lease, err := runConsumer(ctx, b.client, q, n, runOpts{concurrency: dedupeConcurrency,
+	lease, err := b.consumeUnique(ctx, "lease", n, runOpts{concurrency: dedupeConcurrency,
 		middleware: []consumer.Middleware{dedupe.Middleware(leaseStore, dedupe.Options{})}})
 	if err != nil {
 		return f, err
@@ -208,15 +201,8 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 	if err != nil {
 		return f, err
 	}
-	q2, err := b.env.queue(ctx, "tx", false)
-	if err != nil {
-		return f, err
-	}
-	if err := preloadUnique(ctx, b, q2, n); err != nil {
-		return f, err
-	}
 	var counter atomic.Int64
-	tx, err := runConsumer(ctx, b.client, q2, n, runOpts{concurrency: dedupeConcurrency,
+	tx, err := b.consumeUnique(ctx, "tx", n, runOpts{concurrency: dedupeConcurrency,
 		handler: dynamo.Transactional(txStore, func(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
 			i := counter.Add(1)
 			return []types.TransactWriteItem{{Update: &types.Update{
@@ -237,16 +223,39 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 // a fresh queue: dedupeConcurrency/8 pollers each receive 8 messages, run
 // work for them at once, and delete them (plainWorkLoop), so that the
 // plain side pays for SQS as sqsonce does and both run 32 writes at once.
-func (b *bench) plainWork(ctx context.Context, name string, n int, work func(i int) error) (float64, error) {
-	q, err := b.env.queue(ctx, name, false)
-	if err != nil {
-		return 0, err
-	}
-	if err := preloadUnique(ctx, b, q, n); err != nil {
-		return 0, err
-	}
-	rate, _, err := plainWorkLoop(ctx, b.client, q, n, dedupeConcurrency/8, 8, work)
+//
+// Like every run here, it is done again on a fresh queue when the emulator
+// lost a receive (see clean); so is consumeUnique.
+func (b *bench) plainWork(ctx context.Context, name string, n int, work func(i int) error) (rate float64, err error) {
+	err = b.clean(name, func() error {
+		q, err := b.env.queue(ctx, name, false)
+		if err != nil {
+			return err
+		}
+		if err := preloadUnique(ctx, b, q, n); err != nil {
+			return err
+		}
+		rate, _, err = plainWorkLoop(ctx, b.client, q, n, dedupeConcurrency/8, 8, work)
+		return err
+	})
 	return rate, err
+}
+
+// consumeUnique runs the consumer over n messages with distinct ids on a
+// fresh queue.
+func (b *bench) consumeUnique(ctx context.Context, name string, n int, o runOpts) (res runResult, err error) {
+	err = b.clean(name, func() error {
+		q, err := b.env.queue(ctx, name, false)
+		if err != nil {
+			return err
+		}
+		if err := preloadUnique(ctx, b, q, n); err != nil {
+			return err
+		}
+		res, err = runConsumer(ctx, b.client, q, n, o)
+		return err
+	})
+	return res, err
 }
 
 // preloadUnique sends n messages with distinct bodies (so the dedupe

@@ -19,13 +19,16 @@ type runOpts struct {
 	concurrency  int
 	handlerDelay time.Duration
 	handler      consumer.Handler // overrides the sleep/no-op handler
-	middleware   []consumer.Middleware
-	observer     consumer.Observer
-	visibility   time.Duration
-	heartbeat    time.Duration
-	waitTime     time.Duration
-	dlq          string
-	timeout      time.Duration
+	// newHandler, when set, makes the handler of each try (see
+	// bench.sqsonceOnce), so that a run done again starts afresh.
+	newHandler func() consumer.Handler
+	middleware []consumer.Middleware
+	observer   consumer.Observer
+	visibility time.Duration
+	heartbeat  time.Duration
+	waitTime   time.Duration
+	dlq        string
+	timeout    time.Duration
 	// trackDeletes records when each message's delete call returned
 	// (runResult.deleteReturned); it costs a map entry per message.
 	trackDeletes bool

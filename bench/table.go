@@ -122,6 +122,8 @@ type bench struct {
 	// skipped says which rows are missing and why (written under the
 	// table).
 	skipped []string
+	// redone counts runs done again after the emulator lost a receive.
+	redone int
 }
 
 // minRuns is the fewest interleaved runs a published table uses.
@@ -189,7 +191,7 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	client := sqs.NewFromConfig(cfg)
+	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, countReceiveRetries) })
 	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		// DynamoDB Local omits the CRC32 header on error responses.
 		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
@@ -227,6 +229,7 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		runs:    *runs,
 		n:       *n,
 		skipped: b.skipped,
+		redone:  b.redone,
 	}
 	writeMarkdownTable(stdout, rows)
 	for _, s := range b.skipped {

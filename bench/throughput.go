@@ -14,28 +14,42 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 )
 
-// plainOnce drains a fresh queue of b.n messages with the plain loop.
+// plainOnce drains a fresh queue of b.n messages with the plain loop
+// (again, on a fresh queue, when the emulator lost a receive: see clean).
 func (b *bench) plainOnce(fifo bool, groups, pollers int) (rate float64, cpu time.Duration, err error) {
-	q, err := b.env.queue(b.ctx, "plain", fifo)
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
-		return 0, 0, err
-	}
-	return plainLoop(b.ctx, b.client, q, b.n, pollers)
+	err = b.clean("plain loop", func() error {
+		q, err := b.env.queue(b.ctx, "plain", fifo)
+		if err != nil {
+			return err
+		}
+		if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
+			return err
+		}
+		rate, cpu, err = plainLoop(b.ctx, b.client, q, b.n, pollers)
+		return err
+	})
+	return rate, cpu, err
 }
 
-// sqsonceOnce drains a fresh queue of b.n messages through the consumer.
-func (b *bench) sqsonceOnce(name string, fifo bool, groups int, o runOpts) (runResult, error) {
-	q, err := b.env.queue(b.ctx, name, fifo)
-	if err != nil {
-		return runResult{}, err
-	}
-	if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
-		return runResult{}, err
-	}
-	return runConsumer(b.ctx, b.client, q, b.n, o)
+// sqsonceOnce drains a fresh queue of b.n messages through the consumer
+// (again, on a fresh queue, when the emulator lost a receive: see clean;
+// o.newHandler, when set, makes each try's handler).
+func (b *bench) sqsonceOnce(name string, fifo bool, groups int, o runOpts) (res runResult, err error) {
+	err = b.clean(name, func() error {
+		q, err := b.env.queue(b.ctx, name, fifo)
+		if err != nil {
+			return err
+		}
+		if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
+			return err
+		}
+		if o.newHandler != nil {
+			o.handler = o.newHandler()
+		}
+		res, err = runConsumer(b.ctx, b.client, q, b.n, o)
+		return err
+	})
+	return res, err
 }
 
 // plainPollers is the plain loop's warm-up: one run each at 1, 4 and 8
@@ -170,16 +184,18 @@ func (b *bench) ioBound() ([]row, error) {
 			limit = append(limit, min(r, ideal))
 			return err
 		}, func() error {
-			var next atomic.Int64
-			var over atomic.Int64 // the handlers' time beyond what they asked for
-			h := consumer.HandlerFunc(func(ctx context.Context, _ *consumer.Message) error {
-				d := c.times[int(next.Add(1)-1)%len(c.times)]
-				start := time.Now()
-				err := sleepCtx(ctx, d)
-				over.Add(int64(time.Since(start) - d))
-				return err
-			})
-			res, err := b.sqsonceOnce(c.label, false, 0, runOpts{concurrency: conc, handler: h})
+			var next, over *atomic.Int64 // handlers started; their time beyond what they asked for
+			res, err := b.sqsonceOnce(c.label, false, 0, runOpts{concurrency: conc, newHandler: func() consumer.Handler {
+				next, over = new(atomic.Int64), new(atomic.Int64)
+				started, overran := next, over
+				return consumer.HandlerFunc(func(ctx context.Context, _ *consumer.Message) error {
+					d := c.times[int(started.Add(1)-1)%len(c.times)]
+					start := time.Now()
+					err := sleepCtx(ctx, d)
+					overran.Add(int64(time.Since(start) - d))
+					return err
+				})
+			}})
 			if warm {
 				warm = false
 				return err
