@@ -235,7 +235,7 @@ func (b *bench) plainWork(ctx context.Context, name string, n int, work func(i i
 		if err := preloadUnique(ctx, b, q, n); err != nil {
 			return err
 		}
-		rate, _, err = plainWorkLoop(ctx, b.client, q, n, dedupeConcurrency/8, 8, work)
+		rate, _, err = plainWorkLoop(ctx, b.client, q, n, dedupeConcurrency/8, 8, false, work)
 		return err
 	})
 	return rate, err
