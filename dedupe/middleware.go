@@ -69,9 +69,11 @@ type Options struct {
 //
 //   - Claim before the handler. Duplicate → [consumer.ErrDuplicate] (acked,
 //     handler not run); in progress elsewhere → [consumer.RetryAfter] a
-//     short backoff that grows with the receive count (1 s, 2 s, 4 s, ...),
-//     capped by the other owner's remaining lease, so that a duplicate of
-//     a fast handler settles in about a second; key reused →
+//     second on the message's first receive, so that a duplicate of a fast
+//     handler settles in about a second, and after the other owner's
+//     remaining lease on later receives, so that a key held by a crashed
+//     worker costs the message at most two receives toward the queue's
+//     maxReceiveCount; key reused →
 //     [consumer.Permanent] with a [*KeyReuseError] (dead-lettered, class
 //     "key_reuse").
 //   - While the handler runs, every consumer heartbeat extends the lease;
@@ -126,12 +128,21 @@ func (m *middleware) observe(ctx context.Context, st Status) {
 }
 
 // recheck is the delay before a delivery that found its key in progress
-// (receiveCount-th receive) looks again: 1 s doubled on each receive,
-// capped by the other owner's lease ending at leaseUntil, and at least 1 s
-// (SQS's visibility is in whole seconds).
+// (receiveCount-th receive) looks again. On its first receive, 1 s: the
+// other owner is most likely alive and about to finish (an overlapping
+// duplicate). From the second receive on, the rest of the other owner's
+// lease: that owner may be dead (the message was delivered again after a
+// crash, or the short recheck found it still held), and every recheck
+// costs a receive toward the queue's maxReceiveCount, which SQS enforces
+// by moving the message to the dead-letter queue unread. Waiting on a
+// lease thus costs a message at most two receives. At least 1 s (SQS's
+// visibility is in whole seconds).
 func (m *middleware) recheck(receiveCount int, leaseUntil time.Time) time.Duration {
-	backoff := time.Second << (min(max(receiveCount, 1), 16) - 1)
-	return max(min(backoff, leaseUntil.Sub(m.opts.NowFunc())), time.Second)
+	rest := leaseUntil.Sub(m.opts.NowFunc())
+	if receiveCount <= 1 {
+		rest = min(rest, time.Second)
+	}
+	return max(rest, time.Second)
 }
 
 // leaseIntervals is the least number of heartbeat intervals a lease lasts
