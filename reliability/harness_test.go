@@ -177,10 +177,15 @@ func (l *ledger) startWorker(args ...string) *worker {
 }
 
 // start runs a long-lived ledger subcommand (work, relay, serve) as its own
-// process, its output in a log file; it is killed at cleanup.
+// process, its output in a log file (in SQSONCE_LOG_DIR when set, kept
+// after the run); it is killed at cleanup.
 func (l *ledger) start(sub string, args ...string) *worker {
 	l.t.Helper()
-	logf, err := os.CreateTemp(l.t.TempDir(), sub+"-*.log")
+	dir := os.Getenv("SQSONCE_LOG_DIR") // to keep the logs after the run
+	if dir == "" {
+		dir = l.t.TempDir()
+	}
+	logf, err := os.CreateTemp(dir, sub+"-*.log")
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -45,7 +45,13 @@ func TestCrashes(t *testing.T) {
 func testCrashes(t *testing.T, store string, extra ...string) {
 	l := newLedgerStore(t, store)
 	sent := l.send(size(2000, 20000), 0.10, 0.01)
-	args := append([]string{"-concurrency", "16", "-visibility", "4s", "-log-level", "debug"}, extra...)
+	// A killed worker's long polls stay open in fauxqs until their wait
+	// ends, and take the messages that come back to the queue (each time a
+	// receive toward maxReceiveCount 5, answered to a dead socket); older
+	// waiters are served first. With 20 s waits and a kill every 2 s, a
+	// message could pass from one such poll to the next until SQS
+	// dead-lettered it unread. A 2 s wait keeps those polls short-lived.
+	args := append([]string{"-concurrency", "16", "-visibility", "4s", "-wait", "2s", "-log-level", "debug"}, extra...)
 	workers := []*worker{l.startWorker(args...), l.startWorker(args...), l.startWorker(args...)}
 	all := append([]*worker(nil), workers...)
 	crashes, busyKills := 0, 0
@@ -239,7 +245,7 @@ func testRelayCrashes(t *testing.T, store string) {
 	l := newLedgerStore(t, store)
 	_, u1 := l.startServe("-handler-delay", "10ms")
 	_, u2 := l.startServe()
-	wargs := []string{"-concurrency", "16", "-visibility", "4s", "-log-level", "debug"}
+	wargs := []string{"-concurrency", "16", "-visibility", "4s", "-wait", "2s", "-log-level", "debug"} // -wait: see testCrashes
 	relays := []*worker{l.start("relay"), l.start("relay")}
 	workers := []*worker{l.startWorker(wargs...), l.startWorker(wargs...)}
 	allWorkers := append([]*worker(nil), workers...)
@@ -274,15 +280,29 @@ func testRelayCrashes(t *testing.T, store string) {
 		}
 		return o.Pending
 	}
+	// busy waits up to d for events to be pending: on PostgreSQL a NOTIFY
+	// wakes the relays at once, and a kill at a random instant mostly found
+	// the outbox empty (0 of 4 kills hit pending events in a short run).
+	busy := func(d time.Duration) bool {
+		for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+			if pending() > 0 {
+				return true
+			}
+			if time.Now().After(end) {
+				return false
+			}
+		}
+	}
 	relayKills, busyRelayKills, workerKills := 0, 0, 0
 	var res result
-	// Kills every 0.5 to 1 s until the clients are done, and at least four.
+	// Kills every 0.3 to 1 s (as soon as events are pending) until the
+	// clients are done, and at least four.
 	for done := false; !done || relayKills < 4; {
 		select {
 		case res = <-posted:
 			done, posted = true, nil // from now on the select waits on the timer only
-		case <-time.After(time.Duration(500+rand.IntN(500)) * time.Millisecond):
-			if pending() > 0 {
+		case <-time.After(time.Duration(200+rand.IntN(300)) * time.Millisecond):
+			if busy(500 * time.Millisecond) {
 				busyRelayKills++
 			}
 			i := rand.IntN(len(relays))

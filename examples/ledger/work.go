@@ -29,6 +29,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	txDelay := fs.Duration("tx-delay", 0, "-store postgres: sleep inside the transaction before its commit, to make a backend killed mid-transaction observable")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error; debug logs one line per settled message")
 	shutdown := fs.Duration("shutdown-timeout", workShutdownTimeout, "how long the drain waits for running handlers")
+	wait := fs.Duration("wait", 0, "long-poll wait of each receive (whole seconds, 1s to 20s; 0: 20s)")
 	var level zapcore.Level
 	n, c, err := g.open(ctx, fs, args, func() error {
 		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -77,6 +78,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		KeyFunc:           func(m *consumer.Message) string { return creditKey(m.Body) },
 		Concurrency:       *concurrency,
 		VisibilityTimeout: *visibility,
+		WaitTime:          *wait,
 		ShutdownTimeout:   *shutdown,
 		Logger:            logger,
 	})
