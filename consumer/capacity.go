@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
@@ -21,14 +22,17 @@ import (
 //
 // Receive-ahead (the default Prefetch) adds slots on top of the prefetch
 // when workers wait for receives. Each receive that comes back full (the
-// queue has a backlog) measures how many messages finished during its call
-// and whether a worker found nothing to run meanwhile. The slots added
-// follow a smoothed target: the messages that finish during one receive
-// when a worker waited, none when no worker did. So slow receives next to
-// fast handlers get about rate × receive latency more slots, and the
-// messages they bring wait about one receive; handlers that keep every
-// worker busy (slow, or slowed by a contended backend) get none, nor does
-// a queue without a backlog.
+// queue has a backlog) measures how long its call took and whether a
+// worker found nothing to run meanwhile. The slots added follow a smoothed
+// target: the messages that finish during one receive when a worker
+// waited (the smoothed finishing rate × the receive's duration, or the
+// count that finished during it when more), none when no worker did. So
+// slow receives next to fast handlers get about rate × receive latency
+// more slots, and the messages they bring wait about one receive; handlers
+// that keep every worker busy (slow, or slowed by a contended backend) get
+// none, nor does a queue without a backlog. The rate matters where slots
+// are freed in bursts (FIFO slots are freed when their delete batch
+// returns): a receive between two bursts sees none finish during it.
 type capacity struct {
 	mu        sync.Mutex
 	free      int
@@ -44,7 +48,20 @@ type capacity struct {
 	finished uint64        // messages whose slots were freed, ever
 	waits    atomic.Uint64 // times a worker found no message to run, ever
 	added    float64       // the smoothed count of slots receive-ahead adds
+
+	// The smoothed rate at which slots are freed (per second), updated by
+	// observe over spans of at least rateSpan.
+	rate      float64
+	rateFrom  time.Time
+	rateCount uint64 // finished at rateFrom
 }
+
+// rateSpan is the shortest span over which observe measures the rate at
+// which slots are freed, and rateWeight the weight of each span's.
+const (
+	rateSpan   = 50 * time.Millisecond
+	rateWeight = 0.3
+)
 
 // Receive-ahead's smoothing: a target above what is added is followed
 // quickly (workers are waiting), one below slowly (about the last 20 full
@@ -54,6 +71,10 @@ const (
 	aheadUp   = 0.5
 	aheadDown = 0.05
 )
+
+// aheadRound is the part of a batch below which added slots are not
+// rounded up to a whole batch (see resize).
+const aheadRound = 0.2
 
 func newCapacity(concurrency, prefetch, ahead int) *capacity {
 	base := concurrency + prefetch
@@ -69,7 +90,10 @@ func newCapacity(concurrency, prefetch, ahead int) *capacity {
 }
 
 // mark is what a receiver notes when it takes slots, for observe.
-type mark struct{ finished, waits uint64 }
+type mark struct {
+	finished, waits uint64
+	at              time.Time
+}
 
 // reserve waits until enough slots are free and takes up to n of them.
 func (c *capacity) reserve(ctx context.Context, n int) (int, mark, error) {
@@ -79,7 +103,7 @@ func (c *capacity) reserve(ctx context.Context, n int) (int, mark, error) {
 			got := min(n, c.free)
 			c.free -= got
 			more := c.free >= c.threshold
-			m := mark{c.finished, c.waits.Load()}
+			m := mark{c.finished, c.waits.Load(), time.Now()}
 			c.mu.Unlock()
 			if more {
 				c.signal()
@@ -138,7 +162,12 @@ func (c *capacity) short(empty bool) {
 
 // resize sets total from added; c.mu is held.
 func (c *capacity) resize() {
-	total := min(c.base+int(math.Ceil(c.added)), c.most)
+	// Receivers take slots a batch (threshold) at a time: 6 slots added
+	// to a base of 42 never let a receive start early, since the tenth
+	// free slot still came when a message finished. So what is added is
+	// whole batches, a part from aheadRound of one up.
+	batch := float64(c.threshold)
+	total := min(c.base+c.threshold*int(math.Ceil(c.added/batch-aheadRound)), c.most)
 	if c.total == c.base && total > c.base {
 		close(c.grown)
 		c.grown = make(chan struct{})
@@ -156,10 +185,23 @@ func (c *capacity) observe(m mark) {
 	if c.most == c.base {
 		return
 	}
+	now := time.Now()
 	c.mu.Lock()
+	if c.rateFrom.IsZero() {
+		c.rateFrom, c.rateCount = m.at, m.finished
+	}
+	if span := now.Sub(c.rateFrom); span >= rateSpan {
+		r := float64(c.finished-c.rateCount) / span.Seconds()
+		if c.rate == 0 {
+			c.rate = r
+		} else {
+			c.rate += rateWeight * (r - c.rate)
+		}
+		c.rateFrom, c.rateCount = now, c.finished
+	}
 	target := 0.0
 	if c.waits.Load() != m.waits {
-		target = float64(c.finished - m.finished)
+		target = max(float64(c.finished-m.finished), c.rate*now.Sub(m.at).Seconds())
 	}
 	if target > c.added {
 		c.added += aheadUp * (target - c.added)

@@ -63,7 +63,8 @@ type Config struct {
 	// Defaults to Concurrency, at most 10, with receive-ahead: while the
 	// queue has a backlog (receives come back full) and workers find no
 	// message to run during a receive, it is raised by about as many
-	// messages as finish during one receive call (measured, smoothed), so
+	// messages as finish during one receive call (measured, smoothed, in
+	// whole batches of 10), so
 	// that workers do not wait for slow receives and a message received
 	// ahead waits about one receive; it is lowered again when no worker
 	// waits, and dropped when a receive comes back empty. It never goes
