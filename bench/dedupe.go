@@ -167,7 +167,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 	if err != nil {
 		return f, err
 	}
-	lease, err := b.consumeUnique(ctx, "lease", n, runOpts{concurrency: dedupeConcurrency,
+	lease, err := b.consumeUnique(ctx, "lease", n, &leaseDDB.writes, runOpts{concurrency: dedupeConcurrency,
 		middleware: []consumer.Middleware{dedupe.Middleware(leaseStore, dedupe.Options{})}})
 	if err != nil {
 		return f, err
@@ -202,7 +202,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 		return f, err
 	}
 	var counter atomic.Int64
-	tx, err := b.consumeUnique(ctx, "tx", n, runOpts{concurrency: dedupeConcurrency,
+	tx, err := b.consumeUnique(ctx, "tx", n, &txDDB.writes, runOpts{concurrency: dedupeConcurrency,
 		handler: dynamo.Transactional(txStore, func(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
 			i := counter.Add(1)
 			return []types.TransactWriteItem{{Update: &types.Update{
@@ -223,18 +223,8 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 // a fresh queue: dedupeConcurrency/8 pollers each receive 8 messages, run
 // work for them at once, and delete them (plainWorkLoop), so that the
 // plain side pays for SQS as sqsonce does and both run 32 writes at once.
-//
-// Like every run here, it is done again on a fresh queue when the emulator
-// lost a receive (see clean); so is consumeUnique.
 func (b *bench) plainWork(ctx context.Context, name string, n int, work func(i int) error) (rate float64, err error) {
-	err = b.clean(name, func() error {
-		q, err := b.env.queue(ctx, name, false)
-		if err != nil {
-			return err
-		}
-		if err := preloadUnique(ctx, b, q, n); err != nil {
-			return err
-		}
+	err = b.onUnique(ctx, name, n, func(q string) (err error) {
 		rate, _, err = plainWorkLoop(ctx, b.client, q, n, dedupeConcurrency/8, 8, false, work)
 		return err
 	})
@@ -242,9 +232,23 @@ func (b *bench) plainWork(ctx context.Context, name string, n int, work func(i i
 }
 
 // consumeUnique runs the consumer over n messages with distinct ids on a
-// fresh queue.
-func (b *bench) consumeUnique(ctx context.Context, name string, n int, o runOpts) (res runResult, err error) {
-	err = b.clean(name, func() error {
+// fresh queue; counter, when not nil, is zeroed before each try.
+func (b *bench) consumeUnique(ctx context.Context, name string, n int, counter *atomic.Int64, o runOpts) (res runResult, err error) {
+	err = b.onUnique(ctx, name, n, func(q string) (err error) {
+		if counter != nil {
+			counter.Store(0) // a try the emulator spoilt wrote too
+		}
+		res, err = runConsumer(ctx, b.client, q, n, o)
+		return err
+	})
+	return res, err
+}
+
+// onUnique runs run on a fresh queue holding n messages with distinct ids,
+// again on another fresh queue when the emulator lost a receive (see
+// clean).
+func (b *bench) onUnique(ctx context.Context, name string, n int, run func(queueURL string) error) error {
+	return b.clean(name, func() error {
 		q, err := b.env.queue(ctx, name, false)
 		if err != nil {
 			return err
@@ -252,10 +256,8 @@ func (b *bench) consumeUnique(ctx context.Context, name string, n int, o runOpts
 		if err := preloadUnique(ctx, b, q, n); err != nil {
 			return err
 		}
-		res, err = runConsumer(ctx, b.client, q, n, o)
-		return err
+		return run(q)
 	})
-	return res, err
 }
 
 // preloadUnique sends n messages with distinct bodies (so the dedupe
