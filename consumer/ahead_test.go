@@ -49,7 +49,7 @@ func throughputOnFake(t *testing.T, n, groups int, handlerTime func(i int) time.
 	}
 	ideal /= time.Duration(cfg.Concurrency)
 	var done atomic.Int64
-	cfg.Client, cfg.QueueURL = a, q
+	cfg.Client = a
 	cfg.Observer = &recordingObserver{onSettled: func(*consumer.Message, consumer.Result) { a.settled(); done.Add(1) }}
 	cfg.Handler = consumer.HandlerFunc(func(_ context.Context, m *consumer.Message) error {
 		var i int
@@ -57,13 +57,7 @@ func throughputOnFake(t *testing.T, n, groups int, handlerTime func(i int) time.
 		time.Sleep(handlerTime(i))
 		return nil
 	})
-	c, err := consumer.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
+	stop := startOnFake(t, f, q, cfg)
 	// The rate between 10% and 90% done: neither the start nor the last
 	// long handlers of a heavy tail say anything about the steady state.
 	var t10, t90 time.Time
@@ -75,8 +69,7 @@ func throughputOnFake(t *testing.T, n, groups int, handlerTime func(i int) time.
 			t90 = time.Now()
 		}
 	}
-	cancel()
-	if err := <-errc; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	checkProblems(t, f)
@@ -268,7 +261,7 @@ func TestNoReceiveAheadOnContendedBackend(t *testing.T) {
 		f, q := slowQueue(n, 0, "30", 20*time.Millisecond, "ReceiveMessage", "DeleteMessageBatch")
 		a := &askingSQS{Fake: f, q: q}
 		var done, running atomic.Int64
-		cfg := consumer.Config{Concurrency: 100, Client: a, QueueURL: q}
+		cfg := consumer.Config{Concurrency: 100, Client: a}
 		cfg.Observer = &recordingObserver{onSettled: func(*consumer.Message, consumer.Result) { a.settled(); done.Add(1) }}
 		cfg.Handler = consumer.HandlerFunc(func(context.Context, *consumer.Message) error {
 			r := running.Add(1)
@@ -276,18 +269,11 @@ func TestNoReceiveAheadOnContendedBackend(t *testing.T) {
 			running.Add(-1)
 			return nil
 		})
-		c, err := consumer.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() { errc <- c.Run(ctx) }()
+		stop := startOnFake(t, f, q, cfg)
 		for done.Load() < n {
 			time.Sleep(time.Millisecond)
 		}
-		cancel()
-		if err := <-errc; err != nil {
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 		checkProblems(t, f)

@@ -531,13 +531,7 @@ func (r *runner) dispatch(batch []*inflight) {
 // once the consumer is stopping.
 func (r *runner) work() {
 	for {
-		var m *inflight
-		select {
-		case m = <-r.queue:
-		default:
-			r.capacity.waited()
-			m = <-r.queue
-		}
+		m := next(r.capacity, r.queue)
 		if m == nil {
 			return // closed
 		}
@@ -551,6 +545,19 @@ func (r *runner) work() {
 	}
 }
 
+// next takes a worker's next value from ch, telling c when the worker
+// found none waiting (receive-ahead's signal); the zero value once ch is
+// closed.
+func next[T any](c *capacity, ch <-chan T) T {
+	select {
+	case v := <-ch:
+		return v
+	default:
+		c.waited()
+		return <-ch
+	}
+}
+
 // workLanes is one of the Concurrency workers of a FIFO queue: it takes a
 // ready lane, runs its first message, and puts the lane back at the end
 // of the ready queue while it has more, so one group's messages run one
@@ -559,13 +566,7 @@ func (r *runner) work() {
 // out of order; once the consumer is stopping, taken lanes are released.
 func (r *runner) workLanes() {
 	for {
-		var l *lane
-		select {
-		case l = <-r.ready:
-		default:
-			r.capacity.waited()
-			l = <-r.ready
-		}
+		l := next(r.capacity, r.ready)
 		if l == nil {
 			return // closed
 		}

@@ -66,24 +66,17 @@ func runAsking(t *testing.T, n, groups int, cfg consumer.Config) *askingSQS {
 	for i := range n {
 		f.Put(q, fmt.Sprint(i), fmt.Sprintf("g%d", i%max(groups, 1)))
 	}
-	cfg.Client, cfg.QueueURL = a, q
+	cfg.Client = a
 	cfg.Observer = &recordingObserver{onSettled: func(*consumer.Message, consumer.Result) { a.settled() }}
 	cfg.Handler = consumer.HandlerFunc(func(context.Context, *consumer.Message) error {
 		time.Sleep(10 * time.Millisecond)
 		return nil
 	})
-	c, err := consumer.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
+	stop := startOnFake(t, f, q, cfg)
 	for len(f.Messages(q)) > 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	if err := <-errc; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	checkProblems(t, f)

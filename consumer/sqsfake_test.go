@@ -47,7 +47,9 @@ func onFake(fifo bool, attrs, dlqAttrs map[string]string) (f *sqsfake.Fake, queu
 // bubble and returns a stop function.
 func startOnFake(t *testing.T, f *sqsfake.Fake, queueURL string, cfg consumer.Config) (stop func() error) {
 	t.Helper()
-	cfg.Client = f
+	if cfg.Client == nil { // else a wrapper of f
+		cfg.Client = f
+	}
 	cfg.QueueURL = queueURL
 	c, err := consumer.New(cfg)
 	if err != nil {
