@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,16 +43,19 @@ func TestCrashes(t *testing.T) {
 	}
 }
 
+// killedWorkerArgs are the flags of the workers the scenarios SIGKILL. A
+// killed worker's long polls stay open in fauxqs until their wait ends,
+// and take the messages that come back to the queue (each time a receive
+// toward maxReceiveCount 5, answered to a dead socket); older waiters are
+// served first. With 20 s waits and a kill every 2 s, a message could pass
+// from one such poll to the next until SQS dead-lettered it unread. A 2 s
+// wait keeps those polls short-lived.
+var killedWorkerArgs = []string{"-concurrency", "16", "-visibility", "4s", "-wait", "2s", "-log-level", "debug"}
+
 func testCrashes(t *testing.T, store string, extra ...string) {
 	l := newLedgerStore(t, store)
 	sent := l.send(size(2000, 20000), 0.10, 0.01)
-	// A killed worker's long polls stay open in fauxqs until their wait
-	// ends, and take the messages that come back to the queue (each time a
-	// receive toward maxReceiveCount 5, answered to a dead socket); older
-	// waiters are served first. With 20 s waits and a kill every 2 s, a
-	// message could pass from one such poll to the next until SQS
-	// dead-lettered it unread. A 2 s wait keeps those polls short-lived.
-	args := append([]string{"-concurrency", "16", "-visibility", "4s", "-wait", "2s", "-log-level", "debug"}, extra...)
+	args := slices.Concat(killedWorkerArgs, extra)
 	workers := []*worker{l.startWorker(args...), l.startWorker(args...), l.startWorker(args...)}
 	all := append([]*worker(nil), workers...)
 	crashes, busyKills := 0, 0
@@ -245,9 +249,8 @@ func testRelayCrashes(t *testing.T, store string) {
 	l := newLedgerStore(t, store)
 	_, u1 := l.startServe("-handler-delay", "10ms")
 	_, u2 := l.startServe()
-	wargs := []string{"-concurrency", "16", "-visibility", "4s", "-wait", "2s", "-log-level", "debug"} // -wait: see testCrashes
 	relays := []*worker{l.start("relay"), l.start("relay")}
-	workers := []*worker{l.startWorker(wargs...), l.startWorker(wargs...)}
+	workers := []*worker{l.startWorker(killedWorkerArgs...), l.startWorker(killedWorkerArgs...)}
 	allWorkers := append([]*worker(nil), workers...)
 
 	n := size(400, 4000)
@@ -295,7 +298,7 @@ func testRelayCrashes(t *testing.T, store string) {
 	}
 	relayKills, busyRelayKills, workerKills := 0, 0, 0
 	var res result
-	// Kills every 0.3 to 1 s (as soon as events are pending) until the
+	// Kills every 0.2 to 1 s (as soon as events are pending) until the
 	// clients are done, and at least four.
 	for done := false; !done || relayKills < 4; {
 		select {
@@ -312,7 +315,7 @@ func testRelayCrashes(t *testing.T, store string) {
 			if relayKills%2 == 0 {
 				i := rand.IntN(len(workers))
 				workers[i].kill()
-				workers[i] = l.startWorker(wargs...)
+				workers[i] = l.startWorker(killedWorkerArgs...)
 				allWorkers = append(allWorkers, workers[i])
 				workerKills++
 			}
