@@ -79,7 +79,10 @@ type Config struct {
 	// Receivers is how many goroutines long-poll SQS. Defaults to one per
 	// 10 messages of capacity (Concurrency+Prefetch), between 1 and 8, and,
 	// with the default Prefetch, one more per 10 slots receive-ahead may
-	// add (at most 8 more), which poll only while it adds slots.
+	// add (at most 8 more), which poll only while it adds slots. With the
+	// default, how many poll at once follows the queue: one on an idle
+	// queue, all of them on a backlog (see docs/architecture.md). A
+	// Receivers you set all poll, always.
 	Receivers int
 	// WaitTime is the long-poll wait (WaitTimeSeconds), 1s to 20s. Defaults
 	// to 20s.
@@ -148,6 +151,10 @@ type Config struct {
 	// receive-ahead adds slots; set by withDefaults when both Prefetch and
 	// Receivers are left at their defaults.
 	aheadReceivers int
+	// adaptReceivers: how many receivers poll at once follows the queue
+	// (see pollers); set by withDefaults when Receivers is left at its
+	// default.
+	adaptReceivers bool
 }
 
 // NoPrefetch, as [Config.Prefetch], turns prefetch off.
@@ -193,6 +200,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		// Receive-ahead's slots come with receivers of their own, which
 		// poll only while it adds slots.
 		cfg.aheadReceivers = min((cfg.receiveAhead+9)/10, 8)
+		cfg.adaptReceivers = true
 	}
 	if cfg.Receivers > capacity {
 		bad("Receivers (%d) is more than Concurrency+Prefetch (%d): each receiver needs a free slot", cfg.Receivers, capacity)

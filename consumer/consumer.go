@@ -190,6 +190,9 @@ type runner struct {
 	settler  *settler
 
 	capacity *capacity
+	// pollers bounds the receive calls at once (nil when Receivers was
+	// set: every receiver polls).
+	pollers *pollers
 	// slotDone frees a capacity slot once a message's settle call returned
 	// (FIFO queues: until then the message still holds its group, so
 	// receiving in its place would only find locked groups). Nil on
@@ -245,6 +248,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	}
 	if q.fifo {
 		r.slotDone = func() { r.capacity.release(1) }
+	}
+	if cfg.adaptReceivers {
+		r.pollers = newPollers(cfg.Receivers+cfg.aheadReceivers, cfg.WaitTime)
 	}
 	pcfg := cfg
 	pcfg.Logger = r.log
@@ -394,18 +400,26 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 	)
 	defer func() { r.capacity.unreserve(n) }()
 	for {
+		if n == 0 && ahead && !r.capacity.ahead(ctx) {
+			return
+		}
+		// A turn first, then the slots: a receiver waiting for its turn
+		// holds none.
+		t, ok := r.pollers.acquire(ctx)
+		if !ok {
+			return
+		}
 		if n == 0 {
-			if ahead && !r.capacity.ahead(ctx) {
-				return
-			}
 			var err error
 			if n, at, err = r.capacity.reserve(ctx, sqslimits.MaxBatchEntries); err != nil {
+				t.done(-1, 0)
 				return
 			}
 		}
 		if ctx.Err() != nil {
 			// Shutting down: no new receive (its call would run under
 			// callCtx, which outlives ctx for the calls already in flight).
+			t.done(-1, 0)
 			return
 		}
 		in := &sqs.ReceiveMessageInput{
@@ -429,9 +443,15 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		// A response lost on a reused connection must not hang the
 		// receiver: bound the call by the long-poll wait plus a margin.
 		cctx, cancel := context.WithTimeout(callCtx, r.cfg.WaitTime+10*time.Second)
+		t.calling()
 		out, err := r.cfg.Client.ReceiveMessage(cctx, in)
 		returned := time.Now()
 		cancel()
+		if err != nil {
+			t.done(-1, 0)
+		} else {
+			t.done(n, len(out.Messages))
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
