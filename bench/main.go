@@ -7,6 +7,7 @@
 //
 //	bench [-n N] [-runs R] [-only rows] [-md FILE] [-svg FILE]   print (and write) the table
 //	bench drain -queue-url URL -n N [-concurrency C] [-handler-delay D]
+//	bench produce -queue-url URL -n N -rate R   send N messages at R/s (the offered-load rows' producer)
 package main
 
 import (
@@ -28,6 +29,9 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "drain" {
 		return runDrain(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "produce" {
+		return runProduce(ctx, args[1:], stderr)
 	}
 	if err := runTable(ctx, args, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)

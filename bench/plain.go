@@ -53,6 +53,13 @@ func preloadGroups(ctx context.Context, client *sqs.Client, queueURL string, n, 
 	return g.Wait()
 }
 
+// plainAPI is what the plain loops call: an *sqs.Client, or the bench's
+// counting wrapper of one.
+type plainAPI interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+}
+
 // plainLoop drains n messages with the simplest correct SDK loop: pollers
 // goroutines each ReceiveMessage(10) then DeleteMessageBatch. It is the
 // limit a framework is measured against. It returns messages/s from the
@@ -63,7 +70,7 @@ func preloadGroups(ctx context.Context, client *sqs.Client, queueURL string, n, 
 // count, the FIFO group and the sqsonce-id, and hands the rest to the
 // handler), so that the SDK's cost of decoding them is in both; bare asks
 // for none.
-func plainLoop(ctx context.Context, client *sqs.Client, queueURL string, n, pollers int, bare bool) (rate float64, cpuPerMsg time.Duration, err error) {
+func plainLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers int, bare bool) (rate float64, cpuPerMsg time.Duration, err error) {
 	return plainWorkLoop(ctx, client, queueURL, n, pollers, 10, bare, nil)
 }
 
@@ -71,7 +78,7 @@ func plainLoop(ctx context.Context, client *sqs.Client, queueURL string, n, poll
 // messages, runs work for each of them at once (i counts messages from 1),
 // waits for all, then deletes the batch: the textbook consumer loop. A
 // failed work stops the loop with its error.
-func plainWorkLoop(ctx context.Context, client *sqs.Client, queueURL string, n, pollers, batch int, bare bool, work func(i int) error) (rate float64, cpuPerMsg time.Duration, err error) {
+func plainWorkLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers, batch int, bare bool, work func(i int) error) (rate float64, cpuPerMsg time.Duration, err error) {
 	cpu0 := cpuTime()
 	var deleted, next atomic.Int64
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)

@@ -130,7 +130,7 @@ type bench struct {
 const minRuns = 5
 
 // rowSets are the parts of the table, in order, by their -only names.
-var rowSets = []string{"noop", "io", "fifo", "dedupe", "idem", "outbox", "postgres", "telemetry", "heartbeat", "latency", "memory"}
+var rowSets = []string{"noop", "offered", "io", "fifo", "dedupe", "idem", "outbox", "postgres", "telemetry", "heartbeat", "latency", "memory"}
 
 func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -204,7 +204,7 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	b := &bench{ctx: ctx, client: client, ddb: ddb, env: e, n: *n, runs: *runs, quick: *quick, errw: stderr}
 	started := time.Now()
 	steps := map[string]func() ([]row, error){
-		"noop": b.noop, "io": b.ioBound, "fifo": b.fifo, "dedupe": b.dedupeRows,
+		"noop": b.noop, "offered": b.offered, "io": b.ioBound, "fifo": b.fifo, "dedupe": b.dedupeRows,
 		"idem": b.idemRows, "outbox": b.outboxRows, "postgres": b.postgresRows, "telemetry": b.telemetryRows,
 		"heartbeat": b.heartbeatCost, "latency": b.latency, "memory": b.memory,
 	}

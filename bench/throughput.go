@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"sync/atomic"
@@ -90,7 +91,12 @@ func (b *bench) standardPollers() (int, error) {
 // pairs is the symmetric comparison: a warm-up of the sqsonce side (the
 // plain side's warm-up chose its poller count), then b.runs rounds of one
 // plain run followed by one sqsonce run.
+//
+// Each side runs under the profiler label side=plain or side=sqsonce (the
+// goroutines it starts inherit it), so a -cpuprofile splits the CPU by
+// side: go tool pprof -tagfocus side=sqsonce -top bench FILE.
 func (b *bench) pairs(label string, plain func() error, sq func() error, warm bool) error {
+	plain, sq = labelled("plain", plain), labelled("sqsonce", sq)
 	if warm {
 		if err := sq(); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
@@ -106,6 +112,14 @@ func (b *bench) pairs(label string, plain func() error, sq func() error, warm bo
 		fmt.Fprintf(b.errw, "bench:   %s: run %d of %d done\n", label, i+1, b.runs)
 	}
 	return nil
+}
+
+// labelled runs fn under the profiler label side=side.
+func labelled(side string, fn func() error) func() error {
+	return func() (err error) {
+		pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) { err = fn() })
+		return err
+	}
 }
 
 // interleaved is the note every row with a limit carries.

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// offeredRate is the offered load of the CPU-at-a-steady-rate rows: well
+// under what either side drains on the local stack (15,000–30,000 msgs/s),
+// so that both keep up and run for the same time.
+const offeredRate = 5000
+
+// offered: the Go CPU per no-op message when both sides keep up with the
+// same steady load, sent by a separate process.
+//
+// Why a second CPU row: when a side drains a full queue, the two emulators
+// and the Go process share two cores and every run is CPU-bound; the Go
+// process then burns a nearly constant share of a core (scheduler, GC,
+// network), whatever its rate, so its CPU per message is mostly the
+// inverse of its rate, and the drain row's CPU ratio follows the
+// throughput ratio run by run. At a steady offered rate both sides run for
+// the same time, and the difference is the work each does per message,
+// idle polling included.
+func (b *bench) offered() ([]row, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	pollers, err := b.standardPollers()
+	if err != nil {
+		return nil, err
+	}
+	n := max(b.n, 100)
+	var plainCPU, cpu, plainReqs, reqs sample
+	warm := true
+	err = b.pairs("offered", func() error {
+		var c time.Duration
+		var calls int64
+		err := b.withProducer(exe, n, "offered-plain", func(q string) (err error) {
+			counting := newCounting(b.client, n)
+			_, c, err = plainLoop(b.ctx, counting, q, n, 4, false)
+			calls = total(counting.snapshot())
+			return err
+		})
+		plainCPU, plainReqs = append(plainCPU, micros(c)), append(plainReqs, float64(calls)/float64(n))
+		return err
+	}, func() error {
+		var res runResult
+		err := b.withProducer(exe, n, "offered", func(q string) (err error) {
+			res, err = runConsumer(b.ctx, b.client, q, n, runOpts{concurrency: 32})
+			return err
+		})
+		if warm {
+			warm = false
+			return err
+		}
+		cpu, reqs = append(cpu, micros(res.cpu)), append(reqs, float64(total(res.calls))/float64(n))
+		return err
+	}, true)
+	if err != nil {
+		return nil, err
+	}
+	const g = "CPU and requests per message"
+	load := fmt.Sprintf("%d msgs/s offered by a separate process (SendMessageBatch of 10), %d messages per run", offeredRate, n)
+	return []row{
+		row{group: g, name: fmt.Sprintf("Go CPU per message, no-op, at %d msgs/s offered", offeredRate), value: cpu, limit: plainCPU, ratio: ratios(cpu, plainCPU), unit: "µs",
+			note: b.interleaved() + "; " + load + fmt.Sprintf("; sqsonce at conc 32 against the plain loop (%d pollers, as in the no-op row, asking for the same attributes), each timed from its start to its last delete; "+
+				"both keep up, so both run for the same time: the difference is the work per message (idle receives included), which the drain row cannot show on a machine the emulators keep busy", pollers)}.with(atMost(1.1)),
+		{group: g, name: fmt.Sprintf("SQS requests per message at %d msgs/s offered", offeredRate), value: reqs, limit: plainReqs, ratio: ratios(reqs, plainReqs), unit: "req/msg",
+			note: "the same runs; receives and delete batches; at a steady rate a receive returns with what has arrived, so both make more than 0.2"},
+	}, nil
+}
+
+// withProducer runs run on a fresh empty queue while a separate process
+// (this binary's produce command) sends n messages to it at offeredRate,
+// and again when the emulator lost a receive (see clean).
+func (b *bench) withProducer(exe string, n int, name string, run func(queueURL string) error) error {
+	return b.clean(name, func() error {
+		q, err := b.env.queue(b.ctx, name, false)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(b.ctx)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, exe, "produce", "-queue-url", q, "-n", strconv.Itoa(n), "-rate", strconv.Itoa(offeredRate))
+		cmd.Stdout, cmd.Stderr = io.Discard, b.errw
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("producer: %w", err)
+		}
+		runErr := run(q)
+		if runErr != nil {
+			cancel()
+		}
+		if err := cmd.Wait(); err != nil && runErr == nil {
+			return fmt.Errorf("producer: %w", err)
+		}
+		return runErr
+	})
+}
+
+// runProduce sends N messages to a queue at a steady rate, in batches of
+// 10 (the bench's offered-load rows run it as a separate process, so its
+// CPU is not counted against either side).
+func runProduce(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench produce", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	queueURL := fs.String("queue-url", "", "queue to send to (required)")
+	n := fs.Int("n", 0, "messages to send (required)")
+	rate := fs.Int("rate", 0, "messages per second, at least 100 (required)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *queueURL == "" || *n <= 0 || *rate < 100 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: bench produce -queue-url URL -n N -rate R (R ≥ 100)")
+		return 2
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench produce:", err)
+		return 1
+	}
+	client := sqs.NewFromConfig(cfg)
+	// Every 10 ms, the messages due in it; a tick that falls behind is
+	// caught up by the next (the rate holds over the run).
+	const tick = 10 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	start := time.Now()
+	for sent := 0; sent < *n; {
+		<-t.C
+		due := min(int(time.Since(start).Seconds()*float64(*rate)), *n)
+		if due <= sent {
+			continue
+		}
+		if err := preloadWith(ctx, client, *queueURL, due-sent, func(int) string { return "{}" }); err != nil {
+			fmt.Fprintln(stderr, "bench produce:", err)
+			return 1
+		}
+		sent = due
+	}
+	return 0
+}
