@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,9 +39,9 @@ func (b *bench) offered() ([]row, error) {
 	}
 	n := max(b.n, 100)
 	plainRun := func(pollers int) (cpu time.Duration, reqs float64, err error) {
-		err = b.withProducer(exe, n, "offered-plain", func(q string) (err error) {
+		err = b.withProducer(exe, n, "offered-plain", func(ctx context.Context, q string) (err error) {
 			counting := newCounting(b.client, n)
-			_, cpu, err = plainLoop(b.ctx, counting, q, n, pollers, false)
+			_, cpu, err = plainLoop(ctx, counting, q, n, pollers, false)
 			reqs = float64(total(counting.snapshot())) / float64(n)
 			return err
 		})
@@ -67,8 +68,8 @@ func (b *bench) offered() ([]row, error) {
 		return err
 	}, func() error {
 		var res runResult
-		err := b.withProducer(exe, n, "offered", func(q string) (err error) {
-			res, err = runConsumer(b.ctx, b.client, q, n, runOpts{concurrency: 32})
+		err := b.withProducer(exe, n, "offered", func(ctx context.Context, q string) (err error) {
+			res, err = runConsumer(ctx, b.client, q, n, runOpts{concurrency: 32})
 			return err
 		})
 		if warm {
@@ -96,28 +97,43 @@ func (b *bench) offered() ([]row, error) {
 
 // withProducer runs run on a fresh empty queue while a separate process
 // (this binary's produce command) sends n messages to it at offeredRate,
-// and again when the emulator lost a receive (see clean).
-func (b *bench) withProducer(exe string, n int, name string, run func(queueURL string) error) error {
+// and again when the emulator lost a receive (see clean). A producer that
+// fails ends run's context, so run does not wait for messages that will
+// never come.
+func (b *bench) withProducer(exe string, n int, name string, run func(ctx context.Context, queueURL string) error) error {
 	return b.clean(name, func() error {
 		q, err := b.env.queue(b.ctx, name, false)
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithCancel(b.ctx)
-		defer cancel()
+		ctx, cancel := context.WithCancelCause(b.ctx)
+		defer cancel(nil)
 		cmd := exec.CommandContext(ctx, exe, "produce", "-queue-url", q, "-n", strconv.Itoa(n), "-rate", strconv.Itoa(offeredRate))
 		cmd.Stdout, cmd.Stderr = io.Discard, b.errw
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("producer: %w", err)
 		}
-		runErr := run(q)
+		produced := make(chan error, 1)
+		go func() {
+			err := cmd.Wait()
+			if err != nil {
+				err = fmt.Errorf("producer: %w", err)
+				cancel(err)
+			}
+			produced <- err
+		}()
+		runErr := run(ctx, q)
 		if runErr != nil {
-			cancel()
+			cancel(runErr)
 		}
-		if err := cmd.Wait(); err != nil && runErr == nil {
-			return fmt.Errorf("producer: %w", err)
+		switch perr := <-produced; {
+		case perr != nil && errors.Is(context.Cause(ctx), perr):
+			return perr // it failed first: run stopped for it
+		case runErr != nil:
+			return runErr
+		default:
+			return perr
 		}
-		return runErr
 	})
 }
 
