@@ -232,9 +232,14 @@ func (c *capacity) add(n int, finished bool) {
 	}
 }
 
-func (c *capacity) signal() {
+func (c *capacity) signal() { wakeOne(c.wake) }
+
+// wakeOne wakes one goroutine waiting on ch (a channel of capacity one),
+// or none when a wake-up is already pending: the woken one re-checks, and
+// passes the wake-up on when there is room for another.
+func wakeOne(ch chan struct{}) {
 	select {
-	case c.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

@@ -107,9 +107,4 @@ func (t *turn) end(asked, got int) {
 	})
 }
 
-func (p *pollers) signal() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
+func (p *pollers) signal() { wakeOne(p.wake) }
