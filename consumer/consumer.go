@@ -447,11 +447,11 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		out, err := r.cfg.Client.ReceiveMessage(cctx, in)
 		returned := time.Now()
 		cancel()
-		if err != nil {
-			t.done(-1, 0)
-		} else {
-			t.done(n, len(out.Messages))
+		got := -1 // failed: the limit stays
+		if err == nil {
+			got = len(out.Messages)
 		}
+		t.done(n, got)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -75,8 +75,9 @@ func (t *turn) calling() {
 	}
 }
 
-// done ends the turn of a call that asked for asked messages and got got
-// (-1: the call failed, or never started), and adjusts the limit.
+// done ends the turn of a call that asked for asked messages and got got,
+// and adjusts the limit; -1 for either (the call failed, or never
+// started) leaves it.
 func (t *turn) done(asked, got int) {
 	if t == nil {
 		return
@@ -96,7 +97,7 @@ func (t *turn) end(asked, got int) {
 		case asked < 0 || got < 0:
 		case got >= asked:
 			p.limit = min(p.limit+1, p.most)
-		case got < asked:
+		default:
 			p.limit = max(p.limit-1, 1)
 		}
 		room := p.active < p.limit
