@@ -61,19 +61,17 @@ func (b *bench) offered() ([]row, error) {
 		}
 	}
 	var plainCPU, cpu, plainReqs, reqs sample
-	warm := true
 	err = b.pairs("offered", func() error {
 		c, r, err := plainRun(pollers)
 		plainCPU, plainReqs = append(plainCPU, micros(c)), append(plainReqs, r)
 		return err
-	}, func() error {
+	}, func(warmup bool) error {
 		var res runResult
 		err := b.withProducer(exe, n, "offered", func(ctx context.Context, q string) (err error) {
 			res, err = runConsumer(ctx, b.client, q, n, runOpts{concurrency: 32})
 			return err
 		})
-		if warm {
-			warm = false
+		if warmup {
 			return err
 		}
 		cpu, reqs = append(cpu, micros(res.cpu)), append(reqs, float64(total(res.calls))/float64(n))

@@ -34,7 +34,7 @@ func (b *bench) telemetryRows() ([]row, error) {
 		res, err := b.sqsonceOnce("otel-off", false, 0, off)
 		offRate, offCPU, offAllocs = append(offRate, res.rate), append(offCPU, micros(res.cpu)), append(offAllocs, res.allocs)
 		return err
-	}, func() error {
+	}, func(bool) error {
 		res, err := b.sqsonceOnce("otel-on", false, 0, on)
 		onRate, onCPU, onAllocs = append(onRate, res.rate), append(onCPU, micros(res.cpu)), append(onAllocs, res.allocs)
 		return err

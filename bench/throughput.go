@@ -89,16 +89,18 @@ func (b *bench) standardPollers() (int, error) {
 }
 
 // pairs is the symmetric comparison: a warm-up of the sqsonce side (the
-// plain side's warm-up chose its poller count), then b.runs rounds of one
-// plain run followed by one sqsonce run.
+// plain side's warm-up chose its poller count) when warm is set, then
+// b.runs rounds of one plain run followed by one sqsonce run. sq is told
+// whether its run is the warm-up, whose figures it discards.
 //
 // Each side runs under the profiler label side=plain or side=sqsonce (the
 // goroutines it starts inherit it), so a -cpuprofile splits the CPU by
 // side: go tool pprof -tagfocus side=sqsonce -top bench FILE.
-func (b *bench) pairs(label string, plain func() error, sq func() error, warm bool) error {
-	plain, sq = labelled("plain", plain), labelled("sqsonce", sq)
+func (b *bench) pairs(label string, plain func() error, sq func(warmup bool) error, warm bool) error {
+	plain = labelled("plain", plain)
+	sqRun := func(warmup bool) error { return labelled("sqsonce", func() error { return sq(warmup) })() }
 	if warm {
-		if err := sq(); err != nil {
+		if err := sqRun(true); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -106,7 +108,7 @@ func (b *bench) pairs(label string, plain func() error, sq func() error, warm bo
 		if err := plain(); err != nil {
 			return fmt.Errorf("run %d, plain: %w", i+1, err)
 		}
-		if err := sq(); err != nil {
+		if err := sqRun(false); err != nil {
 			return fmt.Errorf("run %d, sqsonce: %w", i+1, err)
 		}
 		fmt.Fprintf(b.errw, "bench:   %s: run %d of %d done\n", label, i+1, b.runs)
@@ -135,7 +137,6 @@ func (b *bench) noop() ([]row, error) {
 		return nil, err
 	}
 	var plainRate, plainCPU, bareRate, bareCPU, rate, cpu, reqs sample
-	warm := true
 	err = b.pairs("no-op", func() error {
 		r, c, err := b.plainOnce(false, 0, pollers)
 		plainRate, plainCPU = append(plainRate, r), append(plainCPU, micros(c))
@@ -145,10 +146,9 @@ func (b *bench) noop() ([]row, error) {
 		r, c, err = b.plainOnceAsking(false, 0, pollers, true)
 		bareRate, bareCPU = append(bareRate, r), append(bareCPU, micros(c))
 		return err
-	}, func() error {
+	}, func(warmup bool) error {
 		res, err := b.sqsonceOnce("noop", false, 0, runOpts{concurrency: 32})
-		if warm {
-			warm = false
+		if warmup {
 			return err
 		}
 		rate, cpu = append(rate, res.rate), append(cpu, micros(res.cpu))
@@ -206,12 +206,11 @@ func (b *bench) ioBound() ([]row, error) {
 		makespan := listSchedule(c.times, conc)
 		ideal := float64(len(c.times)) / makespan.Seconds()
 		var limit, rate, slept sample
-		warm := true
 		err := b.pairs(c.label, func() error {
 			r, _, err := b.plainOnce(false, 0, pollers)
 			limit = append(limit, min(r, ideal))
 			return err
-		}, func() error {
+		}, func(warmup bool) error {
 			var next, over *atomic.Int64 // handlers started; their time beyond what they asked for
 			res, err := b.sqsonceOnce(c.label, false, 0, runOpts{concurrency: conc, newHandler: func() consumer.Handler {
 				next, over = new(atomic.Int64), new(atomic.Int64)
@@ -224,8 +223,7 @@ func (b *bench) ioBound() ([]row, error) {
 					return err
 				})
 			}})
-			if warm {
-				warm = false
+			if warmup {
 				return err
 			}
 			rate = append(rate, res.rate)
@@ -334,16 +332,14 @@ func (b *bench) fifo() ([]row, error) {
 			return nil, err
 		}
 		var limit, rate, receives, deletes sample
-		warm := true
 		label := fmt.Sprintf("fifo-%d", c.groups)
 		err = b.pairs(label, func() error {
 			r, _, err := b.plainOnce(true, c.groups, pollers)
 			limit = append(limit, r)
 			return err
-		}, func() error {
+		}, func(warmup bool) error {
 			res, err := b.sqsonceOnce(label, true, c.groups, runOpts{concurrency: 32})
-			if warm {
-				warm = false
+			if warmup {
 				return err
 			}
 			rate = append(rate, res.rate)
