@@ -209,8 +209,9 @@ func editDistance(a, b string) int {
 // parseAge parses a Go duration, or a whole number of days ("7d").
 func parseAge(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
+		// Digits only: Atoi would also take a sign ("+0d", "-0d").
 		days, err := strconv.Atoi(n)
-		if err != nil || days < 0 || days > 100000 {
+		if err != nil || n == "" || strings.TrimLeft(n, "0123456789") != "" || days > 100000 {
 			return 0, fmt.Errorf("age %q: want a duration such as 90m, 2h or 7d", s)
 		}
 		return time.Duration(days) * 24 * time.Hour, nil
