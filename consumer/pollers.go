@@ -7,13 +7,20 @@ import (
 )
 
 // pollers bounds how many receive calls run at once when Receivers is
-// left at its default: between one and every receiver, one more after a
-// receive that came back full (the queue has a backlog: another call at
-// once finds messages too), one fewer after one that came back with fewer
-// than it asked for (the queue had no more for it: receivers polling at
-// once only split what arrives, each call a request, and on a FIFO queue
-// they share the few unlocked groups). An idle queue is long-polled by one
-// receiver; a backlog brings the others back within a few receives.
+// left at its default: between one and every receiver. One fewer after a
+// receive that came back with fewer messages than it asked for (the queue
+// had no more for it: receivers polling at once only split what arrives,
+// each call a request, and on a FIFO queue they share the few unlocked
+// groups). One more after need receives in a row came back full: a full
+// receive says the queue had that many, not that another call at once
+// would find more (a producer that sends batches of ten fills every
+// receive of a queue one receiver keeps up with), so each added call is a
+// probe. Once the added call and those at once with it came back full,
+// the probe held and need halves; a receive that came back short first
+// means it failed, and need doubles, up to maxNeed. A steady backlog
+// thus brings every receiver back within a few receives, while a queue
+// one receiver keeps up with is polled by one, with a probe now and then.
+// An idle queue is long-polled by one receiver.
 //
 // A call in flight for longer than its long poll plus a second (a
 // response the network lost, which the call's own timeout ends later)
@@ -23,13 +30,21 @@ type pollers struct {
 	active int // calls in flight that count
 	limit  int // calls allowed at once
 	most   int // every receiver
-	wake   chan struct{}
+	// need is how many full receives in a row add a call; full counts
+	// them; probe is how many more full receives confirm the last call
+	// added (0: none is on probation).
+	need, full, probe int
+	wake              chan struct{}
 	// overdue is how long a call counts: the long poll plus a margin.
 	overdue time.Duration
 }
 
+// maxNeed bounds pollers.need: after failed probes, a backlog that
+// starts still adds a call within this many full receives.
+const maxNeed = 16
+
 func newPollers(receivers int, wait time.Duration) *pollers {
-	return &pollers{limit: receivers, most: receivers, wake: make(chan struct{}, 1), overdue: wait + time.Second}
+	return &pollers{limit: receivers, most: receivers, need: 1, wake: make(chan struct{}, 1), overdue: wait + time.Second}
 }
 
 // turn is one receive call's place among the pollers.
@@ -96,8 +111,13 @@ func (t *turn) end(asked, got int) {
 		switch {
 		case asked < 0 || got < 0:
 		case got >= asked:
-			p.limit = min(p.limit+1, p.most)
+			p.grow()
 		default:
+			p.full = 0
+			if p.probe > 0 {
+				p.probe = 0
+				p.need = min(p.need*2, maxNeed)
+			}
 			p.limit = max(p.limit-1, 1)
 		}
 		room := p.active < p.limit
@@ -106,6 +126,23 @@ func (t *turn) end(asked, got int) {
 			p.signal()
 		}
 	})
+}
+
+// grow counts a full receive (p.mu held): it confirms the call on
+// probation once enough came back full, and adds one after need in a row.
+func (p *pollers) grow() {
+	if p.probe > 0 {
+		if p.probe--; p.probe == 0 {
+			p.need = max(p.need/2, 1)
+		}
+	}
+	if p.full++; p.full >= p.need && p.limit < p.most {
+		p.limit++
+		p.full = 0
+		// The new call and the others at once: every one must come back
+		// full before a receive comes back short.
+		p.probe = p.limit
+	}
 }
 
 func (p *pollers) signal() { wakeOne(p.wake) }
