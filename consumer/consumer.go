@@ -250,7 +250,7 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		r.slotDone = func() { r.capacity.release(1) }
 	}
 	if cfg.adaptReceivers {
-		r.pollers = newPollers(cfg.Receivers+cfg.aheadReceivers, cfg.WaitTime)
+		r.pollers = newPollers(cfg.Receivers+cfg.aheadReceivers, cfg.WaitTime, q.fifo)
 	}
 	pcfg := cfg
 	pcfg.Logger = r.log

@@ -12,7 +12,7 @@ import (
 // held halves it. A short receive outside a probe removes a call and
 // leaves need alone.
 func TestPollersProbe(t *testing.T) {
-	p := newPollers(4, time.Second)
+	p := newPollers(4, time.Second, false)
 	recv := func(asked, got int) {
 		t.Helper()
 		tr, ok := p.acquire(context.Background())
@@ -79,4 +79,18 @@ func TestPollersProbe(t *testing.T) {
 	need := p.need
 	recv(10, 2) // a short receive outside a probe: one call fewer, need kept
 	check(p.most-1, need)
+}
+
+// TestPollersFIFO: on a FIFO queue a short receive refutes no probe
+// (locked groups make receives short on a backlog too): need stays 1, so
+// every full receive adds a call.
+func TestPollersFIFO(t *testing.T) {
+	p := newPollers(4, time.Second, true)
+	for _, got := range []int{0, 0, 0, 10, 3, 10} {
+		tr, _ := p.acquire(context.Background())
+		tr.done(10, got)
+	}
+	if p.limit != 2 || p.need != 1 {
+		t.Fatalf("limit %d, need %d; want 2, 1", p.limit, p.need)
+	}
 }
