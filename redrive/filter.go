@@ -211,7 +211,7 @@ func parseAge(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		// Digits only: Atoi would also take a sign ("+0d", "-0d").
 		days, err := strconv.Atoi(n)
-		if err != nil || n == "" || strings.TrimLeft(n, "0123456789") != "" || days > 100000 {
+		if err != nil || strings.TrimLeft(n, "0123456789") != "" || days > 100000 {
 			return 0, fmt.Errorf("age %q: want a duration such as 90m, 2h or 7d", s)
 		}
 		return time.Duration(days) * 24 * time.Hour, nil
