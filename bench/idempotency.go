@@ -185,23 +185,27 @@ func (b *bench) idemRows() ([]row, error) {
 	var bare, bareCPU, plainNew, plainNewCPU, idemNew, idemNewCPU, plainRe, plainReCPU, idemRe, idemReCPU sample
 	if err := b.interleave("idempotency", func(round int) ([]float64, error) {
 		key := func(i int) string { return fmt.Sprintf("r%d-%d", round, i) }
-		var figs []float64 // each step's rate, then its CPU per request
-		for _, step := range []struct {
-			path     string
-			replayed bool
-		}{{"/bare", false}, {"/plain", false}, {"/idem", false}, {"/plain", true}, {"/idem", true}} {
-			rate, cpu, err := httpLoad(ctx, client, base+step.path, n, key, step.replayed)
-			if err != nil {
-				return nil, err
+		figs := make([]float64, 10) // each step's rate, then its CPU per request
+		step := func(k int, path string, replayed bool) func() error {
+			return func() error {
+				rate, cpu, err := httpLoad(ctx, client, base+path, n, key, replayed)
+				figs[2*k], figs[2*k+1] = rate, micros(cpu)
+				return err
 			}
-			figs = append(figs, rate, micros(cpu))
+		}
+		// New keys first, then their replays; each group in turn.
+		if err := inTurn(round, step(0, "/bare", false), step(1, "/plain", false), step(2, "/idem", false)); err != nil {
+			return nil, err
+		}
+		if err := inTurn(round, step(3, "/plain", true), step(4, "/idem", true)); err != nil {
+			return nil, err
 		}
 		return figs, nil
 	}, &bare, &bareCPU, &plainNew, &plainNewCPU, &idemNew, &idemNewCPU, &plainRe, &plainReCPU, &idemRe, &idemReCPU); err != nil {
 		return nil, err
 	}
 	const g = "Idempotency-Key middleware, DynamoDB"
-	how := fmt.Sprintf("%s, in the order bare, plain new, new, plain replay, replay; %d POSTs per run from %d clients to an in-process net/http server on loopback",
+	how := fmt.Sprintf("%s, new keys (bare, plain, middleware) then their replays (plain, middleware), each group forwards and backwards in turn; %d POSTs per run from %d clients to an in-process net/http server on loopback",
 		b.interleaved(), n, idemConcurrency)
 	return []row{
 		row{group: g, name: "Idempotency-Key, new key vs handler + the store's 2 writes", value: idemNew, limit: plainNew, ratio: ratios(idemNew, plainNew), unit: "req/s",

@@ -157,44 +157,46 @@ type textbookRelay interface {
 
 // relayRows measures a relay against the plain send loop and the textbook
 // relay loop, interleaved: a warm-up round, then b.runs rounds of (plain
-// send, textbook relay, sqsonce relay), each on a fresh queue, the
-// outboxes filled (untimed) before their relay starts: the relay's by
-// commit, which commits its events in one transaction of the store.
+// send, textbook relay, sqsonce relay; backwards every other round), each
+// on a fresh queue, the outboxes filled (untimed) before their relay
+// starts: the relay's by commit, which commits its events in one
+// transaction of the store.
 func (b *bench) relayRows(label string, n int, store outbox.Store, commit func(ctx context.Context, evs []outbox.Event) error, tb textbookRelay) (relay, plain, textbook sample, err error) {
 	ctx := b.ctx
 	err = b.interleave(label, func(round int) ([]float64, error) {
 		evs := outboxEvents(fmt.Sprintf("%s%d", label, round), n)
-		q, err := b.env.queue(ctx, label+"-plain", false)
-		if err != nil {
-			return nil, err
-		}
-		p, err := plainSend(ctx, b.client, q, evs)
-		if err != nil {
-			return nil, err
-		}
-		if err := tb.preload(ctx, evs); err != nil {
-			return nil, fmt.Errorf("preload the textbook outbox: %w", err)
-		}
-		q1, err := b.env.queue(ctx, label+"-textbook", false)
-		if err != nil {
-			return nil, err
-		}
-		t, err := tb.relay(ctx, b.client, q1, n)
-		if err != nil {
-			return nil, fmt.Errorf("textbook relay: %w", err)
-		}
-		if err := fillOutbox(ctx, evs, commit); err != nil {
-			return nil, fmt.Errorf("preload the outbox: %w", err)
-		}
-		q2, err := b.env.queue(ctx, label+"-relay", false)
-		if err != nil {
-			return nil, err
-		}
-		r, err := relayRun(ctx, b.client, store, q2, n)
-		if err != nil {
-			return nil, err
-		}
-		return []float64{p, t, r}, nil
+		var p, t, r float64
+		err := inTurn(round, func() error {
+			q, err := b.env.queue(ctx, label+"-plain", false)
+			if err != nil {
+				return err
+			}
+			p, err = plainSend(ctx, b.client, q, evs)
+			return err
+		}, func() error {
+			if err := tb.preload(ctx, evs); err != nil {
+				return fmt.Errorf("preload the textbook outbox: %w", err)
+			}
+			q, err := b.env.queue(ctx, label+"-textbook", false)
+			if err != nil {
+				return err
+			}
+			if t, err = tb.relay(ctx, b.client, q, n); err != nil {
+				return fmt.Errorf("textbook relay: %w", err)
+			}
+			return nil
+		}, func() error {
+			if err := fillOutbox(ctx, evs, commit); err != nil {
+				return fmt.Errorf("preload the outbox: %w", err)
+			}
+			q, err := b.env.queue(ctx, label+"-relay", false)
+			if err != nil {
+				return err
+			}
+			r, err = relayRun(ctx, b.client, store, q, n)
+			return err
+		})
+		return []float64{p, t, r}, err
 	}, &plain, &textbook, &relay)
 	return relay, plain, textbook, err
 }

@@ -44,11 +44,11 @@ func writeMarkdown(w io.Writer, m runMeta, rows []row) error {
 		m.command, m.date.Format("2006-01-02 15:04 MST"), m.goVer, m.cpus, m.elapsed.Round(time.Second))
 	fmt.Fprintf(bw, "The same machine ran the SQS and DynamoDB emulators, and it is shared, so the figures are noisy;\n"+
 		"each figure with a limit stands next to that limit, measured in the same run on the same servers.\n\n")
-	fmt.Fprintf(bw, "How to read it: a row with a limit ran each side %d times, interleaved (plain, sqsonce, plain, …)\n"+
-		"after a warm-up of each. Figures are medians with the spread (min–max) of those runs; the ratio is\n"+
-		"sqsonce's run divided by the plain run beside it, median (min–max). \"met\" judges the median ratio\n"+
-		"(or the median value) against the target; \"no\" is printed as it is. Throughput runs drain %s\n"+
-		"messages each.\n\n", m.runs, thousands(int64(m.n)))
+	fmt.Fprintf(bw, "How to read it: a row with a limit ran each side %d times, interleaved, the side that goes first\n"+
+		"taking turns (plain, sqsonce; sqsonce, plain; …), after a warm-up of each. Figures are medians with\n"+
+		"the spread (min–max) of those runs; the ratio is sqsonce's run divided by the plain run beside it,\n"+
+		"median (min–max). \"met\" judges the median ratio (or the median value) against the target; \"no\" is\n"+
+		"printed as it is. Throughput runs drain %s messages each.\n\n", m.runs, thousands(int64(m.n)))
 	fmt.Fprintf(bw, "The SQS emulator now and then loses a ReceiveMessage response after handing its messages out (the SDK\n"+
 		"retries the call; those messages stay invisible for their 30 s visibility timeout). A run in which that\n"+
 		"happened measures the emulator, not the loop: it was run again on a fresh queue (%d runs this time).\n\n", m.redone)

@@ -9,7 +9,8 @@ import (
 
 // interleave is how a row with a limit is measured: a warm-up round, then
 // b.runs rounds, each measuring every side of the comparison once, in
-// turn, so that drift in the stack reaches both sides alike. round runs
+// turn (inTurn: forwards, then backwards), so that drift in the stack
+// reaches every side alike. round runs
 // one round and returns one figure a side, in the order of into; each
 // measured round's figures are appended to those samples (the warm-up's
 // are dropped), and its end is reported as "<label>: run i of n done".
@@ -29,6 +30,21 @@ func (b *bench) interleave(label string, round func(round int) ([]float64, error
 			*into[i] = append(*into[i], f)
 		}
 		fmt.Fprintf(b.errw, "bench:   %s: run %d of %d done\n", label, r, b.runs)
+	}
+	return nil
+}
+
+// inTurn runs steps in order on even rounds and in reverse on odd ones,
+// so that no side of a comparison always runs after another: a stack that
+// slows down or warms up as a round goes on reaches each side alike.
+func inTurn(round int, steps ...func() error) error {
+	for i := range steps {
+		if round%2 == 1 {
+			i = len(steps) - 1 - i
+		}
+		if err := steps[i](); err != nil {
+			return err
+		}
 	}
 	return nil
 }

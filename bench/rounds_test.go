@@ -42,6 +42,25 @@ func TestInterleave(t *testing.T) {
 	}
 }
 
+// TestInTurn: even rounds run the steps forwards, odd rounds backwards,
+// and the first error stops the round.
+func TestInTurn(t *testing.T) {
+	t.Parallel()
+	for round, want := range []string{"abc", "cba", "abc"} {
+		var got strings.Builder
+		step := func(s string) func() error { return func() error { got.WriteString(s); return nil } }
+		if err := inTurn(round, step("a"), step("b"), step("c")); err != nil || got.String() != want {
+			t.Errorf("round %d ran %q (%v), want %q", round, got.String(), err, want)
+		}
+	}
+	boom := errors.New("boom")
+	var ran []string
+	err := inTurn(1, func() error { ran = append(ran, "a"); return nil }, func() error { ran = append(ran, "b"); return boom })
+	if !errors.Is(err, boom) || fmt.Sprint(ran) != "[b]" {
+		t.Errorf("a failing step: %v after %v, want boom after [b]", err, ran)
+	}
+}
+
 type otherError struct{}
 
 func (otherError) Error() string { return "other" }

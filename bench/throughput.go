@@ -90,8 +90,9 @@ func (b *bench) standardPollers() (int, error) {
 
 // pairs is the symmetric comparison: a warm-up of the sqsonce side (the
 // plain side's warm-up chose its poller count) when warm is set, then
-// b.runs rounds of one plain run followed by one sqsonce run. sq is told
-// whether its run is the warm-up, whose figures it discards.
+// b.runs rounds of one plain run and one sqsonce run, the plain one first
+// in every other round (inTurn). sq is told whether its run is the
+// warm-up, whose figures it discards.
 //
 // Each side runs under the profiler label side=plain or side=sqsonce (the
 // goroutines it starts inherit it), so a -cpuprofile splits the CPU by
@@ -105,11 +106,19 @@ func (b *bench) pairs(label string, plain func() error, sq func(warmup bool) err
 		}
 	}
 	for i := range b.runs {
-		if err := plain(); err != nil {
-			return fmt.Errorf("run %d, plain: %w", i+1, err)
-		}
-		if err := sqRun(false); err != nil {
-			return fmt.Errorf("run %d, sqsonce: %w", i+1, err)
+		err := inTurn(i, func() error {
+			if err := plain(); err != nil {
+				return fmt.Errorf("run %d, plain: %w", i+1, err)
+			}
+			return nil
+		}, func() error {
+			if err := sqRun(false); err != nil {
+				return fmt.Errorf("run %d, sqsonce: %w", i+1, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		fmt.Fprintf(b.errw, "bench:   %s: run %d of %d done\n", label, i+1, b.runs)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
-	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
 
 // DynamoDB's TransactWriteItems limits.
@@ -278,20 +277,7 @@ func decodeCancel(writes []types.TransactWriteItem, reasons []types.Cancellation
 func (h *txHandler) commit(ctx context.Context, key, fp string, writes []types.TransactWriteItem, now time.Time) error {
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, writes...)
-	items = append(items, types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(h.s.table),
-		Item: map[string]types.AttributeValue{
-			AttrPK:          str(h.s.PK(key)),
-			AttrStatus:      str(dedupe.StatusCompleted),
-			AttrToken:       str(leasekey.NewToken()),
-			AttrFingerprint: str(fp),
-			AttrExpiresAt:   num(now.Add(h.s.ttl).Unix()),
-		},
-		ConditionExpression:                 aws.String(dynamolease.ClaimCondition),
-		ExpressionAttributeNames:            dynamolease.ClaimNames(),
-		ExpressionAttributeValues:           dynamolease.ClaimValues(now),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}})
+	items = append(items, types.TransactWriteItem{Put: h.s.lease().CompletedPut(h.s.PK(key), fp, now)})
 	_, err := h.s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return err
 }

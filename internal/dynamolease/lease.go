@@ -174,6 +174,27 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 	}
 }
 
+// CompletedPut records pk as COMPLETED at now with no lease before it:
+// the put a transaction commits next to the writes it makes once. It takes
+// the key on ClaimCondition, as Claim does, and returns the old item when
+// that fails.
+func (t *Table) CompletedPut(pk, fingerprint string, now time.Time) *types.Put {
+	return &types.Put{
+		TableName: aws.String(t.Name),
+		Item: map[string]types.AttributeValue{
+			AttrPK:          Str(pk),
+			AttrStatus:      Str(StatusCompleted),
+			AttrToken:       Str(leasekey.NewToken()),
+			AttrFingerprint: Str(fingerprint),
+			AttrExpiresAt:   Num(now.Add(t.TTL).Unix()),
+		},
+		ConditionExpression:                 aws.String(ClaimCondition),
+		ExpressionAttributeNames:            ClaimNames(),
+		ExpressionAttributeValues:           ClaimValues(now),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
 // Record is a lease record as read back.
 type Record struct {
 	Status      string
