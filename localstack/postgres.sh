@@ -14,6 +14,8 @@
 # .stack/postgres). Run as root, the server runs as the unprivileged
 # `postgres` user (the Debian package's). SQSONCE_POSTGRES_PORT fixes the
 # port; PG_BINDIR names the directory holding initdb, pg_ctl and postgres.
+# SQSONCE_POSTGRES_OFFER_PORTS: ports to try first, in order, before free
+# ones (a test hands out a port it holds).
 #
 # The cluster is for tests and local development: fsync is off and the only
 # role (sqsonce, a superuser) has the password sqsonce.
@@ -76,10 +78,15 @@ as_owner() {
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# free_port: a port nothing answers on, below the kernel's ephemeral range
+# where it can (a client socket's local port there makes the bind fail
+# although nothing listens on it).
 free_port() {
-	local p i
+	local p i lo=32768 span=40000
+	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+	[ "$lo" -gt 21024 ] && span=$((lo - 20000))
 	for i in $(seq 1 50); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((20000 + RANDOM % span))
 		port_open "$p" || { echo "$p"; return; }
 	done
 	die "no free port found on 127.0.0.1"
@@ -127,16 +134,22 @@ CONF
 }
 
 start() {
-	local p attempt
+	local p attempt offers
+	read -ra offers <<<"${SQSONCE_POSTGRES_OFFER_PORTS:-}"
 	for attempt in 1 2 3 4 5; do
-		p=${SQSONCE_POSTGRES_PORT:-$(free_port)}
+		p=${SQSONCE_POSTGRES_PORT:-}
+		if [ -z "$p" ] && [ ${#offers[@]} -gt 0 ]; then
+			p=${offers[0]} offers=("${offers[@]:1}")
+		fi
+		[ -n "$p" ] || p=$(free_port)
 		# ALTER SYSTEM's file: the port survives restarts and is read back by port().
 		as_owner sh -c "printf 'port = %s\n' '$p' >'$data/postgresql.auto.conf'"
 		if as_owner "$bin/pg_ctl" start -D "$data" -l "$logfile" -w -t 60 -o "-p $p" >/dev/null 2>&1; then
 			return 0
 		fi
 		[ -n "${SQSONCE_POSTGRES_PORT:-}" ] && break
-		port_open "$p" || break # not a port clash: give up
+		# A clash: something answers there, or the bind failed.
+		port_open "$p" || tail -5 "$logfile" 2>/dev/null | grep -q 'Address already in use' || break
 		say "port $p was taken: trying another"
 	done
 	tail -20 "$logfile" >&2 || true
