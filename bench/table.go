@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -195,6 +197,10 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		// DynamoDB Local omits the CRC32 header on error responses.
 		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
+		// Room for every call the rows make at once (32 handlers): with
+		// the SDK's 10 idle connections per host, each call beyond 10
+		// would open a connection and close it after.
+		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.MaxIdleConnsPerHost = 64 })
 	})
 	e, err := newEnv(ctx, client, ddb)
 	if err != nil {

@@ -235,5 +235,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
+	if cfg.Client != nil {
+		cfg.Client = newPooledSQS(cfg.Client, cfg.calls())
+	}
 	return cfg, errors.Join(errs...)
 }

@@ -268,8 +268,7 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	r.hb = hb
-	// As many delete (and visibility) calls at once as receives.
-	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, max(8, cfg.Receivers+cfg.aheadReceivers), r.log)
+	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, cfg.settlers(), r.log)
 	r.settler.obs = cfg.Observer
 	r.settler.hold = hb
 	if q.fifo {

@@ -7,9 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -137,7 +139,13 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 	}
 	if s.dedupeTable != "" {
 		store, err := dynamo.New(dynamo.Config{
-			Client:    dynamodb.NewFromConfig(awsCfg),
+			// A connection kept for each handler: the SDK keeps 10 per
+			// host, and each call beyond them would open its own.
+			Client: dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+				o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+					t.MaxIdleConnsPerHost = max(s.concurrency, awshttp.DefaultHTTPTransportMaxIdleConnsPerHost)
+				})
+			}),
 			Table:     s.dedupeTable,
 			Namespace: cmp.Or(s.queueName, s.queueURL),
 			Logger:    logger,

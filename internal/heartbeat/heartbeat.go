@@ -45,6 +45,9 @@ func (e *EntryError) Error() string {
 	return fmt.Sprintf("heartbeat: extension refused: %s: %s", e.Code, e.Message)
 }
 
+// DefaultParallel is Config.Parallel's default.
+const DefaultParallel = 4
+
 // Config configures a Heartbeat.
 type Config struct {
 	// Client makes the ChangeMessageVisibilityBatch calls. Required.
@@ -66,7 +69,8 @@ type Config struct {
 	// CallTimeout bounds each ChangeMessageVisibilityBatch call. Defaults
 	// to Interval.
 	CallTimeout time.Duration
-	// Parallel is how many batch calls a tick makes at once. Defaults to 4.
+	// Parallel is how many batch calls a tick makes at once. Defaults to
+	// DefaultParallel.
 	Parallel int
 	// OnTick, when set, runs at the end of every tick (the consumer uses it
 	// to extend dedupe leases). It must return within about an Interval.
@@ -118,7 +122,7 @@ func New(cfg Config) (*Heartbeat, error) {
 		return nil, fmt.Errorf("heartbeat: MaxLifetime %s must be between 0 and 12h", cfg.MaxLifetime)
 	}
 	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, cfg.Interval)
-	cfg.Parallel = cmp.Or(cfg.Parallel, 4)
+	cfg.Parallel = cmp.Or(cfg.Parallel, DefaultParallel)
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}

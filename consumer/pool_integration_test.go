@@ -1,0 +1,84 @@
+package consumer_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/testenv"
+)
+
+// countedConn counts its Close in closed.
+type countedConn struct {
+	net.Conn
+	closed *atomic.Int64
+	once   atomic.Bool
+}
+
+func (c *countedConn) Close() error {
+	if c.once.CompareAndSwap(false, true) {
+		c.closed.Add(1)
+	}
+	return c.Conn.Close()
+}
+
+// TestConnectionsKept: a consumer on an *sqs.Client with the SDK's own HTTP
+// client, wrapped as users wrap clients, drains a backlog at Concurrency
+// 32 on about as many connections as it makes calls at once. The SDK keeps
+// 10 idle connections per host, fewer than the consumer's calls at once,
+// and closed the connection of most calls beyond them, so each needed a
+// new one (a TLS handshake, on AWS): about 12 per 1,000 messages here.
+func TestConnectionsKept(t *testing.T) {
+	t.Parallel()
+	var dials, closed atomic.Int64
+	client := sqs.NewFromConfig(testenv.Config(t), func(o *sqs.Options) {
+		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			d := &net.Dialer{Timeout: 5 * time.Second}
+			tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				conn, err := d.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				dials.Add(1)
+				return &countedConn{Conn: conn, closed: &closed}, nil
+			}
+		})
+	})
+	queueURL, _ := testenv.QueueWithDLQ(t, client, testenv.Prefix(t), testenv.QueueOptions{VisibilityTimeout: 30})
+	const n = 8000
+	sendN(t, client, queueURL, n, nil)
+
+	var handled atomic.Int64
+	c, err := consumer.New(consumer.Config{
+		Client:      &countingClient{SQSAPI: client},
+		QueueURL:    queueURL,
+		Concurrency: 32,
+		Handler: consumer.HandlerFunc(func(context.Context, *consumer.Message) error {
+			handled.Add(1)
+			return nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dials0, closed0 := dials.Load(), closed.Load()
+	stop := runConsumer(t, c)
+	waitFor(t, 60*time.Second, "every message handled", func() bool { return handled.Load() >= n })
+	dialed, closedRunning := dials.Load()-dials0, closed.Load()-closed0
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	t.Logf("%d messages: %d connections opened, %d closed while running", n, dialed, closedRunning)
+	// About 21 calls at once at Concurrency 32, and a few connections
+	// the emulator closes to open again.
+	if dialed > 40 {
+		t.Errorf("%d connections opened for %d messages (%d closed while running): want the pool to keep them", dialed, n, closedRunning)
+	}
+}
