@@ -128,28 +128,22 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 	// writes (the same items, conditions and return values).
 	own := &dynamolease.Table{Client: b.ddb, Name: table, TTL: dedupe.DefaultTTL, Now: time.Now, LenientFingerprint: true, ErrNotOwner: dedupe.ErrNotOwner}
 	leaseDDB, txDDB := &countingDDB{Client: b.ddb}, &countingDDB{Client: b.ddb}
-	err := inTurn(round, func() (err error) {
-		f.putLimit, err = b.plainWork(ctx, "plain-put", n, func(i int) error {
-			_, err := b.ddb.PutItem(ctx, &dynamodb.PutItemInput{
-				TableName: aws.String(table),
-				Item: map[string]types.AttributeValue{
-					"pk": sAttr(fmt.Sprintf("plain#%d#%d", round, i)), "status": sAttr("IN_PROGRESS"), "token": sAttr("t"),
-					"lease_until": nAttr(now.Add(time.Minute).UnixMilli()), "expires_at": nAttr(now.Add(time.Hour).Unix()),
-				},
-				ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :now"),
-				ExpressionAttributeValues:           map[string]types.AttributeValue{":now": nAttr(now.Unix())},
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			})
-			return err
+	err := inTurn(round, b.plainStep(ctx, &f.putLimit, "plain-put", "plain PutItem loop", n, func(i int) error {
+		_, err := b.ddb.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(table),
+			Item: map[string]types.AttributeValue{
+				"pk": sAttr(fmt.Sprintf("plain#%d#%d", round, i)), "status": sAttr("IN_PROGRESS"), "token": sAttr("t"),
+				"lease_until": nAttr(now.Add(time.Minute).UnixMilli()), "expires_at": nAttr(now.Add(time.Hour).Unix()),
+			},
+			ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :now"),
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":now": nAttr(now.Unix())},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
-		if err != nil {
-			return fmt.Errorf("plain PutItem loop: %w", err)
-		}
-		return nil
-	}, func() (err error) {
+		return err
+	}),
 		// Lease mode's claim and complete as a plain loop: what the
 		// middleware costs on top of the writes it needs.
-		f.pairLimit, err = b.plainWork(ctx, "plain-pair", n, func(i int) error {
+		b.plainStep(ctx, &f.pairLimit, "plain-pair", "plain claim+complete loop", n, func(i int) error {
 			pk := fmt.Sprintf("pair#%d#%d", round, i)
 			r, err := own.Claim(ctx, pk, benchFingerprint, time.Minute)
 			if err != nil {
@@ -159,23 +153,17 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 				return fmt.Errorf("claim %s: outcome %d", pk, r.Outcome)
 			}
 			return own.Complete(ctx, r.Token, own.CompleteUpdate(pk, r.Token, "", nil, nil))
-		})
-		if err != nil {
-			return fmt.Errorf("plain claim+complete loop: %w", err)
-		}
-		return nil
-	}, func() error {
-		// Lease mode: claim, no-op handler, complete.
-		leaseStore, err := dynamo.New(dynamo.Config{Client: leaseDDB, Table: table, Namespace: "lease"})
-		if err != nil {
+		}), func() error {
+			// Lease mode: claim, no-op handler, complete.
+			leaseStore, err := dynamo.New(dynamo.Config{Client: leaseDDB, Table: table, Namespace: "lease"})
+			if err != nil {
+				return err
+			}
+			lease, err := b.consumeUnique(ctx, "lease", n, &leaseDDB.writes, runOpts{concurrency: dedupeConcurrency,
+				middleware: []consumer.Middleware{dedupe.Middleware(leaseStore, dedupe.Options{})}})
+			f.lease = lease.rate
 			return err
-		}
-		lease, err := b.consumeUnique(ctx, "lease", n, &leaseDDB.writes, runOpts{concurrency: dedupeConcurrency,
-			middleware: []consumer.Middleware{dedupe.Middleware(leaseStore, dedupe.Options{})}})
-		f.lease = lease.rate
-		return err
-	}, func() (err error) {
-		f.txLimit, err = b.plainWork(ctx, "plain-tx", n, func(i int) error {
+		}, b.plainStep(ctx, &f.txLimit, "plain-tx", "plain TransactWriteItems loop", n, func(i int) error {
 			_, err := b.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 				{Put: &types.Put{
 					TableName: aws.String(table),
@@ -188,40 +176,30 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 				{Update: counterUpdate(effects, "plain-counter-", int64(i))},
 			}})
 			return err
-		})
-		if err != nil {
-			return fmt.Errorf("plain TransactWriteItems loop: %w", err)
-		}
-		return nil
-	}, func() (err error) {
+		}),
 		// Transactional mode's own transaction as a plain loop: the
 		// effect, then the COMPLETED record on the claim condition.
-		f.ownTxLimit, err = b.plainWork(ctx, "plain-own-tx", n, func(i int) error {
+		b.plainStep(ctx, &f.ownTxLimit, "plain-own-tx", "plain own-transaction loop", n, func(i int) error {
 			_, err := b.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 				{Update: counterUpdate(effects, "plain-own-counter-", int64(i))},
 				{Put: own.CompletedPut(fmt.Sprintf("owntx#%d#%d", round, i), benchFingerprint, time.Now())},
 			}})
 			return err
-		})
-		if err != nil {
-			return fmt.Errorf("plain own-transaction loop: %w", err)
-		}
-		return nil
-	}, func() error {
-		// Transactional mode: the effect and the dedupe record in one
-		// TransactWriteItems.
-		txStore, err := dynamo.New(dynamo.Config{Client: txDDB, Table: table, Namespace: "tx"})
-		if err != nil {
+		}), func() error {
+			// Transactional mode: the effect and the dedupe record in one
+			// TransactWriteItems.
+			txStore, err := dynamo.New(dynamo.Config{Client: txDDB, Table: table, Namespace: "tx"})
+			if err != nil {
+				return err
+			}
+			var counter atomic.Int64
+			tx, err := b.consumeUnique(ctx, "tx", n, &txDDB.writes, runOpts{concurrency: dedupeConcurrency,
+				handler: dynamo.Transactional(txStore, func(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
+					return []types.TransactWriteItem{{Update: counterUpdate(effects, "counter-", counter.Add(1))}}, nil
+				}, nil)})
+			f.tx = tx.rate
 			return err
-		}
-		var counter atomic.Int64
-		tx, err := b.consumeUnique(ctx, "tx", n, &txDDB.writes, runOpts{concurrency: dedupeConcurrency,
-			handler: dynamo.Transactional(txStore, func(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
-				return []types.TransactWriteItem{{Update: counterUpdate(effects, "counter-", counter.Add(1))}}, nil
-			}, nil)})
-		f.tx = tx.rate
-		return err
-	})
+		})
 	if err != nil {
 		return f, err
 	}
@@ -253,6 +231,17 @@ func (b *bench) plainWork(ctx context.Context, name string, n int, work func(i i
 		return err
 	})
 	return rate, err
+}
+
+// plainStep is a round's step that runs plainWork into rate, its error
+// naming the loop.
+func (b *bench) plainStep(ctx context.Context, rate *float64, name, loop string, n int, work func(i int) error) func() error {
+	return func() (err error) {
+		if *rate, err = b.plainWork(ctx, name, n, work); err != nil {
+			return fmt.Errorf("%s: %w", loop, err)
+		}
+		return nil
+	}
 }
 
 // consumeUnique runs the consumer over n messages with distinct ids on a

@@ -137,20 +137,15 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 		now := t.Now()
 		token := leasekey.NewToken()
 		until := now.Add(d)
+		p := t.claimPut(pk, StatusInProgress, token, fingerprint, now)
+		p.Item[AttrLeaseUntil] = Num(until.UnixMilli())
 		_, err := t.Client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: aws.String(t.Name),
-			Item: map[string]types.AttributeValue{
-				AttrPK:          Str(pk),
-				AttrStatus:      Str(StatusInProgress),
-				AttrLeaseUntil:  Num(until.UnixMilli()),
-				AttrToken:       Str(token),
-				AttrFingerprint: Str(fingerprint),
-				AttrExpiresAt:   Num(now.Add(t.TTL).Unix()),
-			},
-			ConditionExpression:                 aws.String(ClaimCondition),
-			ExpressionAttributeNames:            ClaimNames(),
-			ExpressionAttributeValues:           ClaimValues(now),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			TableName:                           p.TableName,
+			Item:                                p.Item,
+			ConditionExpression:                 p.ConditionExpression,
+			ExpressionAttributeNames:            p.ExpressionAttributeNames,
+			ExpressionAttributeValues:           p.ExpressionAttributeValues,
+			ReturnValuesOnConditionCheckFailure: p.ReturnValuesOnConditionCheckFailure,
 		})
 		if err == nil {
 			return Result{Outcome: Claimed, Token: token, LeaseUntil: until}, nil
@@ -179,12 +174,18 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 // the key on ClaimCondition, as Claim does, and returns the old item when
 // that fails.
 func (t *Table) CompletedPut(pk, fingerprint string, now time.Time) *types.Put {
+	return t.claimPut(pk, StatusCompleted, leasekey.NewToken(), fingerprint, now)
+}
+
+// claimPut writes a record of status and token on ClaimCondition at now,
+// returning the old item when that fails.
+func (t *Table) claimPut(pk, status, token, fingerprint string, now time.Time) *types.Put {
 	return &types.Put{
 		TableName: aws.String(t.Name),
 		Item: map[string]types.AttributeValue{
 			AttrPK:          Str(pk),
-			AttrStatus:      Str(StatusCompleted),
-			AttrToken:       Str(leasekey.NewToken()),
+			AttrStatus:      Str(status),
+			AttrToken:       Str(token),
 			AttrFingerprint: Str(fingerprint),
 			AttrExpiresAt:   Num(now.Add(t.TTL).Unix()),
 		},
