@@ -236,12 +236,7 @@ func (b *bench) plainWork(ctx context.Context, name string, n int, work func(i i
 // plainStep is a round's step that runs plainWork into rate, its error
 // naming the loop.
 func (b *bench) plainStep(ctx context.Context, rate *float64, name, loop string, n int, work func(i int) error) func() error {
-	return func() (err error) {
-		if *rate, err = b.plainWork(ctx, name, n, work); err != nil {
-			return fmt.Errorf("%s: %w", loop, err)
-		}
-		return nil
-	}
+	return measured(rate, loop, func() (float64, error) { return b.plainWork(ctx, name, n, work) })
 }
 
 // consumeUnique runs the consumer over n messages with distinct ids on a

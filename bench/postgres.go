@@ -208,8 +208,8 @@ func (b *bench) pgDedupe(pool *pgxpool.Pool) ([]row, error) {
 	var plain, tx sample
 	if err := b.interleave("postgres dedupe", func(round int) ([]float64, error) {
 		var p, t float64
-		err := inTurn(round, func() (err error) {
-			p, err = workers(n, pgConcurrency, func(i int) error {
+		err := inTurn(round, measured(&p, "textbook transaction loop", func() (float64, error) {
+			return workers(n, pgConcurrency, func(i int) error {
 				id := fmt.Sprintf("plain-%d-%d", round, i)
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 					tag, err := tx.Exec(ctx, `INSERT INTO processed_messages (message_id) VALUES ($1) ON CONFLICT DO NOTHING`, id)
@@ -222,19 +222,11 @@ func (b *bench) pgDedupe(pool *pgxpool.Pool) ([]row, error) {
 					return credit(ctx, tx, id)
 				})
 			})
-			if err != nil {
-				return fmt.Errorf("textbook transaction loop: %w", err)
-			}
-			return nil
-		}, func() (err error) {
-			t, err = workers(n, pgConcurrency, func(i int) error {
+		}), measured(&t, "transactional", func() (float64, error) {
+			return workers(n, pgConcurrency, func(i int) error {
 				return h.Handle(ctx, consumertest.NewMessage(`{"amount":1}`, consumertest.WithID(fmt.Sprintf("tx-%d-%d", round, i))))
 			})
-			if err != nil {
-				return fmt.Errorf("transactional: %w", err)
-			}
-			return nil
-		})
+		}))
 		return []float64{p, t}, err
 	}, &plain, &tx); err != nil {
 		return nil, err

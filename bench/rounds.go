@@ -49,6 +49,17 @@ func inTurn(round int, steps ...func() error) error {
 	return nil
 }
 
+// measured is a round's step (for inTurn) that stores measure's figure in
+// into, its error naming what was measured.
+func measured(into *float64, what string, measure func() (float64, error)) func() error {
+	return func() (err error) {
+		if *into, err = measure(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+}
+
 // workers calls fn for i in 1..n from the given number of goroutines and
 // returns calls per second. An error stops its worker; the first is
 // returned once all have stopped.

@@ -61,6 +61,21 @@ func TestInTurn(t *testing.T) {
 	}
 }
 
+// TestMeasured: the figure lands in its place; an error names what was
+// measured and wraps the cause.
+func TestMeasured(t *testing.T) {
+	t.Parallel()
+	var f float64
+	if err := measured(&f, "loop", func() (float64, error) { return 42, nil })(); err != nil || f != 42 {
+		t.Errorf("measured: %v, figure %v; want nil, 42", err, f)
+	}
+	boom := errors.New("boom")
+	err := measured(&f, "loop", func() (float64, error) { return 0, boom })()
+	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "loop: ") {
+		t.Errorf("measured: %v, want boom named loop", err)
+	}
+}
+
 type otherError struct{}
 
 func (otherError) Error() string { return "other" }
