@@ -253,7 +253,7 @@ func (b *bench) consumeUnique(ctx context.Context, name string, n int, counter *
 }
 
 // onUnique runs run on a fresh queue holding n messages with distinct ids,
-// again on another fresh queue when the emulator lost a receive (see
+// again on another fresh queue when a receive response was lost (see
 // clean).
 func (b *bench) onUnique(ctx context.Context, name string, n int, run func(queueURL string) error) error {
 	return b.clean(name, func() error {

@@ -9,11 +9,15 @@ import (
 	smithymw "github.com/aws/smithy-go/middleware"
 )
 
-// The SQS emulator now and then loses a ReceiveMessage response on a
-// reused connection after it handed the messages out; the SDK retries the
-// call, and the messages of the lost response stay invisible until their
-// visibility timeout (30 s) ends. A run hit by it measures the emulator,
-// not the loop: it is run again, on a fresh queue, and counted.
+// A ReceiveMessage response is now and then lost after SQS handed the
+// messages out: net/http closes the connection under the response when its
+// request writer, running late on a busy CPU, drains the request body the
+// SDK has already closed (internal/sdkhttp tells the whole race). The SDK
+// retries the call, and the messages of the lost response stay invisible
+// until their visibility timeout (30 s) ends. sqsonce's calls are guarded
+// against it (sdkhttp.Guard); the plain loops use the SDK as it comes and
+// are not. A run hit by it measures that wait, not the loop: it is run
+// again, on a fresh queue, and counted.
 
 // receiveRetries counts ReceiveMessage attempts beyond the first of a call,
 // on every SQS client of the table.
@@ -46,8 +50,7 @@ type attemptsKey struct{}
 const maxRedo = 3
 
 // clean runs fn (one self-contained run: a fresh queue, its messages, the
-// run) and runs it again while the emulator lost a receive response during
-// it, at most maxRedo times; b.redone counts the runs done again.
+// run) and runs it again while a receive response was lost during it, at most maxRedo times; b.redone counts the runs done again.
 func (b *bench) clean(label string, fn func() error) error {
 	for try := 0; ; try++ {
 		before := receiveRetries.Load()
@@ -58,6 +61,6 @@ func (b *bench) clean(label string, fn func() error) error {
 			return nil
 		}
 		b.redone++
-		fmt.Fprintf(b.errw, "bench:   %s: the emulator lost a ReceiveMessage response (the SDK retried it): run again\n", label)
+		fmt.Fprintf(b.errw, "bench:   %s: a ReceiveMessage response was lost (the SDK retried the call): run again\n", label)
 	}
 }

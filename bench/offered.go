@@ -96,7 +96,7 @@ func (b *bench) offered() ([]row, error) {
 
 // withProducer runs run on a fresh empty queue while a separate process
 // (this binary's produce command) sends n messages to it at offeredRate,
-// and again when the emulator lost a receive (see clean). A producer that
+// and again when a receive response was lost (see clean). A producer that
 // fails ends run's context, so run does not wait for messages that will
 // never come.
 func (b *bench) withProducer(exe string, n int, name string, run func(ctx context.Context, queueURL string) error) error {

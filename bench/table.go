@@ -124,7 +124,7 @@ type bench struct {
 	// skipped says which rows are missing and why (written under the
 	// table).
 	skipped []string
-	// redone counts runs done again after the emulator lost a receive.
+	// redone counts runs done again after a receive response was lost.
 	redone int
 }
 

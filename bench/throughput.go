@@ -16,7 +16,7 @@ import (
 )
 
 // plainOnce drains a fresh queue of b.n messages with the plain loop
-// (again, on a fresh queue, when the emulator lost a receive: see clean).
+// (again, on a fresh queue, when a receive response was lost: see clean).
 func (b *bench) plainOnce(fifo bool, groups, pollers int) (rate float64, cpu time.Duration, err error) {
 	return b.plainOnceAsking(fifo, groups, pollers, false)
 }
@@ -38,7 +38,7 @@ func (b *bench) plainOnceAsking(fifo bool, groups, pollers int, bare bool) (rate
 }
 
 // sqsonceOnce drains a fresh queue of b.n messages through the consumer
-// (again, on a fresh queue, when the emulator lost a receive: see clean;
+// (again, on a fresh queue, when a receive response was lost: see clean;
 // o.newHandler, when set, makes each try's handler).
 func (b *bench) sqsonceOnce(name string, fifo bool, groups int, o runOpts) (res runResult, err error) {
 	err = b.clean(name, func() error {

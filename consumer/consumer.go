@@ -439,8 +439,8 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 			in.ReceiveRequestAttemptId = aws.String(attemptID)
 			start = attemptStart // SQS's 12 hours may count from the first try
 		}
-		// A response lost on a reused connection must not hang the
-		// receiver: bound the call by the long-poll wait plus a margin.
+		// A response lost on the network must not hang the receiver:
+		// bound the call by the long-poll wait plus a margin.
 		cctx, cancel := context.WithTimeout(callCtx, r.cfg.WaitTime+10*time.Second)
 		t.calling()
 		out, err := r.cfg.Client.ReceiveMessage(cctx, in)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsonce/sqsonce/internal/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 )
 
 // calls is how many SQS calls the consumer can have in flight at once:
@@ -25,7 +26,7 @@ func (cfg Config) settlers() int { return max(8, cfg.Receivers+cfg.aheadReceiver
 
 // pooledSQS passes every call on with one more option, pool.option, which
 // makes the call on an HTTP client that keeps enough idle connections for
-// the consumer's calls at once. The SDK's default client keeps 10 per
+// the consumer's calls at once and keeps every response (sdkhttp). The SDK's default client keeps 10 per
 // host: with more calls at once, each call beyond them opens a connection
 // (a TLS handshake, on AWS) and closes it after. The option reaches the
 // SDK's client through any wrapper that passes options on; fakes ignore it.
@@ -81,8 +82,10 @@ func (c *pooledSQS) GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, o
 
 // pool swaps the SDK's own HTTP client (awshttp.BuildableClient, the
 // default) for a copy that keeps n idle connections per host, made once
-// per client it meets; a client that keeps n or more, and any other HTTP
-// client, stay as they are.
+// per client it meets (a client that keeps n or more is used as it is),
+// and guards the client (sdkhttp.Guard) so that no call loses its response
+// to the race between the SDK's request body and net/http; any other HTTP
+// client is guarded alone.
 type pool struct {
 	n    int
 	last atomic.Pointer[poolSwap]
@@ -90,11 +93,16 @@ type pool struct {
 }
 
 // poolSwap is the HTTP client to use in place of from.
-type poolSwap struct{ from, to *awshttp.BuildableClient }
+type poolSwap struct {
+	from *awshttp.BuildableClient
+	to   sqs.HTTPClient
+}
 
 func (p *pool) option(o *sqs.Options) {
-	b, ok := o.HTTPClient.(*awshttp.BuildableClient)
+	inner, _ := sdkhttp.Unwrap(o.HTTPClient) // guarded by an option before this one
+	b, ok := inner.(*awshttp.BuildableClient)
 	if !ok {
+		o.HTTPClient = sdkhttp.Guard(o.HTTPClient)
 		return
 	}
 	if s := p.last.Load(); s != nil && s.from == b {
@@ -105,10 +113,11 @@ func (p *pool) option(o *sqs.Options) {
 	defer p.mu.Unlock()
 	s := p.last.Load()
 	if s == nil || s.from != b {
-		s = &poolSwap{from: b, to: b}
+		to := b
 		if b.GetTransport().MaxIdleConnsPerHost < p.n {
-			s.to = b.WithTransportOptions(func(t *http.Transport) { t.MaxIdleConnsPerHost = p.n })
+			to = b.WithTransportOptions(func(t *http.Transport) { t.MaxIdleConnsPerHost = p.n })
 		}
+		s = &poolSwap{from: b, to: sdkhttp.Guard(to)}
 		p.last.Store(s)
 	}
 	o.HTTPClient = s.to

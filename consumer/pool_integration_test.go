@@ -35,6 +35,9 @@ func (c *countedConn) Close() error {
 // 10 idle connections per host, fewer than the consumer's calls at once,
 // and closed the connection of most calls beyond them, so each needed a
 // new one (a TLS handshake, on AWS): about 12 per 1,000 messages here.
+// No connection is closed while the consumer runs: unguarded (sdkhttp),
+// net/http closed 3 to 5 per run here, each under a call whose request
+// writer ran late, losing that call's response.
 func TestConnectionsKept(t *testing.T) {
 	t.Parallel()
 	var dials, closed atomic.Int64
@@ -76,9 +79,11 @@ func TestConnectionsKept(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	t.Logf("%d messages: %d connections opened, %d closed while running", n, dialed, closedRunning)
-	// About 21 calls at once at Concurrency 32, and a few connections
-	// the emulator closes to open again.
+	// About 21 calls at once at Concurrency 32.
 	if dialed > 40 {
 		t.Errorf("%d connections opened for %d messages (%d closed while running): want the pool to keep them", dialed, n, closedRunning)
+	}
+	if closedRunning > 1 {
+		t.Errorf("%d connections closed while running: want every call's connection kept (sdkhttp.Guard)", closedRunning)
 	}
 }

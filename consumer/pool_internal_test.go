@@ -7,19 +7,23 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 )
 
 // TestPoolOption: the SDK's own HTTP client is swapped for one copy whose
 // pool keeps n idle connections per host and every other transport setting;
-// a client that keeps n or more, and any other HTTP client, stay.
+// a client that keeps n or more, and any other HTTP client, stay. Every
+// client is guarded (sdkhttp).
 func TestPoolOption(t *testing.T) {
 	t.Parallel()
 	p := &pool{n: 21}
 	def := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.IdleConnTimeout = 7 * time.Second })
 	o := sqs.Options{HTTPClient: def}
 	p.option(&o)
-	b, ok := o.HTTPClient.(*awshttp.BuildableClient)
-	if !ok || b == def {
+	inner, guarded := sdkhttp.Unwrap(o.HTTPClient)
+	b, ok := inner.(*awshttp.BuildableClient)
+	if !guarded || !ok || b == def {
 		t.Fatalf("HTTP client %T %p: want a copy of %p", o.HTTPClient, o.HTTPClient, def)
 	}
 	if tr := b.GetTransport(); tr.MaxIdleConnsPerHost != 21 || tr.IdleConnTimeout != 7*time.Second {
@@ -28,10 +32,11 @@ func TestPoolOption(t *testing.T) {
 	if got := def.GetTransport().MaxIdleConnsPerHost; got != awshttp.DefaultHTTPTransportMaxIdleConnsPerHost {
 		t.Errorf("the client's own pool changed to %d", got)
 	}
+	first := o.HTTPClient
 	o = sqs.Options{HTTPClient: def}
 	p.option(&o)
-	if o.HTTPClient != b {
-		t.Errorf("second call: %p, want the same copy %p", o.HTTPClient, b)
+	if o.HTTPClient != first {
+		t.Errorf("second call: %v, want the same guarded copy %v", o.HTTPClient, first)
 	}
 	wide := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.MaxIdleConnsPerHost = 50 })
 	custom := &http.Client{}
@@ -40,8 +45,8 @@ func TestPoolOption(t *testing.T) {
 	}{wide, custom} {
 		o = sqs.Options{HTTPClient: c}
 		p.option(&o)
-		if o.HTTPClient != c {
-			t.Errorf("%T with its own pool was swapped for %p", c, o.HTTPClient)
+		if inner, guarded := sdkhttp.Unwrap(o.HTTPClient); !guarded || inner != c {
+			t.Errorf("%T with its own pool: got %v, want it guarded as it is", c, o.HTTPClient)
 		}
 	}
 }
@@ -70,7 +75,23 @@ func TestPooledWithKeepsCallerOptions(t *testing.T) {
 	if len(order) != 1 {
 		t.Errorf("the caller's option ran %d times", len(order))
 	}
-	if b, ok := o.HTTPClient.(*awshttp.BuildableClient); !ok || b.GetTransport().MaxIdleConnsPerHost != 21 {
+	// A call that guards its client itself (sdkhttp.SQS) still gets the pool.
+	o = sqs.Options{HTTPClient: awshttp.NewBuildableClient()}
+	for _, fn := range c.with([]func(*sqs.Options){sdkhttp.SQS}) {
+		fn(&o)
+	}
+	if inner, _ := sdkhttp.Unwrap(o.HTTPClient); !pooledTo(inner, 21) {
+		t.Errorf("a call guarded by its own option did not get the pool")
+	}
+	inner, _ := sdkhttp.Unwrap(o.HTTPClient)
+	if b, ok := inner.(*awshttp.BuildableClient); !ok || b.GetTransport().MaxIdleConnsPerHost != 21 {
 		t.Errorf("the pool's option did not run last")
 	}
+}
+
+// pooledTo reports whether c is the SDK's client keeping n idle connections
+// per host.
+func pooledTo(c sdkhttp.Doer, n int) bool {
+	b, ok := c.(*awshttp.BuildableClient)
+	return ok && b.GetTransport().MaxIdleConnsPerHost == n
 }

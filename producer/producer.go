@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sqsonce/sqsonce/internal/backoff"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
@@ -367,7 +368,7 @@ func (p *Producer) sendOnce(ctx context.Context, msgs []Message, results []Resul
 	out, err := p.cfg.Client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{
 		QueueUrl: aws.String(p.cfg.QueueURL),
 		Entries:  entries,
-	})
+	}, sdkhttp.SQS)
 	if err != nil {
 		err = fmt.Errorf("producer: send batch: %w", err)
 		for _, idx := range batch {

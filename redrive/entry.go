@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -83,7 +84,7 @@ func (r *Redriver) receive(ctx context.Context, q Queue, n int) (msgs []types.Me
 	for attempt := 0; attempt < 2; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, r.wait+receiveMargin)
 		var out *sqs.ReceiveMessageOutput
-		out, err = r.client.ReceiveMessage(cctx, in)
+		out, err = r.client.ReceiveMessage(cctx, in, sdkhttp.SQS)
 		cancel()
 		if err == nil {
 			return out.Messages, nil
@@ -114,7 +115,7 @@ func (r *Redriver) setVisibility(ctx context.Context, q Queue, handles []string,
 			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(batchID(i)), ReceiptHandle: aws.String(h), VisibilityTimeout: seconds}
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		out, err := r.client.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
+		out, err := r.client.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.URL), Entries: entries}, sdkhttp.SQS)
 		cancel()
 		if err != nil {
 			failed += len(chunk)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -374,7 +375,7 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 		pending := entries
 		for attempt := 0; attempt < 2 && len(pending) > 0; attempt++ {
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
-			out, err := r.client.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(to.URL), Entries: pending})
+			out, err := r.client.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(to.URL), Entries: pending}, sdkhttp.SQS)
 			cancel()
 			if err != nil {
 				if attempt == 1 || ctx.Err() != nil {

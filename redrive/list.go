@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
@@ -195,7 +196,7 @@ func (r *Redriver) oldest(ctx context.Context, q Queue) (time.Duration, error) {
 		WaitTimeSeconds:             0,
 		MessageAttributeNames:       []string{deadletter.AttrFailure},
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},
-	})
+	}, sdkhttp.SQS)
 	if err != nil {
 		return 0, fmt.Errorf("redrive: sample %s: %w", q.Name, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
@@ -642,7 +643,7 @@ func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed 
 				entries[i] = m.entry(it, i)
 			}
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
-			out, e := m.r.client.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest.URL), Entries: entries})
+			out, e := m.r.client.SendMessageBatch(cctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest.URL), Entries: entries}, sdkhttp.SQS)
 			cancel()
 			if e != nil { // the SDK has retried what it could
 				err = fmt.Errorf("redrive: send to %s: %w", dest.Name, e)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -188,7 +189,7 @@ func (p *pass) delete(ctx context.Context, msgs []*consumer.Message) (failed []*
 				entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(batchID(i)), ReceiptHandle: m.Raw.ReceiptHandle}
 			}
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
-			out, err := p.r.client.DeleteMessageBatch(cctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.q.URL), Entries: entries})
+			out, err := p.r.client.DeleteMessageBatch(cctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.q.URL), Entries: entries}, sdkhttp.SQS)
 			cancel()
 			if err != nil {
 				failed = append(failed, chunk...)

@@ -18,6 +18,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/pipeline"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
@@ -474,7 +475,7 @@ func (h *Handler) changeVisibility(ctx context.Context, r *record, secs int32) {
 		QueueUrl:          aws.String(r.url),
 		ReceiptHandle:     aws.String(r.ev.ReceiptHandle),
 		VisibilityTimeout: secs,
-	})
+	}, sdkhttp.SQS)
 	if err != nil {
 		h.log.Warn("sqslambda: change visibility failed; the message comes back when its visibility timeout ends",
 			zap.String("message_id", r.msg.ID), zap.Int32("visibility_seconds", secs), zap.Error(err))

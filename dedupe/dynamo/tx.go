@@ -16,6 +16,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 )
 
 // DynamoDB's TransactWriteItems limits.
@@ -278,7 +279,7 @@ func (h *txHandler) commit(ctx context.Context, key, fp string, writes []types.T
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, writes...)
 	items = append(items, types.TransactWriteItem{Put: h.s.lease().CompletedPut(h.s.PK(key), fp, now)})
-	_, err := h.s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	_, err := h.s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, sdkhttp.DynamoDB)
 	return err
 }
 

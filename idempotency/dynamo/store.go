@@ -19,6 +19,7 @@ import (
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 )
 
 // Defaults.
@@ -335,7 +336,7 @@ func (s *Store) commit(ctx context.Context, key, token string, writes []types.Tr
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, writes...)
 	items = append(items, types.TransactWriteItem{Update: s.completeUpdate(key, token, resp)})
-	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, sdkhttp.DynamoDB)
 	return err
 }
 

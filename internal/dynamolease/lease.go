@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 )
 
 // Attribute names of a lease record.
@@ -146,7 +147,7 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 			ExpressionAttributeNames:            p.ExpressionAttributeNames,
 			ExpressionAttributeValues:           p.ExpressionAttributeValues,
 			ReturnValuesOnConditionCheckFailure: p.ReturnValuesOnConditionCheckFailure,
-		})
+		}, sdkhttp.DynamoDB)
 		if err == nil {
 			return Result{Outcome: Claimed, Token: token, LeaseUntil: until}, nil
 		}
@@ -296,7 +297,7 @@ func (t *Table) Extend(ctx context.Context, pk, token string, d time.Duration) e
 		ConditionExpression:       aws.String(ownedCondition),
 		ExpressionAttributeNames:  map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#lu": AttrLeaseUntil, "#exp": AttrExpiresAt},
 		ExpressionAttributeValues: vals,
-	})
+	}, sdkhttp.DynamoDB)
 	if err != nil {
 		return t.fenced("extend", err)
 	}
@@ -341,7 +342,7 @@ func (t *Table) Complete(ctx context.Context, token string, u *types.Update) err
 		ExpressionAttributeNames:            u.ExpressionAttributeNames,
 		ExpressionAttributeValues:           u.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
-	})
+	}, sdkhttp.DynamoDB)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && CompletedBy(ccf.Item, token) {
 		return nil
@@ -367,7 +368,7 @@ func (t *Table) Release(ctx context.Context, pk, token string) error {
 		ConditionExpression:       aws.String(ownedCondition),
 		ExpressionAttributeNames:  map[string]string{"#tk": AttrToken, "#st": AttrStatus},
 		ExpressionAttributeValues: ownedValues(token),
-	})
+	}, sdkhttp.DynamoDB)
 	if err != nil {
 		return t.fenced("release", err)
 	}

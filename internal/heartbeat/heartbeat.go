@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -337,7 +338,7 @@ func (h *Heartbeat) extend(ctx context.Context, now time.Time, b []*entry) {
 		})
 	}
 	cctx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
-	out, err := h.cfg.Client.ChangeMessageVisibilityBatch(cctx, in)
+	out, err := h.cfg.Client.ChangeMessageVisibilityBatch(cctx, in, sdkhttp.SQS)
 	cancel()
 
 	failed := map[string]types.BatchResultErrorEntry{}

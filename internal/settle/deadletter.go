@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
@@ -201,7 +202,7 @@ func SendDeadLetter(ctx context.Context, client DeadLetterSender, in *sqs.SendMe
 		return dropped, fmt.Errorf("%w: %d bytes even with its reason cut and its attributes dropped, more than the dead-letter queue's MaximumMessageSize of %d",
 			ErrDeadLetterRefused, messageSize(in), cmp.Or(maxSize, sqslimits.MaxMessageBytes))
 	}
-	_, err = client.SendMessage(ctx, in)
+	_, err = client.SendMessage(ctx, in, sdkhttp.SQS)
 	if err == nil || !sqserr.MessageRefused(err) {
 		return dropped, err
 	}
@@ -211,7 +212,7 @@ func SendDeadLetter(ctx context.Context, client DeadLetterSender, in *sqs.SendMe
 		return dropped, fmt.Errorf("%w: %w", ErrDeadLetterRefused, err)
 	}
 	dropped = append(dropped, more...)
-	if _, err2 := client.SendMessage(ctx, in); err2 != nil {
+	if _, err2 := client.SendMessage(ctx, in, sdkhttp.SQS); err2 != nil {
 		if sqserr.MessageRefused(err2) {
 			return dropped, fmt.Errorf("%w, even shrunk to %d bytes: %w", ErrDeadLetterRefused, messageSize(in), err2)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/outbox"
 )
 
@@ -63,7 +64,7 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 	tbl := aws.String(st.cfg.Table)
 	if _, err := st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: tbl, Item: map[string]types.AttributeValue{
 		attrPK: s("r"), attrSK: s(owner), "until": n(untilMs), attrExpiresAt: n(now.Add(24 * time.Hour).Unix()),
-	}}); err != nil {
+	}}, sdkhttp.DynamoDB); err != nil {
 		return nil, fmt.Errorf("outbox/dynamo: register relay: %w", err)
 	}
 	relays, err := st.queryAll(ctx, "r")
@@ -97,7 +98,7 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 		if len(held) >= share { // over its share: let another relay take it
 			_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: tbl, Key: key,
 				ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}})
+				ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, sdkhttp.DynamoDB)
 			if err != nil && !isConditionFailed(err) {
 				return nil, fmt.Errorf("outbox/dynamo: give up partition %d: %w", p, err)
 			}
@@ -107,7 +108,7 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 			UpdateExpression:          aws.String("SET #u = :until"),
 			ConditionExpression:       aws.String("#o = :me"),
 			ExpressionAttributeNames:  map[string]string{"#o": "owner", "#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(untilMs)}})
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(untilMs)}}, sdkhttp.DynamoDB)
 		switch {
 		case err == nil:
 			held = append(held, p)
@@ -129,7 +130,7 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 			Item:                      map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p)), "owner": s(owner), "until": n(untilMs)},
 			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u <= :now"),
 			ExpressionAttributeNames:  map[string]string{"#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}})
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}}, sdkhttp.DynamoDB)
 		switch {
 		case err == nil:
 			held = append(held, p)
@@ -155,7 +156,7 @@ func (st *Store) queryAll(ctx context.Context, pk string) ([]map[string]types.At
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
 			ConsistentRead:            aws.Bool(true),
 			ExclusiveStartKey:         start,
-		})
+		}, sdkhttp.DynamoDB)
 		if err != nil {
 			return nil, fmt.Errorf("outbox/dynamo: query %s: %w", pk, err)
 		}
@@ -361,7 +362,7 @@ func (st *Store) dueIn(ctx context.Context, p int, now time.Time, limit int, pg 
 			in.KeyConditionExpression = aws.String("pk = :pk AND sk > :after")
 			in.ExpressionAttributeValues[":after"] = s(after)
 		}
-		res, err := st.cfg.Client.Query(ctx, in)
+		res, err := st.cfg.Client.Query(ctx, in, sdkhttp.DynamoDB)
 		if err != nil {
 			return nil, fmt.Errorf("outbox/dynamo: query %s: %w", pk, err)
 		}
@@ -426,7 +427,7 @@ func (st *Store) remove(ctx context.Context, reqs []types.WriteRequest) error {
 	for try := 0; len(reqs) > 0; try++ {
 		out, err := st.cfg.Client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
 			RequestItems: map[string][]types.WriteRequest{st.cfg.Table: reqs},
-		})
+		}, sdkhttp.DynamoDB)
 		if err != nil {
 			return fmt.Errorf("outbox/dynamo: remove published events: %w", err)
 		}
@@ -462,7 +463,7 @@ func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, ret
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":a": n(int64(ev.Attempts)), ":r": s(reason), ":n": n(retryAt.UnixMilli()), ":d": &types.AttributeValueMemberBOOL{Value: dead},
 		},
-	})
+	}, sdkhttp.DynamoDB)
 	if err != nil && !isConditionFailed(err) { // gone: another relay published it
 		return fmt.Errorf("outbox/dynamo: record failed send of %s: %w", ev.ID, err)
 	}
@@ -532,7 +533,7 @@ func (st *Store) Requeue(ctx context.Context) (int, error) {
 				UpdateExpression:          aws.String("SET attempts = :z, next_at = :z, dead = :f"),
 				ConditionExpression:       aws.String("attribute_exists(pk)"),
 				ExpressionAttributeValues: map[string]types.AttributeValue{":z": n(0), ":f": &types.AttributeValueMemberBOOL{Value: false}},
-			})
+			}, sdkhttp.DynamoDB)
 			if err != nil && !isConditionFailed(err) {
 				return count, fmt.Errorf("outbox/dynamo: requeue: %w", err)
 			}
@@ -562,13 +563,13 @@ func (st *Store) Release(ctx context.Context, owner string) error {
 		_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(st.cfg.Table), Key: map[string]types.AttributeValue{attrPK: l[attrPK], attrSK: l[attrSK]},
 			ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}})
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, sdkhttp.DynamoDB)
 		if err != nil && !isConditionFailed(err) {
 			errs = append(errs, err)
 		}
 	}
 	_, err = st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.cfg.Table),
-		Key: map[string]types.AttributeValue{attrPK: s("r"), attrSK: s(owner)}})
+		Key: map[string]types.AttributeValue{attrPK: s("r"), attrSK: s(owner)}}, sdkhttp.DynamoDB)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("outbox/dynamo: release: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/outbox"
 )
 
@@ -232,7 +233,7 @@ func (st *Store) Commit(ctx context.Context, build func() ([]types.TransactWrite
 		if items, err = build(); err != nil {
 			return err
 		}
-		_, err = st.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		_, err = st.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, sdkhttp.DynamoDB)
 		if err == nil {
 			return nil
 		}
