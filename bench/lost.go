@@ -15,9 +15,10 @@ import (
 // SDK has already closed (internal/sdkhttp tells the whole race). The SDK
 // retries the call, and the messages of the lost response stay invisible
 // until their visibility timeout (30 s) ends. sqsonce's calls are guarded
-// against it (sdkhttp.Guard); the plain loops use the SDK as it comes and
-// are not. A run hit by it measures that wait, not the loop: it is run
-// again, on a fresh queue, and counted.
+// against it (sdkhttp.Guard), and so are the bench's clients, which the
+// plain loops use; a response lost any other way is still caught here. A
+// run hit by it measures that wait, not the loop: it is run again, on a
+// fresh queue, and counted.
 
 // receiveRetries counts ReceiveMessage attempts beyond the first of a call,
 // on every SQS client of the table.

@@ -52,7 +52,8 @@ func writeMarkdown(w io.Writer, m runMeta, rows []row) error {
 	fmt.Fprintf(bw, "A ReceiveMessage response is now and then lost after SQS handed its messages out: on a busy CPU,\n"+
 		"net/http closes the connection under the response when it drains the request body the SDK has already\n"+
 		"closed (internal/sdkhttp). The SDK retries the call; those messages stay invisible for their 30 s\n"+
-		"visibility timeout. sqsonce's calls are guarded against the race; the plain loops use the SDK as it comes.\n"+
+		"visibility timeout. sqsonce's calls are guarded against the race, and so are the plain loops' here, so\n"+
+		"that the limits measure the loops, not the race; a response lost any other way is still caught.\n"+
 		"A run in which a response was lost measures that wait, not the loop: it was run again on a fresh queue\n"+
 		"(%d runs this time).\n\n", m.redone)
 	if m.runs < minRuns {
