@@ -3,12 +3,10 @@ package consumer_test
 import (
 	"context"
 	"net"
-	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsonce/sqsonce/consumer"
@@ -42,16 +40,9 @@ func TestConnectionsKept(t *testing.T) {
 	t.Parallel()
 	var dials, closed atomic.Int64
 	client := sqs.NewFromConfig(testenv.Config(t), func(o *sqs.Options) {
-		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-			d := &net.Dialer{Timeout: 5 * time.Second}
-			tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				conn, err := d.DialContext(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				dials.Add(1)
-				return &countedConn{Conn: conn, closed: &closed}, nil
-			}
+		o.HTTPClient = testenv.WrappingHTTPClient(func(conn net.Conn) net.Conn {
+			dials.Add(1)
+			return &countedConn{Conn: conn, closed: &closed}
 		})
 	})
 	queueURL, _ := testenv.QueueWithDLQ(t, client, testenv.Prefix(t), testenv.QueueOptions{VisibilityTimeout: 30})

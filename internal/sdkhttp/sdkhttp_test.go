@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
+	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
 // lateConn returns from each Write a while after the bytes went out: the
@@ -35,16 +35,9 @@ func (c lateConn) Write(b []byte) (int, error) {
 // the connections it opens.
 func sqsOn(t *testing.T, srv *httptest.Server, dials *atomic.Int64, guard bool, late time.Duration) *sqs.Client {
 	t.Helper()
-	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-		d := &net.Dialer{Timeout: 5 * time.Second}
-		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			dials.Add(1)
-			return lateConn{Conn: conn, late: late}, nil
-		}
+	hc := testenv.WrappingHTTPClient(func(conn net.Conn) net.Conn {
+		dials.Add(1)
+		return lateConn{Conn: conn, late: late}
 	})
 	return sqs.New(sqs.Options{
 		Region:       "us-east-1",
