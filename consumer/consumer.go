@@ -198,8 +198,11 @@ type runner struct {
 	// receiving in its place would only find locked groups). Nil on
 	// standard queues, where the slot is freed when the settle is queued.
 	slotDone func()
+	// freed counts the slots slotDone freed that batchDone has not yet
+	// handed back to capacity.
+	freed atomic.Int64
 	// unsettled counts messages received and not yet queued to the
-	// settler.
+	// settler (see queued).
 	unsettled atomic.Int64
 	queue     chan *inflight  // standard queues: received messages for the Concurrency workers
 	ready     chan *lane      // FIFO queues: lanes with a message to run, for the Concurrency workers
@@ -247,7 +250,10 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		lanes:    map[string]*lane{},
 	}
 	if q.fifo {
-		r.slotDone = func() { r.capacity.release(1) }
+		// Slots come back a batch at a time: freed one by one, a waiting
+		// receiver would take the first few (when the workers idle) and
+		// ask for that many, a short receive, each a call.
+		r.slotDone = func() { r.freed.Add(1) }
 	}
 	if cfg.adaptReceivers {
 		r.pollers = newPollers(cfg.Receivers+cfg.aheadReceivers, cfg.WaitTime, q.fifo)
@@ -276,6 +282,11 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		// received message is queued, send what is queued without waiting
 		// for full batches.
 		r.settler.idle = func() bool { return r.unsettled.Load() == 0 }
+		r.settler.batchDone = func() {
+			if n := r.freed.Swap(0); n > 0 {
+				r.capacity.release(int(n))
+			}
+		}
 	}
 	return r, nil
 }
@@ -658,14 +669,27 @@ func (r *runner) release(m *inflight, why error) {
 // the delete fails, so the message stays invisible (and is not handled
 // again) while the delete is tried again.
 func (r *runner) settle(m *inflight, secs int32) {
-	r.unsettled.Add(-1)
 	if secs < 0 {
 		r.hb.Suspend(m.handle)
 		r.settler.delete(m.handle, m.msg, r.slotDone)
-		return
+	} else {
+		r.hb.Remove(m.handle)
+		r.settler.changeVisibility(m.handle, m.msg, secs, r.slotDone)
 	}
-	r.hb.Remove(m.handle)
-	r.settler.changeVisibility(m.handle, m.msg, secs, r.slotDone)
+	r.queued()
+}
+
+// queued counts a received message as settled: its op is queued, or it
+// needs none. Only after the op is queued: a settler that saw no message
+// unsettled while this one's op was still on its way would send a partial
+// batch, and this op alone after it (on a FIFO queue, two delete calls
+// where one would do, each unlocking part of a receive's groups, so that
+// the next receives come back short). The last one nudges the settler,
+// which may have found its last op before the count reached zero.
+func (r *runner) queued() {
+	if r.unsettled.Add(-1) == 0 && r.settler.idle != nil {
+		r.settler.nudge()
+	}
 }
 
 // process runs m's handler and settles it.
@@ -734,7 +758,7 @@ func (r *runner) deadLetter(m *inflight, res Result) error {
 // FIFO queue, leaves that to slotDone once the settle call returned.
 func (r *runner) settled(m *inflight, res Result, queued bool) {
 	if !queued {
-		r.unsettled.Add(-1)
+		r.queued()
 	}
 	logSettled(r.log, m.msg, res)
 	r.obs.Settled(m.msg, res)

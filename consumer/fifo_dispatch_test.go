@@ -3,7 +3,9 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,6 +73,55 @@ func TestFIFOLaterMessageOfAReceiveWaits(t *testing.T) {
 		defer mu.Unlock()
 		if len(order) < 3 || order[0] != "m1" || order[1] != "m1" || order[2] != "m2" {
 			t.Errorf("handler runs %v, want [m1 m1 m2]: m2 waits for m1's retry", order)
+		}
+		checkProblems(t, f)
+	})
+}
+
+// TestFIFOOneDeletePerReceive: on a FIFO queue a backlog is received ten
+// at a time and each receive's messages are deleted in one call, with one
+// receiver: about one receive and one delete call per ten messages. Each
+// delete unlocks the groups of the messages it carries and frees their
+// slots (a FIFO message holds its slot until deleted), and the receiver
+// asks for as many messages as slots are free when the workers idle.
+// Two ways to fall short, both seen here before:
+//   - the runner counted a message settled before its delete was queued,
+//     so the settler could see none left unsettled while the last delete
+//     was still on its way, send the rest, then that one alone (110 to
+//     141 receives for 1,000 messages);
+//   - slots came back one by one as a batch's deletes resolved, and the
+//     receiver took the first few (154 to 209 receives under -race).
+func TestFIFOOneDeletePerReceive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, q, _ := onFake(true, map[string]string{"VisibilityTimeout": "30"}, nil)
+		const groups = 1000
+		for i := range groups {
+			f.Put(q, "m", "g"+strconv.Itoa(i))
+		}
+		var handled atomic.Int64
+		client := &countingClient{SQSAPI: f}
+		stop := startOnFake(t, f, q, consumer.Config{
+			Client:      client,
+			Concurrency: 10,
+			Prefetch:    consumer.NoPrefetch,
+			Receivers:   1,
+			Handler: consumer.HandlerFunc(func(context.Context, *consumer.Message) error {
+				handled.Add(1)
+				return nil
+			}),
+		})
+		if !waitUntil(time.Minute, func() bool { return len(f.Messages(q)) == 0 }) {
+			t.Fatalf("%d of %d messages handled; %d left", handled.Load(), groups, len(f.Messages(q)))
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		d, r := client.deleteBatches.Load(), client.gotMessages.Load()
+		t.Logf("%d messages: %d receives returned messages, %d delete calls", groups, r, d)
+		// A few more at most: a partial batch the flush interval sent (the
+		// bubble's clock jumps to it whenever every goroutine waits).
+		if r > groups/10+5 || d > r+2 {
+			t.Errorf("%d receives returned messages and %d delete calls for %d messages: want about one each per ten", r, d, groups)
 		}
 		checkProblems(t, f)
 	})

@@ -22,11 +22,17 @@ type countingClient struct {
 	consumer.SQSAPI
 	receives, deleteBatches, deleteEntries, deletes, visBatches, visEntries, visSingles, sends atomic.Int64
 	maxDeleteEntries                                                                           atomic.Int64
+	// gotMessages counts the receives that returned a message.
+	gotMessages atomic.Int64
 }
 
 func (c *countingClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
 	c.receives.Add(1)
-	return c.SQSAPI.ReceiveMessage(ctx, in, o...)
+	out, err := c.SQSAPI.ReceiveMessage(ctx, in, o...)
+	if err == nil && len(out.Messages) > 0 {
+		c.gotMessages.Add(1)
+	}
+	return out, err
 }
 
 func (c *countingClient) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {

@@ -82,8 +82,14 @@ type settler struct {
 	callTimeout time.Duration
 
 	// idle, when set, reports that no more ops are coming soon: a partial
-	// batch is then sent at once instead of after interval.
+	// batch is then sent at once instead of after interval. It is asked
+	// when an op arrives and on nudge.
 	idle func() bool
+	// idleWake carries nudge's signal.
+	idleWake chan struct{}
+	// batchDone, when set, is called after each batch call, once every op
+	// of the batch that was resolved had its done called.
+	batchDone func()
 
 	ops      chan settleOp
 	done     chan struct{}
@@ -114,8 +120,13 @@ func newSettler(client SQSAPI, queueURL string, interval time.Duration, parallel
 		done:        make(chan struct{}),
 		batches:     make(chan []settleOp),
 		wake:        make(chan struct{}, 1),
+		idleWake:    make(chan struct{}, 1),
 	}
 }
+
+// nudge asks the settler to check idle again: called once idle may have
+// turned true after the last op was queued.
+func (s *settler) nudge() { wakeOne(s.idleWake) }
 
 // delete queues a delete; done (when not nil) is called once it is
 // resolved.
@@ -169,6 +180,13 @@ func (s *settler) run() {
 			dels = nil
 		}
 	}
+	sendIfIdle := func() {
+		if s.idle != nil && len(dels)+len(vis) > 0 && len(s.ops) == 0 && s.idle() {
+			s.send(dels)
+			s.send(vis)
+			dels, vis = nil, nil
+		}
+	}
 	var later *time.Timer
 	defer func() {
 		if later != nil {
@@ -202,11 +220,7 @@ func (s *settler) run() {
 					vis = nil
 				}
 			}
-			if s.idle != nil && len(s.ops) == 0 && s.idle() {
-				s.send(dels)
-				s.send(vis)
-				dels, vis = nil, nil
-			}
+			sendIfIdle()
 			arm()
 			disarm()
 		case <-timerC:
@@ -214,6 +228,9 @@ func (s *settler) run() {
 			s.send(dels)
 			s.send(vis)
 			dels, vis = nil, nil
+		case <-s.idleWake:
+			sendIfIdle()
+			disarm()
 		case <-s.wake:
 		case <-laterC:
 		}
@@ -300,6 +317,9 @@ func (s *settler) send(ops []settleOp) {
 // call makes one batch call for ops, then calls the done functions of
 // those resolved.
 func (s *settler) call(ops []settleOp) {
+	if s.batchDone != nil {
+		defer s.batchDone()
+	}
 	if ops[0].visibility < 0 && s.hold != nil {
 		// A delete tried again: take its handle back from the heartbeat.
 		// A handle the heartbeat dropped meanwhile (its visibility ran
