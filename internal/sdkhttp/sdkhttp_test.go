@@ -17,27 +17,13 @@ import (
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
-// lateConn returns from each Write a while after the bytes went out: the
-// request's writer goroutine runs late, as on a busy CPU, and the response
-// is in before it drains the request body.
-type lateConn struct {
-	net.Conn
-	late time.Duration
-}
-
-func (c lateConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	time.Sleep(c.late)
-	return n, err
-}
-
 // sqsOn is an SQS client on srv whose connections write late, counting
 // the connections it opens.
 func sqsOn(t *testing.T, srv *httptest.Server, dials *atomic.Int64, guard bool, late time.Duration) *sqs.Client {
 	t.Helper()
 	hc := testenv.WrappingHTTPClient(func(conn net.Conn) net.Conn {
 		dials.Add(1)
-		return lateConn{Conn: conn, late: late}
+		return testenv.LateConn{Conn: conn, Late: late}
 	})
 	return sqs.New(sqs.Options{
 		Region:       "us-east-1",
