@@ -33,20 +33,40 @@ func (c *countedConn) Close() error {
 // 10 idle connections per host, fewer than the consumer's calls at once,
 // and closed the connection of most calls beyond them, so each needed a
 // new one (a TLS handshake, on AWS): about 12 per 1,000 messages here.
-// No connection is closed while the consumer runs: unguarded (sdkhttp),
-// net/http closed 3 to 5 per run here, each under a call whose request
-// writer ran late, losing that call's response.
+// No connection is closed while the consumer runs, also when every
+// request's writer runs late ("late": writes return 5 ms late): unguarded
+// (sdkhttp), net/http closed 3 to 5 per run here, and then the connection
+// of nearly every call, each under a call whose response could be lost.
 func TestConnectionsKept(t *testing.T) {
 	t.Parallel()
+	for _, late := range []time.Duration{0, 5 * time.Millisecond} {
+		name := "prompt"
+		if late > 0 {
+			name = "late"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			connectionsKept(t, late)
+		})
+	}
+}
+
+func connectionsKept(t *testing.T, late time.Duration) {
 	var dials, closed atomic.Int64
 	client := sqs.NewFromConfig(testenv.Config(t), func(o *sqs.Options) {
 		o.HTTPClient = testenv.WrappingHTTPClient(func(conn net.Conn) net.Conn {
 			dials.Add(1)
+			if late > 0 {
+				conn = testenv.LateConn{Conn: conn, Late: late}
+			}
 			return &countedConn{Conn: conn, closed: &closed}
 		})
 	})
 	queueURL, _ := testenv.QueueWithDLQ(t, client, testenv.Prefix(t), testenv.QueueOptions{VisibilityTimeout: 30})
-	const n = 8000
+	n := 8000
+	if late > 0 {
+		n = 2000
+	}
 	sendN(t, client, queueURL, n, nil)
 
 	var handled atomic.Int64
@@ -64,7 +84,7 @@ func TestConnectionsKept(t *testing.T) {
 	}
 	dials0, closed0 := dials.Load(), closed.Load()
 	stop := runConsumer(t, c)
-	waitFor(t, 60*time.Second, "every message handled", func() bool { return handled.Load() >= n })
+	waitFor(t, 60*time.Second, "every message handled", func() bool { return handled.Load() >= int64(n) })
 	dialed, closedRunning := dials.Load()-dials0, closed.Load()-closed0
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
