@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 )
 
 // MoveTask is one of SQS's native message move tasks (StartMessageMoveTask).
@@ -58,7 +60,7 @@ func (r *Redriver) StartMoveTask(ctx context.Context, dlq Queue, to *Queue, maxP
 	if maxPerSecond > 0 {
 		in.MaxNumberOfMessagesPerSecond = aws.Int32(int32(maxPerSecond))
 	}
-	out, err := r.client.StartMessageMoveTask(ctx, in)
+	out, err := r.client.StartMessageMoveTask(ctx, in, sdkhttp.SQS)
 	if err != nil {
 		if isUnsupported(err) {
 			return "", fmt.Errorf("redrive: start message move task: this endpoint does not implement message move tasks (use move instead): %w", err)
@@ -97,7 +99,7 @@ func (r *Redriver) CancelMoveTask(ctx context.Context, handle string) (int64, er
 	if handle == "" {
 		return 0, errors.New("redrive: cancel: empty task handle")
 	}
-	out, err := r.client.CancelMessageMoveTask(ctx, &sqs.CancelMessageMoveTaskInput{TaskHandle: aws.String(handle)})
+	out, err := r.client.CancelMessageMoveTask(ctx, &sqs.CancelMessageMoveTaskInput{TaskHandle: aws.String(handle)}, sdkhttp.SQS)
 	if err != nil {
 		return 0, fmt.Errorf("redrive: cancel message move task: %w", err)
 	}
