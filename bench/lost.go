@@ -51,7 +51,8 @@ type attemptsKey struct{}
 const maxRedo = 3
 
 // clean runs fn (one self-contained run: a fresh queue, its messages, the
-// run) and runs it again while a receive response was lost during it, at most maxRedo times; b.redone counts the runs done again.
+// run) and runs it again while a receive response was lost during it, at
+// most maxRedo times; b.redone counts the runs done again.
 func (b *bench) clean(label string, fn func() error) error {
 	for try := 0; ; try++ {
 		before := receiveRetries.Load()

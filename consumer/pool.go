@@ -26,10 +26,11 @@ func (cfg Config) settlers() int { return max(8, cfg.Receivers+cfg.aheadReceiver
 
 // pooledSQS passes every call on with one more option, pool.option, which
 // makes the call on an HTTP client that keeps enough idle connections for
-// the consumer's calls at once and keeps every response (sdkhttp). The SDK's default client keeps 10 per
-// host: with more calls at once, each call beyond them opens a connection
-// (a TLS handshake, on AWS) and closes it after. The option reaches the
-// SDK's client through any wrapper that passes options on; fakes ignore it.
+// the consumer's calls at once and keeps every response (sdkhttp). The
+// SDK's default client keeps 10 per host: with more calls at once, each
+// call beyond them opens a connection (a TLS handshake, on AWS) and closes
+// it after. The option reaches the SDK's client through any wrapper that
+// passes options on; fakes ignore it.
 type pooledSQS struct {
 	SQSAPI
 	opts []func(*sqs.Options) // pool.option alone
