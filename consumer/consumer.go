@@ -211,13 +211,20 @@ type runner struct {
 	stopWork  context.CancelCauseFunc
 	workWG    sync.WaitGroup
 
-	mu      sync.Mutex
-	running map[*inflight]struct{}
+	// handlers counts the handlers running.
+	handlers atomic.Int64
+
+	mu sync.Mutex
+	// beating holds the running messages whose handlers registered a
+	// Message.OnHeartbeat function (see watch).
+	beating map[*inflight]struct{}
 	lanes   map[string]*lane
+	spare   []*lane // lanes to reuse (dispatch)
 }
 
 // inflight is one received, not yet settled message.
 type inflight struct {
+	r         *runner
 	msg       *Message
 	handle    string
 	recvStart time.Time
@@ -246,7 +253,7 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		capacity: newCapacity(cfg.Concurrency, cfg.Prefetch, cfg.receiveAhead),
 		queue:    make(chan *inflight, cfg.Concurrency+cfg.Prefetch+cfg.receiveAhead),
 		ready:    make(chan *lane, cfg.Concurrency+cfg.Prefetch+cfg.receiveAhead),
-		running:  map[*inflight]struct{}{},
+		beating:  map[*inflight]struct{}{},
 		lanes:    map[string]*lane{},
 	}
 	if q.fifo {
@@ -372,10 +379,8 @@ func (r *runner) run(ctx context.Context) error {
 	case <-workDone:
 		timer.Stop()
 	case <-timer.C:
-		r.mu.Lock()
-		n := len(r.running)
-		r.mu.Unlock()
-		r.log.Warn("consumer: shutdown timeout: cancelling running handlers", zap.Int("handlers", n))
+		n := r.handlers.Load()
+		r.log.Warn("consumer: shutdown timeout: cancelling running handlers", zap.Int64("handlers", n))
 		r.stopWork(ErrShutdown)
 		<-workDone
 		runErr = fmt.Errorf("consumer: shutdown: handlers still running after ShutdownTimeout (%s) were cancelled and released: %w", r.cfg.ShutdownTimeout, context.DeadlineExceeded)
@@ -407,6 +412,7 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		attemptStart time.Time // when that receive was first made
 		n            int       // slots held for the receive being retried
 		at           mark      // when they were taken, for receive-ahead
+		tracked      []heartbeat.Received
 	)
 	defer func() { r.capacity.unreserve(n) }()
 	for {
@@ -493,18 +499,24 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		now := r.cfg.NowFunc()
 		r.unsettled.Add(int64(len(out.Messages)))
 		batch := make([]*inflight, 0, len(out.Messages))
+		tracked = tracked[:0]
 		for _, raw := range out.Messages {
 			m := &inflight{
+				r:         r,
 				msg:       NewMessage(raw, r.q.url, now),
 				handle:    aws.ToString(raw.ReceiptHandle),
 				recvStart: start,
 			}
 			m.msg.beatEvery = orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
-			// The visibility runs from the response (a message can arrive
-			// late in a long poll), SQS's 12 hours from the call.
-			r.hb.AddReceived(m.handle, start, returned, func(err error) { r.leaseLost(m, err) })
-			r.obs.Received(m.msg)
 			batch = append(batch, m)
+			tracked = append(tracked, heartbeat.Received{Handle: m.handle, Owner: m})
+		}
+		// The visibility runs from the response (a message can arrive
+		// late in a long poll), SQS's 12 hours from the call.
+		r.hb.AddBatch(start, returned, tracked)
+		clear(tracked) // the buffer outlives the messages: no references kept
+		for _, m := range batch {
+			r.obs.Received(m.msg)
 		}
 		r.dispatch(batch)
 	}
@@ -545,7 +557,12 @@ func (r *runner) dispatch(batch []*inflight) {
 	for _, m := range batch {
 		l, ok := r.lanes[m.msg.GroupID]
 		if !ok {
-			l = &lane{group: m.msg.GroupID}
+			if n := len(r.spare); n > 0 {
+				l, r.spare = r.spare[n-1], r.spare[:n-1]
+				l.group = m.msg.GroupID
+			} else {
+				l = &lane{group: m.msg.GroupID}
+			}
 			r.lanes[m.msg.GroupID] = l
 		}
 		l.queue = append(l.queue, m)
@@ -602,10 +619,13 @@ func (r *runner) workLanes() {
 		}
 		r.mu.Lock()
 		var m *inflight
-		if len(l.queue) > 0 {
+		if n := len(l.queue); n > 0 {
+			// Shifted down rather than resliced, so that the lane keeps
+			// its array when it is reused.
 			m = l.queue[0]
-			l.queue[0] = nil
-			l.queue = l.queue[1:]
+			copy(l.queue, l.queue[1:])
+			l.queue[n-1] = nil
+			l.queue = l.queue[:n-1]
 		}
 		r.mu.Unlock()
 
@@ -628,6 +648,11 @@ func (r *runner) workLanes() {
 		} else {
 			l.active = false
 			delete(r.lanes, l.group)
+			// Reused by dispatch, which runs only while the receivers do:
+			// the lanes the drain collects to release are not reused.
+			if l.queue != nil && len(r.spare) < cap(r.ready) {
+				r.spare = append(r.spare, l)
+			}
 		}
 		r.mu.Unlock()
 	}
@@ -707,15 +732,20 @@ func (r *runner) process(m *inflight) Result {
 		r.settled(m, res, false)
 		return res
 	}
-	r.mu.Lock()
-	r.running[m] = struct{}{}
-	r.mu.Unlock()
+	r.handlers.Add(1)
+	m.msg.mu.Lock()
+	m.msg.run = m
+	m.msg.mu.Unlock()
 
 	res := r.pipeline.process(ctx, m.msg)
 
-	r.mu.Lock()
-	delete(r.running, m)
-	r.mu.Unlock()
+	m.msg.mu.Lock()
+	m.msg.run = nil
+	if len(m.msg.beats) > 0 {
+		r.unwatch(m)
+	}
+	m.msg.mu.Unlock()
+	r.handlers.Add(-1)
 	m.mu.Lock()
 	m.cancel = nil
 	m.mu.Unlock()
@@ -767,6 +797,9 @@ func (r *runner) settled(m *inflight, res Result, queued bool) {
 	}
 }
 
+// LeaseLost is the heartbeat telling m that its visibility is lost.
+func (m *inflight) LeaseLost(err error) { m.r.leaseLost(m, err) }
+
 // leaseLost records that m's visibility or dedupe lease is lost and
 // cancels its handler (if running) with a cause wrapping ErrLeaseLost; a
 // message that has not started will not run.
@@ -787,12 +820,30 @@ func (r *runner) leaseLost(m *inflight, err error) {
 	}
 }
 
+// watch has the heartbeat tick m's Message.OnHeartbeat functions while
+// its handler runs; unwatch stops that. Both are called under m.msg.mu,
+// which orders them (a function registered as the handler returns is
+// watched before, or not at all); lock order: Message.mu, then r.mu.
+// Only messages that registered one are in r.beating, so a message
+// without one costs no lock of r.mu while it runs.
+func (r *runner) watch(m *inflight) {
+	r.mu.Lock()
+	r.beating[m] = struct{}{}
+	r.mu.Unlock()
+}
+
+func (r *runner) unwatch(m *inflight) {
+	r.mu.Lock()
+	delete(r.beating, m)
+	r.mu.Unlock()
+}
+
 // beatHandlers runs, on each heartbeat tick, the functions running handlers
 // registered with Message.OnHeartbeat; an error cancels that handler.
 func (r *runner) beatHandlers(ctx context.Context) {
 	r.mu.Lock()
 	var ms []*inflight
-	for m := range r.running {
+	for m := range r.beating {
 		ms = append(ms, m)
 	}
 	r.mu.Unlock()

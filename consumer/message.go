@@ -50,6 +50,11 @@ type Message struct {
 
 	mu    sync.Mutex
 	beats []func(context.Context) error
+	// run is the consumer's record of the message while its handler runs:
+	// the first OnHeartbeat then has the consumer tick the message's
+	// functions (see runner.watch). Nil before and after, and outside the
+	// consumer.
+	run *inflight
 }
 
 // NewMessage builds a Message from an SDK message received from queueURL at
@@ -110,6 +115,9 @@ func (m *Message) OnHeartbeat(fn func(context.Context) error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.beats = append(m.beats, fn)
+	if len(m.beats) == 1 && m.run != nil {
+		m.run.r.watch(m.run) // under m.mu: see runner.watch
+	}
 }
 
 // HeartbeatInterval is the time between heartbeat ticks, each of which runs

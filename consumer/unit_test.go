@@ -211,6 +211,52 @@ func TestOnHeartbeatErrorCancelsHandler(t *testing.T) {
 	})
 }
 
+// TestOnHeartbeatOnlyWhileRunning: a message's OnHeartbeat functions are
+// ticked only while its handler runs: not after it returned, and not when
+// registered after it returned.
+func TestOnHeartbeatOnlyWhileRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, q, _ := onFake(false, map[string]string{"VisibilityTimeout": "30"}, nil)
+		f.Put(q, "quick", "")
+		f.Put(q, "late", "")
+		f.Put(q, "slow", "")
+		var quick, late, slow atomic.Int64
+		lateDone := make(chan struct{})
+		release := make(chan struct{})
+		stop := startOnFake(t, f, q, consumer.Config{
+			Concurrency: 3,
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				switch m.Body {
+				case "slow": // keeps the run going while the heartbeat ticks
+					m.OnHeartbeat(func(context.Context) error { slow.Add(1); return nil })
+					<-release
+					return nil
+				case "quick":
+					m.OnHeartbeat(func(context.Context) error { quick.Add(1); return nil })
+					return nil
+				}
+				go func() {
+					time.Sleep(time.Millisecond) // after the handler returned
+					m.OnHeartbeat(func(context.Context) error { late.Add(1); return nil })
+					close(lateDone)
+				}()
+				return nil
+			}),
+		})
+		<-lateDone
+		for slow.Load() < 3 {
+			time.Sleep(time.Second)
+		}
+		close(release)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if quick.Load() != 0 || late.Load() != 0 {
+			t.Errorf("functions of a returned handler ran %d times (registered while it ran) and %d times (after); want 0", quick.Load(), late.Load())
+		}
+	})
+}
+
 // TestSettlerRetriesFailedEntries: entries a batch call reports as failed
 // are retried one by one.
 func TestSettlerRetriesFailedEntries(t *testing.T) {

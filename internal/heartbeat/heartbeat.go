@@ -98,7 +98,7 @@ type entry struct {
 	handle    string
 	limit     time.Time // never visible-until past this
 	deadline  time.Time // when the current visibility runs out
-	lost      func(error)
+	lost      Owner
 	inflight  chan struct{} // closed when the extension carrying this entry returns
 	suspended bool          // neither extended nor expired until resumed
 }
@@ -134,6 +134,27 @@ func New(cfg Config) (*Heartbeat, error) {
 	return &Heartbeat{cfg: cfg, log: log, entries: map[string]*entry{}}, nil
 }
 
+// Owner is what the heartbeat tells when a handle's visibility can no
+// longer be kept.
+type Owner interface {
+	LeaseLost(err error)
+}
+
+// LostFunc is a function as an [Owner].
+type LostFunc func(error)
+
+// LeaseLost calls f.
+func (f LostFunc) LeaseLost(err error) { f(err) }
+
+// Received is one handle of a receive, for [Heartbeat.AddBatch]: Owner,
+// when not nil, is told, at most once and from the heartbeat's goroutine,
+// if the handle's visibility can no longer be kept; the handle is then no
+// longer tracked.
+type Received struct {
+	Handle string
+	Owner  Owner
+}
+
 // Add tracks handle, received at receivedAt: both its visibility and
 // SQS's 12 hours are counted from then. lost, when not nil, is called at
 // most once, from the heartbeat's goroutine, if the handle's visibility can
@@ -150,20 +171,34 @@ func (h *Heartbeat) Add(handle string, receivedAt time.Time, lost func(error)) {
 // receive picks it, which in a long poll can be up to WaitTimeSeconds after
 // the call was made. lost is as for [Heartbeat.Add].
 func (h *Heartbeat) AddReceived(handle string, callStart, returned time.Time, lost func(error)) {
+	var o Owner
+	if lost != nil {
+		o = LostFunc(lost)
+	}
+	h.AddBatch(callStart, returned, []Received{{Handle: handle, Owner: o}})
+}
+
+// AddBatch tracks the handles one receive call returned, as AddReceived
+// does each, under one hold of the lock and in one allocation.
+func (h *Heartbeat) AddBatch(callStart, returned time.Time, rs []Received) {
+	if len(rs) == 0 {
+		return
+	}
 	if returned.Before(callStart) {
 		returned = callStart
 	}
-	e := &entry{
-		handle:   handle,
-		limit:    callStart.Add(h.cfg.MaxLifetime),
-		deadline: returned.Add(h.cfg.Visibility),
-		lost:     lost,
+	limit := callStart.Add(h.cfg.MaxLifetime)
+	deadline := returned.Add(h.cfg.Visibility)
+	if deadline.After(limit) {
+		deadline = limit
 	}
-	if e.deadline.After(e.limit) {
-		e.deadline = e.limit
-	}
+	es := make([]entry, len(rs))
 	h.mu.Lock()
-	h.entries[handle] = e
+	for i, r := range rs {
+		e := &es[i]
+		e.handle, e.limit, e.deadline, e.lost = r.Handle, limit, deadline, r.Owner
+		h.entries[r.Handle] = e
+	}
 	h.mu.Unlock()
 }
 
@@ -261,7 +296,7 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 }
 
 type lostCall struct {
-	fn  func(error)
+	o   Owner
 	err error
 }
 
@@ -394,8 +429,8 @@ func (h *Heartbeat) failure(n int, err error) {
 
 func (h *Heartbeat) report(lost []lostCall) {
 	for _, l := range lost {
-		if l.fn != nil {
-			l.fn(l.err)
+		if l.o != nil {
+			l.o.LeaseLost(l.err)
 		}
 	}
 }

@@ -282,3 +282,52 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// owner records what the heartbeat told it.
+type owner struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (o *owner) LeaseLost(err error) { o.mu.Lock(); o.err = err; o.mu.Unlock() }
+
+func (o *owner) lost() error { o.mu.Lock(); defer o.mu.Unlock(); return o.err }
+
+// TestAddBatch: handles added together are each tracked on their own: each
+// extended, each owner told of its own loss, each removable.
+func TestAddBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, q, handles := queueWith(t, 3, 3)
+		h := newHBOn(t, f, q, heartbeat.Config{Visibility: 3 * time.Second, Interval: time.Second})
+		owners := []*owner{{}, {}, {}}
+		start := time.Now()
+		h.AddBatch(start, start, []heartbeat.Received{
+			{Handle: handles[0], Owner: owners[0]},
+			{Handle: "bad", Owner: owners[1]}, // a handle the queue never issued
+			{Handle: handles[1], Owner: owners[2]},
+			{Handle: handles[2]}, // no owner
+		})
+		if h.Len() != 4 {
+			t.Fatalf("%d handles tracked, want 4", h.Len())
+		}
+		if !h.Remove(handles[1]) {
+			t.Fatalf("%s not tracked", handles[1])
+		}
+		time.Sleep(1500 * time.Millisecond)
+		h.Tick(context.Background())
+		var ee *heartbeat.EntryError
+		if err := owners[1].lost(); !errors.As(err, &ee) || ee.Code != "ReceiptHandleIsInvalid" {
+			t.Errorf("bad: lost with %v, want an EntryError ReceiptHandleIsInvalid", err)
+		}
+		if owners[0].lost() != nil || owners[2].lost() != nil {
+			t.Errorf("good handles lost: %v, %v", owners[0].lost(), owners[2].lost())
+		}
+		extended := map[string]bool{}
+		for _, e := range extensions(f) {
+			extended[e.Handle] = true
+		}
+		if !extended[handles[0]] || !extended[handles[2]] || extended[handles[1]] {
+			t.Errorf("extended %v; want %s and %s, not the removed %s", extended, handles[0], handles[2], handles[1])
+		}
+	})
+}
