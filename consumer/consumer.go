@@ -207,8 +207,14 @@ type runner struct {
 	queue     chan *inflight  // standard queues: received messages for the Concurrency workers
 	ready     chan *lane      // FIFO queues: lanes with a message to run, for the Concurrency workers
 	stopping  <-chan struct{} // Run's ctx.Done(): closed when the drain starts
-	workBase  context.Context
-	stopWork  context.CancelCauseFunc
+	// workBase is Run's context without its cancellation: the handlers'
+	// contexts derive from it, each cancelled on its own (see
+	// stopHandlers), so that making one locks nothing shared.
+	workBase context.Context
+	// running holds each worker's running message, for stopHandlers;
+	// handlersStopped is set once it ran.
+	running         []atomic.Pointer[inflight]
+	handlersStopped atomic.Bool
 	workWG    sync.WaitGroup
 
 	// handlers counts the handlers running.
@@ -309,19 +315,19 @@ func orDefault(d, def time.Duration) time.Duration {
 func (r *runner) run(ctx context.Context) error {
 	r.stopping = ctx.Done()
 	bg := context.WithoutCancel(ctx)
-	r.workBase, r.stopWork = context.WithCancelCause(bg)
-	defer r.stopWork(nil)
+	r.workBase = bg
+	r.running = make([]atomic.Pointer[inflight], r.cfg.Concurrency)
 	hbCtx, stopHB := context.WithCancel(bg)
 	defer stopHB()
 
 	var hbWG, settleWG, recvWG sync.WaitGroup
 	settleWG.Go(r.settler.run)
 	hbWG.Go(func() { _ = r.hb.Run(hbCtx) })
-	for range r.cfg.Concurrency {
+	for i := range r.cfg.Concurrency {
 		if r.q.fifo {
-			r.workWG.Go(r.workLanes)
+			r.workWG.Go(func() { r.workLanes(i) })
 		} else {
-			r.workWG.Go(r.work)
+			r.workWG.Go(func() { r.work(i) })
 		}
 	}
 	// Receive calls run under their own context: at shutdown a call in
@@ -381,7 +387,7 @@ func (r *runner) run(ctx context.Context) error {
 	case <-timer.C:
 		n := r.handlers.Load()
 		r.log.Warn("consumer: shutdown timeout: cancelling running handlers", zap.Int64("handlers", n))
-		r.stopWork(ErrShutdown)
+		r.stopHandlers(ErrShutdown)
 		<-workDone
 		runErr = fmt.Errorf("consumer: shutdown: handlers still running after ShutdownTimeout (%s) were cancelled and released: %w", r.cfg.ShutdownTimeout, context.DeadlineExceeded)
 	}
@@ -576,7 +582,7 @@ func (r *runner) dispatch(batch []*inflight) {
 // work is one of the Concurrency workers of a standard queue: it runs
 // queued messages until the queue is closed, and releases those it takes
 // once the consumer is stopping.
-func (r *runner) work() {
+func (r *runner) work(worker int) {
 	for {
 		m := next(r.capacity, r.queue)
 		if m == nil {
@@ -588,7 +594,7 @@ func (r *runner) work() {
 			continue
 		default:
 		}
-		r.process(m)
+		r.process(worker, m)
 	}
 }
 
@@ -611,7 +617,7 @@ func next[T any](c *capacity, ch <-chan T) T {
 // at a time, in order, and groups take turns. After a message fails, the
 // group's other received messages are released so that they are not run
 // out of order; once the consumer is stopping, taken lanes are released.
-func (r *runner) workLanes() {
+func (r *runner) workLanes(worker int) {
 	for {
 		l := next(r.capacity, r.ready)
 		if l == nil {
@@ -635,7 +641,7 @@ func (r *runner) workLanes() {
 				r.release(m, nil)
 				r.releaseLane(l, nil)
 			default:
-				res := r.process(m)
+				res := r.process(worker, m)
 				if settle.StopsGroup(settle.Outcome(res.Outcome)) {
 					r.releaseLane(l, fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome))
 				}
@@ -717,10 +723,30 @@ func (r *runner) queued() {
 	}
 }
 
-// process runs m's handler and settles it.
-func (r *runner) process(m *inflight) Result {
+// stopHandlers cancels the running handlers' contexts with cause, and
+// those of any handler that starts after.
+func (r *runner) stopHandlers(cause error) {
+	r.handlersStopped.Store(true)
+	for i := range r.running {
+		if m := r.running[i].Load(); m != nil {
+			m.mu.Lock()
+			cancel := m.cancel
+			m.mu.Unlock()
+			if cancel != nil {
+				cancel(cause)
+			}
+		}
+	}
+}
+
+// process runs m's handler, on the given worker, and settles it.
+func (r *runner) process(worker int, m *inflight) Result {
 	ctx, cancel := context.WithCancelCause(r.workBase)
 	defer cancel(nil)
+	// Seen by stopHandlers, or the handlersStopped check below sees that
+	// it ran (both atomic: one of the two sees the other).
+	r.running[worker].Store(m)
+	defer r.running[worker].Store(nil)
 	m.mu.Lock()
 	lost := m.lost
 	if lost == nil {
@@ -731,6 +757,9 @@ func (r *runner) process(m *inflight) Result {
 		res := Result{Outcome: OutcomeRelease, Err: lost}
 		r.settled(m, res, false)
 		return res
+	}
+	if r.handlersStopped.Load() {
+		cancel(ErrShutdown)
 	}
 	r.handlers.Add(1)
 	m.msg.mu.Lock()
