@@ -215,7 +215,7 @@ type runner struct {
 	// handlersStopped is set once it ran.
 	running         []atomic.Pointer[inflight]
 	handlersStopped atomic.Bool
-	workWG    sync.WaitGroup
+	workWG          sync.WaitGroup
 
 	// handlers counts the handlers running.
 	handlers atomic.Int64
