@@ -94,7 +94,12 @@ func connectionsKept(t *testing.T, late time.Duration) {
 	if dialed > 40 {
 		t.Errorf("%d connections opened for %d messages (%d closed while running): want the pool to keep them", dialed, n, closedRunning)
 	}
-	if closedRunning > 1 {
+	// A few closes can be the pool's own: when more calls overlap than it
+	// keeps idle (a receive that outlived its long poll stops counting, see
+	// pollers), the extra connection is closed when it comes back. Under
+	// -race on a loaded machine that closed 2 of 18. Without the guard,
+	// hundreds close (395 of 407 when last checked).
+	if closedRunning > 3 {
 		t.Errorf("%d connections closed while running: want every call's connection kept (sdkhttp.Guard)", closedRunning)
 	}
 }
