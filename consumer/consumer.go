@@ -217,9 +217,6 @@ type runner struct {
 	handlersStopped atomic.Bool
 	workWG          sync.WaitGroup
 
-	// handlers counts the handlers running.
-	handlers atomic.Int64
-
 	mu sync.Mutex
 	// beating holds the running messages whose handlers registered a
 	// Message.OnHeartbeat function (see watch).
@@ -385,8 +382,13 @@ func (r *runner) run(ctx context.Context) error {
 	case <-workDone:
 		timer.Stop()
 	case <-timer.C:
-		n := r.handlers.Load()
-		r.log.Warn("consumer: shutdown timeout: cancelling running handlers", zap.Int64("handlers", n))
+		n := 0
+		for i := range r.running {
+			if r.running[i].Load() != nil {
+				n++
+			}
+		}
+		r.log.Warn("consumer: shutdown timeout: cancelling running handlers", zap.Int("handlers", n))
 		r.stopHandlers(ErrShutdown)
 		<-workDone
 		runErr = fmt.Errorf("consumer: shutdown: handlers still running after ShutdownTimeout (%s) were cancelled and released: %w", r.cfg.ShutdownTimeout, context.DeadlineExceeded)
@@ -514,6 +516,7 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 				recvStart: start,
 			}
 			m.msg.beatEvery = orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
+			r.obs.Received(m.msg)
 			batch = append(batch, m)
 			tracked = append(tracked, heartbeat.Received{Handle: m.handle, Owner: m})
 		}
@@ -521,9 +524,6 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		// late in a long poll), SQS's 12 hours from the call.
 		r.hb.AddBatch(start, returned, tracked)
 		clear(tracked) // the buffer outlives the messages: no references kept
-		for _, m := range batch {
-			r.obs.Received(m.msg)
-		}
 		r.dispatch(batch)
 	}
 }
@@ -761,7 +761,6 @@ func (r *runner) process(worker int, m *inflight) Result {
 	if r.handlersStopped.Load() {
 		cancel(ErrShutdown)
 	}
-	r.handlers.Add(1)
 	m.msg.mu.Lock()
 	m.msg.run = m
 	m.msg.mu.Unlock()
@@ -774,7 +773,6 @@ func (r *runner) process(worker int, m *inflight) Result {
 		r.unwatch(m)
 	}
 	m.msg.mu.Unlock()
-	r.handlers.Add(-1)
 	m.mu.Lock()
 	m.cancel = nil
 	m.mu.Unlock()
