@@ -25,10 +25,29 @@ const plainWorkNote = "a plain SQS loop on a queue of the same messages (4 polle
 // worker count in the dedupe rows.
 const dedupeConcurrency = 32
 
-// countingDDB counts DynamoDB write requests.
+// countingDDB counts DynamoDB write requests, and how many
+// TransactWriteItems calls are in flight as each one starts.
 type countingDDB struct {
 	*dynamodb.Client
 	writes atomic.Int64
+	// txInFlight is the calls in flight now; txSeen sums it over the
+	// calls, each counting itself, as each starts.
+	txInFlight, txSeen atomic.Int64
+}
+
+// reset zeroes the counts.
+func (c *countingDDB) reset() {
+	c.writes.Store(0)
+	c.txSeen.Store(0)
+}
+
+// txConcurrency is the average number of transactions in flight that a
+// transaction found as it started, itself included; 0 before any.
+func (c *countingDDB) txConcurrency() float64 {
+	if n := c.writes.Load(); n > 0 {
+		return float64(c.txSeen.Load()) / float64(n)
+	}
+	return 0
 }
 
 func (c *countingDDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
@@ -48,6 +67,8 @@ func (c *countingDDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInp
 
 func (c *countingDDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	c.writes.Add(1)
+	c.txSeen.Add(c.txInFlight.Add(1))
+	defer c.txInFlight.Add(-1)
 	return c.Client.TransactWriteItems(ctx, in, o...)
 }
 
@@ -87,11 +108,11 @@ func (b *bench) dedupeRows() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	var put, pair, txLimit, ownTx, lease, tx, leaseWrites, txWrites sample
+	var put, pair, txLimit, ownTx, busyTx, lease, tx, leaseWrites, txWrites, txAtOnce, ownTxAtOnce sample
 	if err := b.interleave("dedupe", func(round int) ([]float64, error) {
 		f, err := b.dedupeRound(ctx, round, n, table, effects)
-		return []float64{f.putLimit, f.pairLimit, f.txLimit, f.ownTxLimit, f.lease, f.tx, f.leaseWrites, f.txWrites}, err
-	}, &put, &pair, &txLimit, &ownTx, &lease, &tx, &leaseWrites, &txWrites); err != nil {
+		return []float64{f.putLimit, f.pairLimit, f.txLimit, f.ownTxLimit, f.busyTxLimit, f.lease, f.tx, f.leaseWrites, f.txWrites, f.txAtOnce, f.ownTxAtOnce}, err
+	}, &put, &pair, &txLimit, &ownTx, &busyTx, &lease, &tx, &leaseWrites, &txWrites, &txAtOnce, &ownTxAtOnce); err != nil {
 		return nil, err
 	}
 	const g = "Dedupe, DynamoDB"
@@ -104,6 +125,10 @@ func (b *bench) dedupeRows() ([]row, error) {
 			note: b.interleaved() + "; limit: " + plainWorkNote + " and one TransactWriteItems per message: a put on attribute_not_exists(pk) OR expires_at < :now, and the update; transactional mode's put carries a token and a fingerprint and the three-clause claim condition (a lease-mode record whose lease ended can be taken over), which DynamoDB Local takes longer to evaluate: no target here"},
 		row{group: g, name: "dedupe, transactional mode vs its own transaction", value: tx, limit: ownTx, ratio: ratios(tx, ownTx), unit: "msgs/s",
 			note: b.interleaved() + "; limit: " + plainWorkNote + " and transactional mode's own TransactWriteItems per message (the update, then the COMPLETED record on the claim condition)"}.with(atLeast(0.9)),
+		{group: g, name: "dedupe, transactional mode vs its own transaction, 32 at once, no SQS", value: tx, limit: busyTx, ratio: ratios(tx, busyTx), unit: "msgs/s",
+			note: b.interleaved() + fmt.Sprintf("; limit: the same transaction from %d goroutines, each starting its next as soon as one returns, with no SQS calls at all: the load a consumer that keeps its %d handlers busy gives DynamoDB Local, which commits about one transaction at a time (its rate stays level from 8 to 32 in flight while each call's latency grows); no target here", dedupeConcurrency, dedupeConcurrency)},
+		{group: g, name: "transactions in flight as each starts, transactional mode", value: txAtOnce, limit: ownTxAtOnce, unit: "calls",
+			note: "median of the runs' averages, each call counting itself; limit: the plain loop of its own transaction, whose 4 pollers start 8 at once and wait for all 8 and a delete before the next 8"},
 		{group: g, name: "DynamoDB writes per message, lease mode", value: leaseWrites, unit: "req/msg", note: "claim PutItem + complete UpdateItem"},
 		{group: g, name: "DynamoDB writes per message, transactional", value: txWrites, unit: "req/msg", note: "one TransactWriteItems"},
 	}, nil
@@ -113,21 +138,30 @@ func (b *bench) dedupeRows() ([]row, error) {
 type dedupeFigures struct {
 	putLimit, pairLimit, txLimit float64 // plain loops, ops/s
 	ownTxLimit                   float64 // plain loop of transactional mode's own transaction
+	busyTxLimit                  float64 // the same transaction from dedupeConcurrency goroutines, no SQS
+	txAtOnce, ownTxAtOnce        float64 // transactions in flight as each starts: sqsonce, plain loop
 	lease, tx                    float64 // sqsonce, msgs/s
 	leaseWrites, txWrites        float64 // DynamoDB write requests per message
 }
 
 // dedupeRound measures the plain loops and both sqsonce modes once, in
 // the order plain PutItem, plain pair, lease mode, minimal plain
-// transaction, own plain transaction, transactional mode, or the reverse
-// (inTurn).
+// transaction, own plain transaction, transactional mode, own transaction
+// without SQS, or the reverse (inTurn).
 func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects string) (dedupeFigures, error) {
 	var f dedupeFigures
 	now := time.Now()
 	// The record code both modes call, for the plain loops of their own
 	// writes (the same items, conditions and return values).
 	own := &dynamolease.Table{Client: b.ddb, Name: table, TTL: dedupe.DefaultTTL, Now: time.Now, LenientFingerprint: true, ErrNotOwner: dedupe.ErrNotOwner}
-	leaseDDB, txDDB := &countingDDB{Client: b.ddb}, &countingDDB{Client: b.ddb}
+	leaseDDB, txDDB, ownDDB := &countingDDB{Client: b.ddb}, &countingDDB{Client: b.ddb}, &countingDDB{Client: b.ddb}
+	ownTx := func(pk string, i int) error {
+		_, err := ownDDB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Update: counterUpdate(effects, "plain-own-counter-", int64(i))},
+			{Put: own.CompletedPut(pk, benchFingerprint, time.Now())},
+		}})
+		return err
+	}
 	err := inTurn(round, b.plainStep(ctx, &f.putLimit, "plain-put", "plain PutItem loop", n, func(i int) error {
 		_, err := b.ddb.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(table),
@@ -159,7 +193,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 			if err != nil {
 				return err
 			}
-			lease, err := b.consumeUnique(ctx, "lease", n, &leaseDDB.writes, runOpts{concurrency: dedupeConcurrency,
+			lease, err := b.consumeUnique(ctx, "lease", n, leaseDDB, runOpts{concurrency: dedupeConcurrency,
 				middleware: []consumer.Middleware{dedupe.Middleware(leaseStore, dedupe.Options{})}})
 			f.lease = lease.rate
 			return err
@@ -179,13 +213,12 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 		}),
 		// Transactional mode's own transaction as a plain loop: the
 		// effect, then the COMPLETED record on the claim condition.
-		b.plainStep(ctx, &f.ownTxLimit, "plain-own-tx", "plain own-transaction loop", n, func(i int) error {
-			_, err := b.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-				{Update: counterUpdate(effects, "plain-own-counter-", int64(i))},
-				{Put: own.CompletedPut(fmt.Sprintf("owntx#%d#%d", round, i), benchFingerprint, time.Now())},
-			}})
-			return err
-		}), func() error {
+		func() error {
+			ownDDB.reset()
+			return b.plainStep(ctx, &f.ownTxLimit, "plain-own-tx", "plain own-transaction loop", n, func(i int) error {
+				return ownTx(fmt.Sprintf("owntx#%d#%d", round, i), i)
+			})()
+		}, func() error {
 			// Transactional mode: the effect and the dedupe record in one
 			// TransactWriteItems.
 			txStore, err := dynamo.New(dynamo.Config{Client: txDDB, Table: table, Namespace: "tx"})
@@ -193,16 +226,23 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 				return err
 			}
 			var counter atomic.Int64
-			tx, err := b.consumeUnique(ctx, "tx", n, &txDDB.writes, runOpts{concurrency: dedupeConcurrency,
+			tx, err := b.consumeUnique(ctx, "tx", n, txDDB, runOpts{concurrency: dedupeConcurrency,
 				handler: dynamo.Transactional(txStore, func(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
 					return []types.TransactWriteItem{{Update: counterUpdate(effects, "counter-", counter.Add(1))}}, nil
 				}, nil)})
 			f.tx = tx.rate
 			return err
-		})
+		},
+		// The same transaction as the plain loop's, kept 32 in flight
+		// without SQS: DynamoDB Local's rate under a consumer's steady
+		// load.
+		measured(&f.busyTxLimit, "own transaction without SQS", func() (float64, error) {
+			return workers(n, dedupeConcurrency, func(i int) error { return ownTx(fmt.Sprintf("busytx#%d#%d", round, i), i) })
+		}))
 	if err != nil {
 		return f, err
 	}
+	f.txAtOnce, f.ownTxAtOnce = txDDB.txConcurrency(), ownDDB.txConcurrency()
 	f.leaseWrites = float64(leaseDDB.writes.Load()) / float64(n)
 	f.txWrites = float64(txDDB.writes.Load()) / float64(n)
 	return f, nil
@@ -241,10 +281,10 @@ func (b *bench) plainStep(ctx context.Context, rate *float64, name, loop string,
 
 // consumeUnique runs the consumer over n messages with distinct ids on a
 // fresh queue; counter, when not nil, is zeroed before each try.
-func (b *bench) consumeUnique(ctx context.Context, name string, n int, counter *atomic.Int64, o runOpts) (res runResult, err error) {
+func (b *bench) consumeUnique(ctx context.Context, name string, n int, counter *countingDDB, o runOpts) (res runResult, err error) {
 	err = b.onUnique(ctx, name, n, func(q string) (err error) {
 		if counter != nil {
-			counter.Store(0) // a try the emulator spoilt wrote too
+			counter.reset() // a try the emulator spoilt wrote too
 		}
 		res, err = runConsumer(ctx, b.client, q, n, o)
 		return err

@@ -21,6 +21,8 @@ type runMeta struct {
 	n       int
 	skipped []string // rows missing from the table, and why
 	redone  int      // runs done again after a receive response was lost
+	// isolation says where DynamoDB Local ran during the rows that call it.
+	isolation string
 }
 
 // cell escapes a Markdown table cell.
@@ -44,6 +46,9 @@ func writeMarkdown(w io.Writer, m runMeta, rows []row) error {
 		m.command, m.date.Format("2006-01-02 15:04 MST"), m.goVer, m.cpus, m.elapsed.Round(time.Second))
 	fmt.Fprintf(bw, "The same machine ran the SQS and DynamoDB emulators, and it is shared, so the figures are noisy;\n"+
 		"each figure with a limit stands next to that limit, measured in the same run on the same servers.\n\n")
+	if m.isolation != "" {
+		fmt.Fprintf(bw, "%s\n\n", m.isolation)
+	}
 	fmt.Fprintf(bw, "How to read it: a row with a limit ran each side %d times, interleaved, the side that goes first\n"+
 		"taking turns (plain, sqsonce; sqsonce, plain; …), after a warm-up of each. Figures are medians with\n"+
 		"the spread (min–max) of those runs; the ratio is sqsonce's run divided by the plain run beside it,\n"+

@@ -128,7 +128,14 @@ type bench struct {
 	skipped []string
 	// redone counts runs done again after a receive response was lost.
 	redone int
+	// isolation says where DynamoDB Local ran during the rows that call
+	// it (see isolateDynamoDB); empty when no such row ran.
+	isolation string
 }
+
+// dynamoRows are the row sets that call DynamoDB, which run with DynamoDB
+// Local on a CPU of its own when -isolate allows it.
+var dynamoRows = map[string]bool{"dedupe": true, "idem": true, "outbox": true}
 
 // minRuns is the fewest interleaved runs a published table uses.
 const minRuns = 5
@@ -142,6 +149,7 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	n := fs.Int("n", 10000, "messages per throughput run (the memory rows drain 2n and 20n)")
 	runs := fs.Int("runs", minRuns, "interleaved runs of each side of a row that has a limit (fewer than 5 only for a smoke test)")
 	quick := fs.Bool("quick", false, "shorten the timed rows (heartbeat, latency, bodies in flight): a smoke test, not figures")
+	isolate := fs.Bool("isolate", true, "run the rows that call DynamoDB with the local stack's DynamoDB Local on a CPU of its own (Linux, 2 or more CPUs), as DynamoDB never shares the client's CPU")
 	only := fs.String("only", "", "run only these rows, comma-separated: "+strings.Join(rowSets, ","))
 	mdPath := fs.String("md", "", "also write the table as Markdown to `FILE` (with the date, Go version, CPUs and command)")
 	svgPath := fs.String("svg", "", "also write the table as an SVG bar chart to `FILE`")
@@ -228,24 +236,28 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			continue
 		}
 		fmt.Fprintf(stderr, "bench: %s rows\n", name)
-		more, err := steps[name]()
+		more, err := b.rowSet(name, steps[name], *isolate)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		rows = append(rows, more...)
 	}
 	meta := runMeta{
-		date:    started.UTC(),
-		elapsed: time.Since(started),
-		goVer:   runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
-		cpus:    runtime.NumCPU(),
-		command: strings.TrimSpace("go run ./bench " + strings.Join(args, " ")),
-		runs:    *runs,
-		n:       *n,
-		skipped: b.skipped,
-		redone:  b.redone,
+		date:      started.UTC(),
+		elapsed:   time.Since(started),
+		goVer:     runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		cpus:      runtime.NumCPU(),
+		command:   strings.TrimSpace("go run ./bench " + strings.Join(args, " ")),
+		runs:      *runs,
+		n:         *n,
+		skipped:   b.skipped,
+		redone:    b.redone,
+		isolation: b.isolation,
 	}
 	writeMarkdownTable(stdout, rows)
+	if b.isolation != "" {
+		fmt.Fprintf(stdout, "\n%s\n", b.isolation)
+	}
 	for _, s := range b.skipped {
 		fmt.Fprintf(stdout, "\n%s.\n", s)
 	}
@@ -253,6 +265,27 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return finish(svgFile, *svgPath, func(w io.Writer) error { return writeSVG(w, meta, rows) })
+}
+
+// rowSet runs one set of rows; a set that calls DynamoDB runs with
+// DynamoDB Local isolated when isolate is set and the stack allows it, and
+// b.isolation says which happened.
+func (b *bench) rowSet(name string, step func() ([]row, error), isolate bool) ([]row, error) {
+	if !dynamoRows[name] {
+		return step()
+	}
+	why := "-isolate=false"
+	if isolate {
+		var undo func()
+		if undo, why = isolateDynamoDB(); undo != nil {
+			defer undo()
+			b.isolation = "The rows that call DynamoDB ran with DynamoDB Local on a CPU of its own and the bench and fauxqs on the others, " +
+				"as DynamoDB never shares the client's CPU (-isolate=false runs them shared)."
+			return step()
+		}
+	}
+	b.isolation = "The rows that call DynamoDB ran with DynamoDB Local sharing the CPUs with the bench and fauxqs (" + why + ")."
+	return step()
 }
 
 // finish writes f (nil: nothing to write) and renames it to path.

@@ -12,6 +12,11 @@ started=$(bash "$here/stack.sh" up)
 cleanup() { [ "$started" != started ] || bash "$here/stack.sh" down; }
 trap cleanup EXIT
 # shellcheck disable=SC1090
-. "$(bash "$here/stack.sh" env)"
+envfile=$(bash "$here/stack.sh" env)
+. "$envfile"
 export SQSONCE_INTEGRATION=1
+# Where the stack's PID files are: the bench gives DynamoDB Local a CPU of
+# its own while its DynamoDB rows run (bench/isolate_linux.go).
+SQSONCE_STACK_DIR=$(cd "$(dirname "$envfile")" && pwd)
+export SQSONCE_STACK_DIR
 "$@"
