@@ -23,6 +23,9 @@ import (
 // machine. A steady load (a consumer's 32 handlers) then runs the client
 // beside that commit and slows it, where a bursty plain loop leaves gaps;
 // DynamoDB itself never shares its CPU with the client.
+//
+// An interrupted bench undoes it on its way out; one killed outright leaves
+// the masks until the stack is restarted (make stack-down stack-up).
 func isolateDynamoDB() (undo func(), why string) {
 	dir := cmpOr(os.Getenv("SQSONCE_STACK_DIR"), ".stack")
 	ddb, err := stackPID(dir, "dynamodb", "DynamoDBLocal.jar")
