@@ -61,6 +61,9 @@ type holder interface {
 	Remove(handle string) bool
 }
 
+// retried reports whether op is a delete tried again after a failed round.
+func (op settleOp) retried() bool { return op.tries > 0 }
+
 // settler batches deletes and visibility changes: a batch is sent when it
 // holds 10 entries or when the oldest entry has waited FlushInterval.
 // Entries that fail in a batch are retried one by one, each call with its
@@ -320,11 +323,12 @@ func (s *settler) call(ops []settleOp) {
 	if s.batchDone != nil {
 		defer s.batchDone()
 	}
-	if ops[0].visibility < 0 && s.hold != nil {
+	if ops[0].visibility < 0 && s.hold != nil && slices.ContainsFunc(ops, settleOp.retried) {
 		// A delete tried again: take its handle back from the heartbeat.
 		// A handle the heartbeat dropped meanwhile (its visibility ran
-		// out) is gone: nothing is left to delete with it.
-		live := ops[:0:0]
+		// out) is gone: nothing is left to delete with it. (A batch of
+		// first tries, the usual one, skips this and copies nothing.)
+		live := make([]settleOp, 0, len(ops))
 		for _, op := range ops {
 			if op.tries > 0 && !s.hold.Suspend(op.handle) {
 				s.log.Warn("consumer: delete given up: the message's visibility ran out before it could be deleted",
