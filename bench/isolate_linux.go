@@ -40,15 +40,15 @@ func isolateDynamoDB() (undo func(), why string) {
 	if err := unix.SchedGetaffinity(0, &all); err != nil || all.Count() < 2 {
 		return nil, "fewer than 2 CPUs"
 	}
-	var alone, rest unix.CPUSet
 	last := -1
-	for c := range 1024 {
+	for c := range 1024 { // a CPUSet holds 1024 CPUs
 		if all.IsSet(c) {
 			last = c
 		}
 	}
+	var alone unix.CPUSet
 	alone.Set(last)
-	rest = all
+	rest := all
 	rest.Clear(last)
 	pids := []int{os.Getpid(), ddb, sqs}
 	saved := make([]unix.CPUSet, len(pids))
@@ -62,14 +62,14 @@ func isolateDynamoDB() (undo func(), why string) {
 			pinAll(p, &saved[i])
 		}
 	}
-	for i, p := range pids {
+	for _, p := range pids {
 		mask := &rest
 		if p == ddb {
 			mask = &alone
 		}
 		if err := pinAll(p, mask); err != nil {
 			undo()
-			return nil, fmt.Sprintf("setting PID %d's CPUs: %v", pids[i], err)
+			return nil, fmt.Sprintf("setting PID %d's CPUs: %v", p, err)
 		}
 	}
 	return undo, ""
@@ -78,21 +78,32 @@ func isolateDynamoDB() (undo func(), why string) {
 // pinAll sets the CPU mask of every thread of pid. Threads started later
 // inherit it from the thread that starts them.
 func pinAll(pid int, mask *unix.CPUSet) error {
-	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	tids, err := threads(pid)
 	if err != nil {
 		return err
 	}
 	var first error
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
+	for _, tid := range tids {
 		if err := unix.SchedSetaffinity(tid, mask); err != nil && first == nil && err != unix.ESRCH {
 			first = err
 		}
 	}
 	return first
+}
+
+// threads lists the thread ids of pid.
+func threads(pid int) ([]int, error) {
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		return nil, err
+	}
+	tids := make([]int, 0, len(tasks))
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
 }
 
 // stackPID reads the PID that localstack/stack.sh wrote for name and checks

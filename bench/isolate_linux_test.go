@@ -83,16 +83,12 @@ func TestStackPIDChecksTheProcess(t *testing.T) {
 // masks reads the CPU mask of every thread of pid.
 func masks(t *testing.T, pid int) map[int]unix.CPUSet {
 	t.Helper()
-	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	tids, err := threads(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[int]unix.CPUSet{}
-	for _, e := range tasks {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, tid := range tids {
 		var m unix.CPUSet
 		if err := unix.SchedGetaffinity(tid, &m); err != nil {
 			continue // the thread ended

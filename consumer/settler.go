@@ -330,7 +330,7 @@ func (s *settler) call(ops []settleOp) {
 		// first tries, the usual one, skips this and copies nothing.)
 		live := make([]settleOp, 0, len(ops))
 		for _, op := range ops {
-			if op.tries > 0 && !s.hold.Suspend(op.handle) {
+			if op.retried() && !s.hold.Suspend(op.handle) {
 				s.log.Warn("consumer: delete given up: the message's visibility ran out before it could be deleted",
 					zap.String("message_id", op.msg.ID))
 				s.resolved(op)
