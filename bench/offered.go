@@ -41,7 +41,9 @@ func (b *bench) offered() ([]row, error) {
 	plainRun := func(pollers int) (cpu time.Duration, reqs float64, err error) {
 		err = b.withProducer(exe, n, "offered-plain", func(ctx context.Context, q string) (err error) {
 			counting := newCounting(b.client, n)
-			_, cpu, err = plainLoop(ctx, counting, q, n, pollers, false)
+			var use used
+			_, use, err = plainLoop(ctx, counting, q, n, pollers, false)
+			cpu = use.cpu
 			reqs = float64(total(counting.snapshot())) / float64(n)
 			return err
 		})

@@ -70,7 +70,7 @@ type plainAPI interface {
 // count, the FIFO group and the sqsonce-id, and hands the rest to the
 // handler), so that the SDK's cost of decoding them is in both; bare asks
 // for none.
-func plainLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers int, bare bool) (rate float64, cpuPerMsg time.Duration, err error) {
+func plainLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers int, bare bool) (rate float64, use used, err error) {
 	return plainWorkLoop(ctx, client, queueURL, n, pollers, 10, bare, nil)
 }
 
@@ -78,8 +78,8 @@ func plainLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers
 // messages, runs work for each of them at once (i counts messages from 1),
 // waits for all, then deletes the batch: the textbook consumer loop. A
 // failed work stops the loop with its error.
-func plainWorkLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers, batch int, bare bool, work func(i int) error) (rate float64, cpuPerMsg time.Duration, err error) {
-	cpu0 := cpuTime()
+func plainWorkLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers, batch int, bare bool, work func(i int) error) (rate float64, use used, err error) {
+	m := readMeter()
 	var deleted, next atomic.Int64
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -138,10 +138,10 @@ func plainWorkLoop(ctx context.Context, client plainAPI, queueURL string, n, pol
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return 0, 0, err
+		return 0, used{}, err
 	}
 	if deleted.Load() < int64(n) {
-		return 0, 0, fmt.Errorf("plain loop: deleted %d of %d: %w", deleted.Load(), n, ctx.Err())
+		return 0, used{}, fmt.Errorf("plain loop: deleted %d of %d: %w", deleted.Load(), n, ctx.Err())
 	}
-	return float64(n) / time.Duration(last.Load()).Seconds(), (cpuTime() - cpu0) / time.Duration(n), nil
+	return float64(n) / time.Duration(last.Load()).Seconds(), m.perMessage(n), nil
 }

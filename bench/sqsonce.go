@@ -45,6 +45,7 @@ type runResult struct {
 	calls   map[string]int64 // SQS calls by operation
 	elapsed time.Duration
 	cpu     time.Duration // this process's CPU per message
+	gc      time.Duration // the part of cpu the Go runtime counts as GC
 	allocs  float64       // this process's heap allocations per message
 	// deleteReturned maps receipt handles to when their delete returned
 	// (with runOpts.trackDeletes).
@@ -102,7 +103,7 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 	defer stop()
 	errc := make(chan error, 1)
 	mallocs0 := mallocs()
-	cpu0 := cpuTime()
+	m := readMeter()
 	start := time.Now()
 	go func() { errc <- c.Run(runCtx) }()
 	select {
@@ -115,7 +116,7 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 		return runResult{}, fmt.Errorf("consumer deleted %d of %d within %s", counting.deleted.Load(), n, timeout)
 	}
 	elapsed := time.Since(start)
-	cpu := (cpuTime() - cpu0) / time.Duration(n)
+	use := m.perMessage(n)
 	allocs := float64(mallocs()-mallocs0) / float64(n)
 	stop()
 	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
@@ -124,7 +125,7 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 	counting.mu.Lock()
 	returned := counting.deleteReturned
 	counting.mu.Unlock()
-	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, cpu: cpu, allocs: allocs, deleteReturned: returned}, nil
+	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, cpu: use.cpu, gc: use.gc, allocs: allocs, deleteReturned: returned}, nil
 }
 
 // mallocs is the process's count of heap allocations so far.

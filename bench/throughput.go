@@ -17,12 +17,12 @@ import (
 
 // plainOnce drains a fresh queue of b.n messages with the plain loop
 // (again, on a fresh queue, when a receive response was lost: see clean).
-func (b *bench) plainOnce(fifo bool, groups, pollers int) (rate float64, cpu time.Duration, err error) {
+func (b *bench) plainOnce(fifo bool, groups, pollers int) (rate float64, use used, err error) {
 	return b.plainOnceAsking(fifo, groups, pollers, false)
 }
 
 // plainOnceAsking is plainOnce, asking for no attributes when bare.
-func (b *bench) plainOnceAsking(fifo bool, groups, pollers int, bare bool) (rate float64, cpu time.Duration, err error) {
+func (b *bench) plainOnceAsking(fifo bool, groups, pollers int, bare bool) (rate float64, use used, err error) {
 	err = b.clean("plain loop", func() error {
 		q, err := b.env.queue(b.ctx, "plain", fifo)
 		if err != nil {
@@ -31,10 +31,10 @@ func (b *bench) plainOnceAsking(fifo bool, groups, pollers int, bare bool) (rate
 		if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
 			return err
 		}
-		rate, cpu, err = plainLoop(b.ctx, b.client, q, b.n, pollers, bare)
+		rate, use, err = plainLoop(b.ctx, b.client, q, b.n, pollers, bare)
 		return err
 	})
-	return rate, cpu, err
+	return rate, use, err
 }
 
 // sqsonceOnce drains a fresh queue of b.n messages through the consumer
@@ -145,22 +145,22 @@ func (b *bench) noop() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	var plainRate, plainCPU, bareRate, bareCPU, rate, cpu, reqs sample
+	var plainRate, plainCPU, plainGC, bareRate, bareCPU, rate, cpu, gc, reqs sample
 	err = b.pairs("no-op", func() error {
-		r, c, err := b.plainOnce(false, 0, pollers)
-		plainRate, plainCPU = append(plainRate, r), append(plainCPU, micros(c))
+		r, u, err := b.plainOnce(false, 0, pollers)
+		plainRate, plainCPU, plainGC = append(plainRate, r), append(plainCPU, micros(u.cpu)), append(plainGC, micros(u.gc))
 		if err != nil {
 			return err
 		}
-		r, c, err = b.plainOnceAsking(false, 0, pollers, true)
-		bareRate, bareCPU = append(bareRate, r), append(bareCPU, micros(c))
+		r, u, err = b.plainOnceAsking(false, 0, pollers, true)
+		bareRate, bareCPU = append(bareRate, r), append(bareCPU, micros(u.cpu))
 		return err
 	}, func(warmup bool) error {
 		res, err := b.sqsonceOnce("noop", false, 0, runOpts{concurrency: 32})
 		if warmup {
 			return err
 		}
-		rate, cpu = append(rate, res.rate), append(cpu, micros(res.cpu))
+		rate, cpu, gc = append(rate, res.rate), append(cpu, micros(res.cpu)), append(gc, micros(res.gc))
 		reqs = append(reqs, float64(total(res.calls))/float64(b.n))
 		return err
 	}, true)
@@ -176,9 +176,24 @@ func (b *bench) noop() ([]row, error) {
 			note: "the no-op row's runs; limit: the plain loop's CPU per message, asking for the same attributes (the SDK's cost is in both)"}.with(atMost(1.1)),
 		{group: "CPU and requests per message", name: "Go CPU per message, no-op, vs a plain loop asking for no attributes", value: cpu, limit: bareCPU, ratio: ratios(cpu, bareCPU), unit: "µs",
 			note: "the same runs; the difference to the row above is the SDK decoding the attributes (seen in a profile: `go run ./bench -only noop -cpuprofile FILE`); no target"},
+		{group: "CPU and requests per message", name: gcRow, value: gc, limit: orNone(plainGC), ratio: ratios(gc, plainGC), unit: "µs",
+			note: "the no-op row's runs: the part of each side's CPU per message that the runtime counts as GC (" + gcCPU + ": mark work, assists, idle-P marking, pauses × GOMAXPROCS; an estimate from P time, so not a strict part of the OS's figure); limit: the plain loop's; no target: it shows how much of the gap in the row above is the collector's"},
 		row{group: "CPU and requests per message", name: "SQS requests per message (no-op runs)", value: reqs, limit: one(0.2), unit: "req/msg",
 			note: "limit: one receive + one delete batch per 10 messages"}.with(valueAtMost(0.22)),
 	}, nil
+}
+
+// gcRow names the row that splits the garbage collector's part out of the
+// no-op CPU row.
+const gcRow = "of which garbage collection, no-op (the Go runtime's estimate)"
+
+// orNone is s, or no limit when s's median is 0 (a run too short for the
+// collector to start), which no ratio can be taken of.
+func orNone(s sample) sample {
+	if len(s) == 0 || s.med() == 0 {
+		return nil
+	}
+	return s
 }
 
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
