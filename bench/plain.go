@@ -79,7 +79,7 @@ func plainLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers
 // waits for all, then deletes the batch: the textbook consumer loop. A
 // failed work stops the loop with its error.
 func plainWorkLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers, batch int, bare bool, work func(i int) error) (rate float64, use used, err error) {
-	m := readMeter()
+	m := readUsed()
 	var deleted, next atomic.Int64
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()

@@ -103,7 +103,7 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 	defer stop()
 	errc := make(chan error, 1)
 	mallocs0 := mallocs()
-	m := readMeter()
+	m := readUsed()
 	start := time.Now()
 	go func() { errc <- c.Run(runCtx) }()
 	select {

@@ -167,6 +167,12 @@ func (b *bench) noop() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Runs too short for the collector to start in the plain loop leave
+	// the GC row without a limit: there is no ratio to take.
+	gcLimit, gcRatio := plainGC, ratios(gc, plainGC)
+	if plainGC.med() == 0 {
+		gcLimit, gcRatio = nil, nil
+	}
 	return []row{
 		row{group: "Throughput, SQS", name: "no-op handler, standard queue (conc 32)", value: rate, limit: plainRate, ratio: ratios(rate, plainRate), unit: "msgs/s",
 			note: fmt.Sprintf("%s; limit: plain ReceiveMessage(10) + DeleteMessageBatch loop with the poller count (%d) that was fastest of 1/4/8 in the warm-up, asking for the attributes the consumer asks for (All message and system attributes: the receive count, FIFO group and sqsonce-id it needs, the rest for the handler)", b.interleaved(), pollers)}.with(atLeast(0.9)),
@@ -176,7 +182,7 @@ func (b *bench) noop() ([]row, error) {
 			note: "the no-op row's runs; limit: the plain loop's CPU per message, asking for the same attributes (the SDK's cost is in both)"}.with(atMost(1.1)),
 		{group: "CPU and requests per message", name: "Go CPU per message, no-op, vs a plain loop asking for no attributes", value: cpu, limit: bareCPU, ratio: ratios(cpu, bareCPU), unit: "µs",
 			note: "the same runs; the difference to the row above is the SDK decoding the attributes (seen in a profile: `go run ./bench -only noop -cpuprofile FILE`); no target"},
-		{group: "CPU and requests per message", name: gcRow, value: gc, limit: orNone(plainGC), ratio: ratios(gc, plainGC), unit: "µs",
+		{group: "CPU and requests per message", name: gcRow, value: gc, limit: gcLimit, ratio: gcRatio, unit: "µs",
 			note: "the no-op row's runs: the part of each side's CPU per message that the runtime counts as GC (" + gcCPU + ": mark work, assists, idle-P marking, pauses × GOMAXPROCS; an estimate from P time, so not a strict part of the OS's figure); limit: the plain loop's; no target: it shows how much of the gap in the row above is the collector's"},
 		row{group: "CPU and requests per message", name: "SQS requests per message (no-op runs)", value: reqs, limit: one(0.2), unit: "req/msg",
 			note: "limit: one receive + one delete batch per 10 messages"}.with(valueAtMost(0.22)),
@@ -186,15 +192,6 @@ func (b *bench) noop() ([]row, error) {
 // gcRow names the row that splits the garbage collector's part out of the
 // no-op CPU row.
 const gcRow = "of which garbage collection, no-op (the Go runtime's estimate)"
-
-// orNone is s, or no limit when s's median is 0 (a run too short for the
-// collector to start), which no ratio can be taken of.
-func orNone(s sample) sample {
-	if len(s) == 0 || s.med() == 0 {
-		return nil
-	}
-	return s
-}
 
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 

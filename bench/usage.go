@@ -5,15 +5,11 @@ import (
 	"time"
 )
 
-// used is what a run used per message: this process's CPU (user and
-// system, from the OS), and the part of it the Go runtime counts as
-// garbage collection.
+// used is CPU time: this process's (user and system, from the OS), and the
+// part of it the Go runtime counts as garbage collection. readUsed gives
+// the totals so far; perMessage turns one such reading into a run's
+// figures per message.
 type used struct {
-	cpu, gc time.Duration
-}
-
-// meter is a reading of the process's CPU and GC CPU so far.
-type meter struct {
 	cpu, gc time.Duration
 }
 
@@ -22,19 +18,19 @@ type meter struct {
 // stop-the-world pauses, counted as pause time × GOMAXPROCS.
 const gcCPU = "/cpu/classes/gc/total:cpu-seconds"
 
-func readMeter() meter {
+func readUsed() used {
 	s := []metrics.Sample{{Name: gcCPU}}
 	metrics.Read(s)
 	var gc time.Duration
 	if s[0].Value.Kind() == metrics.KindFloat64 {
 		gc = time.Duration(s[0].Value.Float64() * float64(time.Second))
 	}
-	return meter{cpu: cpuTime(), gc: gc}
+	return used{cpu: cpuTime(), gc: gc}
 }
 
-// perMessage is what was used since m, per message of n.
-func (m meter) perMessage(n int) used {
-	now := readMeter()
+// perMessage is what was used since the reading u, per message of n.
+func (u used) perMessage(n int) used {
+	now := readUsed()
 	d := time.Duration(max(n, 1))
-	return used{cpu: (now.cpu - m.cpu) / d, gc: (now.gc - m.gc) / d}
+	return used{cpu: (now.cpu - u.cpu) / d, gc: (now.gc - u.gc) / d}
 }
