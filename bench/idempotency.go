@@ -102,12 +102,12 @@ func (p plainIdempotency) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Every answer must be 201; replayed says whether it must carry
 // Idempotent-Replayed.
 func httpLoad(ctx context.Context, client *http.Client, url string, n int, key func(i int) string, replayed bool) (rate float64, cpu time.Duration, err error) {
-	cpu0 := cpuTime()
+	m := readUsed()
 	rate, err = workers(n, idemConcurrency, func(i int) error { return post(ctx, client, url, key(i), replayed) })
 	if err != nil {
 		return 0, 0, err
 	}
-	return rate, (cpuTime() - cpu0) / time.Duration(n), nil
+	return rate, m.perMessage(n).cpu, nil
 }
 
 func post(ctx context.Context, client *http.Client, url, key string, replayed bool) error {
