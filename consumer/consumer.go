@@ -241,7 +241,11 @@ type inflight struct {
 // while it sits in the ready queue or a worker runs one of its messages:
 // then no other worker may take it.
 type lane struct {
-	group  string
+	group string
+	// head is the message a worker runs next: taken off queue, under r.mu,
+	// when the lane is put in the ready queue, so that the worker that
+	// takes the lane needs no lock to start it.
+	head   *inflight
 	queue  []*inflight
 	active bool
 }
@@ -358,6 +362,19 @@ func (r *runner) run(ctx context.Context) error {
 			}
 		}
 		close(r.queue) // the workers return once their handlers have
+	}
+	if r.q.fifo {
+		// Lanes still in the ready queue hold a message no worker took.
+	ready:
+		for {
+			select {
+			case l := <-r.ready:
+				r.release(l.head, nil)
+				l.head = nil
+			default:
+				break ready
+			}
+		}
 	}
 	r.mu.Lock()
 	lanes := make([]*lane, 0, len(r.lanes))
@@ -546,11 +563,12 @@ func newAttemptID() string {
 // (standard queues) or appends each to its group's lane (FIFO).
 //
 // A receive's messages are appended to their lanes under one hold of
-// r.mu: a worker handed a lane takes r.mu before it takes a message, so it
-// starts only once the whole receive is in. Handed out one at a time, a
-// worker could finish a group's first message (retried, say), find the
-// lane empty and drop it, and the group's next message of the same
-// receive would start in a new lane, ahead of the retry.
+// r.mu, and the lanes it makes ready are handed to the workers only after
+// it: handed out one at a time, a worker could finish a group's first
+// message (retried, say), find the lane empty and drop it, and the group's
+// next message of the same receive would start in a new lane, ahead of the
+// retry. Handed out after r.mu is released, a woken worker does not wait
+// for it.
 func (r *runner) dispatch(batch []*inflight) {
 	if !r.q.fifo {
 		for _, m := range batch {
@@ -558,8 +576,9 @@ func (r *runner) dispatch(batch []*inflight) {
 		}
 		return
 	}
+	var buf [sqslimits.MaxBatchEntries]*lane
+	ready := buf[:0]
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, m := range batch {
 		l, ok := r.lanes[m.msg.GroupID]
 		if !ok {
@@ -574,9 +593,27 @@ func (r *runner) dispatch(batch []*inflight) {
 		l.queue = append(l.queue, m)
 		if !l.active {
 			l.active = true
-			r.ready <- l // never full: each lane in it holds a received message
+			ready = append(ready, l)
 		}
 	}
+	for _, l := range ready {
+		l.pop()
+	}
+	r.mu.Unlock()
+	for _, l := range ready {
+		r.ready <- l // never full: each lane in it holds a received message
+	}
+}
+
+// pop moves the first queued message to head; r.mu is held.
+func (l *lane) pop() {
+	n := len(l.queue)
+	// Shifted down rather than resliced, so that the lane keeps its array
+	// when it is reused.
+	l.head = l.queue[0]
+	copy(l.queue, l.queue[1:])
+	l.queue[n-1] = nil
+	l.queue = l.queue[:n-1]
 }
 
 // work is one of the Concurrency workers of a standard queue: it runs
@@ -612,9 +649,9 @@ func next[T any](c *capacity, ch <-chan T) T {
 }
 
 // workLanes is one of the Concurrency workers of a FIFO queue: it takes a
-// ready lane, runs its first message, and puts the lane back at the end
-// of the ready queue while it has more, so one group's messages run one
-// at a time, in order, and groups take turns. After a message fails, the
+// ready lane, runs its head, and puts the lane back at the end of the
+// ready queue while it has more, so one group's messages run one at a
+// time, in order, and groups take turns. After a message fails, the
 // group's other received messages are released so that they are not run
 // out of order; once the consumer is stopping, taken lanes are released.
 func (r *runner) workLanes(worker int) {
@@ -623,33 +660,22 @@ func (r *runner) workLanes(worker int) {
 		if l == nil {
 			return // closed
 		}
-		r.mu.Lock()
-		var m *inflight
-		if n := len(l.queue); n > 0 {
-			// Shifted down rather than resliced, so that the lane keeps
-			// its array when it is reused.
-			m = l.queue[0]
-			copy(l.queue, l.queue[1:])
-			l.queue[n-1] = nil
-			l.queue = l.queue[:n-1]
-		}
-		r.mu.Unlock()
-
-		if m != nil {
-			select {
-			case <-r.stopping:
-				r.release(m, nil)
-				r.releaseLane(l, nil)
-			default:
-				res := r.process(worker, m)
-				if settle.StopsGroup(settle.Outcome(res.Outcome)) {
-					r.releaseLane(l, fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome))
-				}
+		m := l.head
+		l.head = nil
+		select {
+		case <-r.stopping:
+			r.release(m, nil)
+			r.releaseLane(l, nil)
+		default:
+			res := r.process(worker, m)
+			if settle.StopsGroup(settle.Outcome(res.Outcome)) {
+				r.releaseLane(l, fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome))
 			}
 		}
 
 		r.mu.Lock()
 		if len(l.queue) > 0 {
+			l.pop()
 			r.ready <- l // never full: see dispatch
 		} else {
 			l.active = false

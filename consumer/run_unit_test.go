@@ -245,6 +245,51 @@ func TestFIFOShutdownReleasesLanes(t *testing.T) {
 	})
 }
 
+// TestFIFOShutdownReleasesReadyLanes: with more groups than workers, the
+// groups no worker has started wait in the ready queue; on shutdown their
+// messages are released at once too, not when a worker frees up.
+func TestFIFOShutdownReleasesReadyLanes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, q, _ := onFake(true, map[string]string{"VisibilityTimeout": "30"}, nil)
+		for i := range 2 {
+			for g := range 4 {
+				f.Put(q, fmt.Sprintf("g%d-%d", g, i), fmt.Sprintf("g%d", g))
+			}
+		}
+		obs := &recordingObserver{}
+		stop := startOnFake(t, f, q, consumer.Config{
+			Concurrency: 2, Prefetch: 8, Receivers: 1,
+			ShutdownTimeout: 10 * time.Second,
+			Observer:        obs,
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				<-ctx.Done()
+				return ctx.Err()
+			}),
+		})
+		for obs.receivedCount() < 8 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		errc := make(chan error, 1)
+		go func() { errc <- stop() }()
+		time.Sleep(time.Second)
+		if got := obs.count(consumer.OutcomeRelease); got != 6 {
+			t.Errorf("%d released one second into the drain, want the 6 not started", got)
+		}
+		if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Run = %v, want context.DeadlineExceeded", err)
+		}
+		for _, m := range f.Messages(q) {
+			if m.State != sqsfake.Visible {
+				t.Errorf("%s still %s after the drain", m.Body, m.State)
+			}
+		}
+		if n := len(f.Messages(q)); n != 8 {
+			t.Errorf("%d messages left, want all 8", n)
+		}
+	})
+}
+
 func (o *recordingObserver) lostCount() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/smithy-go"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -51,16 +52,6 @@ type settleOp struct {
 	final bool
 }
 
-// holder keeps messages invisible while their delete is unresolved:
-// *heartbeat.Heartbeat. Suspend stops extending a handle (waiting for an
-// extension in flight) and reports whether it is still tracked; Resume
-// hands it back to the heartbeat; Remove forgets it.
-type holder interface {
-	Suspend(handle string) bool
-	Resume(handle string) bool
-	Remove(handle string) bool
-}
-
 // retried reports whether op is a delete tried again after a failed round.
 func (op settleOp) retried() bool { return op.tries > 0 }
 
@@ -78,9 +69,12 @@ type settler struct {
 	parallel int
 	log      *zap.Logger
 	obs      Observer
-	// hold, when set, keeps messages whose delete is unresolved invisible.
-	// Ops must then be queued with their handle suspended in it.
-	hold holder
+	// hold, when set, keeps messages whose delete is unresolved invisible:
+	// ops must then be queued with their handle suspended in it. A delete
+	// tried again takes its handle back (Suspend, which reports whether
+	// the heartbeat still tracks it); one that failed hands it back
+	// (Resume); a resolved one is forgotten (Remove).
+	hold *heartbeat.Heartbeat
 	// callTimeout bounds each call. Defaults to settleCallTimeout.
 	callTimeout time.Duration
 
@@ -362,6 +356,24 @@ func (s *settler) resolved(op settleOp) {
 	}
 }
 
+// deleted ends deletes that succeeded, as resolved does each, forgetting
+// their handles under one hold of the heartbeat's lock.
+func (s *settler) deleted(ops []settleOp) {
+	if s.hold != nil {
+		var buf [sqslimits.MaxBatchEntries]string
+		handles := buf[:0]
+		for _, op := range ops {
+			handles = append(handles, op.handle)
+		}
+		s.hold.RemoveBatch(handles)
+	}
+	for _, op := range ops {
+		if op.done != nil {
+			op.done()
+		}
+	}
+}
+
 func (s *settler) deleteBatch(ops []settleOp) {
 	in := &sqs.DeleteMessageBatchInput{QueueUrl: &s.queueURL, Entries: make([]types.DeleteMessageBatchRequestEntry, len(ops))}
 	for i := range ops {
@@ -375,11 +387,14 @@ func (s *settler) deleteBatch(ops []settleOp) {
 		failed = out.Failed
 	}
 	retry := s.failed(ops, failed, err, "delete batch")
+	var buf [sqslimits.MaxBatchEntries]settleOp
+	deleted := buf[:0]
 	for _, op := range ops {
 		if !slices.ContainsFunc(retry, func(r settleOp) bool { return r.handle == op.handle }) {
-			s.resolved(op)
+			deleted = append(deleted, op)
 		}
 	}
+	s.deleted(deleted)
 	for _, op := range retry {
 		err := s.retry(op, "delete", func(ctx context.Context) error {
 			_, err := s.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.queueURL), ReceiptHandle: aws.String(op.handle)})

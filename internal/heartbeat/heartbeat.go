@@ -223,6 +223,25 @@ func (h *Heartbeat) Remove(handle string) bool {
 	return ok
 }
 
+// RemoveBatch stops tracking handles, as Remove does each, under one hold
+// of the lock.
+func (h *Heartbeat) RemoveBatch(handles []string) {
+	var waits []chan struct{}
+	h.mu.Lock()
+	for _, handle := range handles {
+		if e, ok := h.entries[handle]; ok {
+			delete(h.entries, handle)
+			if e.inflight != nil {
+				waits = append(waits, e.inflight)
+			}
+		}
+	}
+	h.mu.Unlock()
+	for _, w := range waits {
+		<-w
+	}
+}
+
 // Suspend stops extending handle without forgetting it, and reports
 // whether it is still tracked. Like Remove, it waits for an extension in
 // flight that includes handle, so a delete made after Suspend never races
@@ -239,9 +258,10 @@ func (h *Heartbeat) Suspend(handle string) bool {
 	e.suspended = true
 	wait := e.inflight
 	h.mu.Unlock()
-	if wait != nil {
-		<-wait
+	if wait == nil {
+		return true
 	}
+	<-wait
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.entries[handle] == e

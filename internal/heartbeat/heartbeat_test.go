@@ -165,9 +165,22 @@ func TestTwelveHourCap(t *testing.T) {
 	})
 }
 
-// TestRemoveWaitsForExtension: Remove called while an extension that
-// includes the handle is in flight returns only after that call returns.
+// TestRemoveWaitsForExtension: Remove (or RemoveBatch) called while an
+// extension that includes the handle is in flight returns only after that
+// call returns.
 func TestRemoveWaitsForExtension(t *testing.T) {
+	removers := map[string]func(h *heartbeat.Heartbeat, handle string){
+		"Remove": func(h *heartbeat.Heartbeat, handle string) { h.Remove(handle) },
+		"RemoveBatch": func(h *heartbeat.Heartbeat, handle string) {
+			h.RemoveBatch([]string{"unknown", handle})
+		},
+	}
+	for name, remove := range removers {
+		t.Run(name, func(t *testing.T) { testRemoveWaitsForExtension(t, remove) })
+	}
+}
+
+func testRemoveWaitsForExtension(t *testing.T, remove func(h *heartbeat.Heartbeat, handle string)) {
 	synctest.Test(t, func(t *testing.T) {
 		f, q, handles := queueWith(t, 3, 3)
 		a, b, c := handles[0], handles[1], handles[2]
@@ -188,7 +201,7 @@ func TestRemoveWaitsForExtension(t *testing.T) {
 		<-inCall // the extension is in flight
 
 		removed := make(chan struct{})
-		go func() { h.Remove(a); close(removed) }()
+		go func() { remove(h, a); close(removed) }()
 		synctest.Wait()
 		select {
 		case <-removed:
@@ -197,8 +210,9 @@ func TestRemoveWaitsForExtension(t *testing.T) {
 		}
 		// A handle not in the in-flight call is removed at once.
 		h.Add(c, time.Now(), nil)
-		if !h.Remove(c) {
-			t.Fatal("Remove(c) = false")
+		remove(h, c)
+		if h.Tracked(c) {
+			t.Fatal("c tracked after it was removed")
 		}
 		close(block)
 		<-removed
