@@ -154,11 +154,12 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mdPath := fs.String("md", "", "also write the table as Markdown to `FILE` (with the date, Go version, CPUs and command)")
 	svgPath := fs.String("svg", "", "also write the table as an SVG bar chart to `FILE`")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof -top bench FILE)")
+	mutexprofile := fs.String("mutexprofile", "", "write a profile of the time goroutines waited for locks, over the whole run, to `FILE` (go tool pprof -top -focus sqsonce/consumer FILE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *n < 10 || *runs < 1 || fs.NArg() > 0 {
-		return errors.New("usage: bench [-n N ≥ 10] [-runs R ≥ 1] [-quick] [-only rows] [-md FILE] [-svg FILE] [-cpuprofile FILE]")
+		return errors.New("usage: bench [-n N ≥ 10] [-runs R ≥ 1] [-quick] [-only rows] [-md FILE] [-svg FILE] [-cpuprofile FILE] [-mutexprofile FILE]")
 	}
 	want := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
 	for _, name := range strings.Split(*only, ",") {
@@ -176,6 +177,19 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *mutexprofile != "" {
+		f, err := os.Create(*mutexprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		runtime.SetMutexProfileFraction(1)
+		defer func() {
+			if err := pprof.Lookup("mutex").WriteTo(f, 0); err != nil {
+				fmt.Fprintf(stderr, "bench: mutex profile: %v\n", err)
+			}
+		}()
 	}
 	// Open the output files first, as temporary files beside them: a path
 	// that cannot be written fails now, not after the whole run, and a
