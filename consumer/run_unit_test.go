@@ -180,14 +180,32 @@ func (o *recordingObserver) receivedCount() int {
 	return o.received
 }
 
-// TestFIFOShutdownReleasesLanes: on shutdown the messages waiting in FIFO
-// lanes are released at once; running handlers are cancelled with
+// TestFIFOShutdownReleasesLanes: on shutdown the messages no worker has
+// started are released at once, both those waiting in a lane behind their
+// group's running handler and, with more groups than workers, those of
+// groups waiting in the ready queue; running handlers are cancelled with
 // ErrShutdown at ShutdownTimeout and their messages released too.
 func TestFIFOShutdownReleasesLanes(t *testing.T) {
+	for _, c := range []struct {
+		name                  string
+		groups, each          int // messages: groups × each
+		concurrency, prefetch int
+		received, waiting     int // held at shutdown; of them not started
+	}{
+		{"behind running handlers", 3, 5, 3, 12, 10, 7},
+		{"in the ready queue", 4, 2, 2, 8, 8, 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testFIFOShutdown(t, c.groups, c.each, c.concurrency, c.prefetch, c.received, c.waiting)
+		})
+	}
+}
+
+func testFIFOShutdown(t *testing.T, groups, each, concurrency, prefetch, received, waiting int) {
 	synctest.Test(t, func(t *testing.T) {
 		f, q, _ := onFake(true, map[string]string{"VisibilityTimeout": "30"}, nil)
-		for i := range 5 {
-			for g := range 3 {
+		for i := range each {
+			for g := range groups {
 				f.Put(q, fmt.Sprintf("g%d-%d", g, i), fmt.Sprintf("g%d", g))
 			}
 		}
@@ -195,7 +213,7 @@ func TestFIFOShutdownReleasesLanes(t *testing.T) {
 		var mu sync.Mutex
 		var causes []error
 		stop := startOnFake(t, f, q, consumer.Config{
-			Concurrency: 3, Prefetch: 12, Receivers: 1,
+			Concurrency: concurrency, Prefetch: prefetch, Receivers: 1,
 			ShutdownTimeout: 10 * time.Second,
 			Observer:        obs,
 			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
@@ -206,7 +224,7 @@ func TestFIFOShutdownReleasesLanes(t *testing.T) {
 				return ctx.Err()
 			}),
 		})
-		for obs.receivedCount() < 10 {
+		for obs.receivedCount() < received {
 			time.Sleep(100 * time.Millisecond)
 		}
 		synctest.Wait()
@@ -214,8 +232,8 @@ func TestFIFOShutdownReleasesLanes(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() { errc <- stop() }()
 		time.Sleep(time.Second)
-		if got := obs.count(consumer.OutcomeRelease); got != 7 {
-			t.Errorf("%d released one second into the drain, want the 7 waiting in lanes", got)
+		if got := obs.count(consumer.OutcomeRelease); got != waiting {
+			t.Errorf("%d released one second into the drain, want the %d not started", got, waiting)
 		}
 		err := <-errc
 		if !errors.Is(err, context.DeadlineExceeded) {
@@ -226,8 +244,8 @@ func TestFIFOShutdownReleasesLanes(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if len(causes) != 3 {
-			t.Fatalf("%d handlers cancelled, want 3", len(causes))
+		if len(causes) != concurrency {
+			t.Fatalf("%d handlers cancelled, want %d", len(causes), concurrency)
 		}
 		for _, c := range causes {
 			if !errors.Is(c, consumer.ErrShutdown) {
@@ -239,53 +257,8 @@ func TestFIFOShutdownReleasesLanes(t *testing.T) {
 				t.Errorf("%s still %s after the drain", m.Body, m.State)
 			}
 		}
-		if n := len(f.Messages(q)); n != 15 {
-			t.Errorf("%d messages left, want all 15", n)
-		}
-	})
-}
-
-// TestFIFOShutdownReleasesReadyLanes: with more groups than workers, the
-// groups no worker has started wait in the ready queue; on shutdown their
-// messages are released at once too, not when a worker frees up.
-func TestFIFOShutdownReleasesReadyLanes(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f, q, _ := onFake(true, map[string]string{"VisibilityTimeout": "30"}, nil)
-		for i := range 2 {
-			for g := range 4 {
-				f.Put(q, fmt.Sprintf("g%d-%d", g, i), fmt.Sprintf("g%d", g))
-			}
-		}
-		obs := &recordingObserver{}
-		stop := startOnFake(t, f, q, consumer.Config{
-			Concurrency: 2, Prefetch: 8, Receivers: 1,
-			ShutdownTimeout: 10 * time.Second,
-			Observer:        obs,
-			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
-				<-ctx.Done()
-				return ctx.Err()
-			}),
-		})
-		for obs.receivedCount() < 8 {
-			time.Sleep(100 * time.Millisecond)
-		}
-		synctest.Wait()
-		errc := make(chan error, 1)
-		go func() { errc <- stop() }()
-		time.Sleep(time.Second)
-		if got := obs.count(consumer.OutcomeRelease); got != 6 {
-			t.Errorf("%d released one second into the drain, want the 6 not started", got)
-		}
-		if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Run = %v, want context.DeadlineExceeded", err)
-		}
-		for _, m := range f.Messages(q) {
-			if m.State != sqsfake.Visible {
-				t.Errorf("%s still %s after the drain", m.Body, m.State)
-			}
-		}
-		if n := len(f.Messages(q)); n != 8 {
-			t.Errorf("%d messages left, want all 8", n)
+		if n := len(f.Messages(q)); n != groups*each {
+			t.Errorf("%d messages left, want all %d", n, groups*each)
 		}
 	})
 }
