@@ -352,29 +352,11 @@ func (r *runner) run(ctx context.Context) error {
 	// running handler of their group, are released now, not when a
 	// handler finishes.
 	if !r.q.fifo {
-	waiting:
-		for {
-			select {
-			case m := <-r.queue:
-				r.release(m, nil)
-			default:
-				break waiting
-			}
-		}
+		takeWaiting(r.queue, func(m *inflight) { r.release(m, nil) })
 		close(r.queue) // the workers return once their handlers have
-	}
-	if r.q.fifo {
+	} else {
 		// Lanes still in the ready queue hold a message no worker took.
-	ready:
-		for {
-			select {
-			case l := <-r.ready:
-				r.release(l.head, nil)
-				l.head = nil
-			default:
-				break ready
-			}
-		}
+		takeWaiting(r.ready, func(l *lane) { r.release(l.head, nil) })
 	}
 	r.mu.Lock()
 	lanes := make([]*lane, 0, len(r.lanes))
@@ -645,6 +627,19 @@ func next[T any](c *capacity, ch <-chan T) T {
 	default:
 		c.waited()
 		return <-ch
+	}
+}
+
+// takeWaiting calls f with each value waiting in ch, without waiting for
+// more.
+func takeWaiting[T any](ch <-chan T, f func(T)) {
+	for {
+		select {
+		case v := <-ch:
+			f(v)
+		default:
+			return
+		}
 	}
 }
 

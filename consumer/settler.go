@@ -340,32 +340,24 @@ func (s *settler) call(ops []settleOp) {
 		s.deleteBatch(ops)
 	} else {
 		s.visibilityBatch(ops)
-		for _, op := range ops {
-			s.resolved(op)
-		}
+		s.resolved(ops...)
 	}
 }
 
-// resolved ends op: its handle is forgotten and its done called.
-func (s *settler) resolved(op settleOp) {
-	if op.visibility < 0 && s.hold != nil {
-		s.hold.Remove(op.handle)
-	}
-	if op.done != nil {
-		op.done()
-	}
-}
-
-// deleted ends deletes that succeeded, as resolved does each, forgetting
-// their handles under one hold of the heartbeat's lock.
-func (s *settler) deleted(ops []settleOp) {
+// resolved ends ops: the handles of deletes are forgotten, under one hold
+// of the heartbeat's lock, then each op's done is called.
+func (s *settler) resolved(ops ...settleOp) {
 	if s.hold != nil {
 		var buf [sqslimits.MaxBatchEntries]string
 		handles := buf[:0]
 		for _, op := range ops {
-			handles = append(handles, op.handle)
+			if op.visibility < 0 {
+				handles = append(handles, op.handle)
+			}
 		}
-		s.hold.RemoveBatch(handles)
+		if len(handles) > 0 {
+			s.hold.RemoveBatch(handles)
+		}
 	}
 	for _, op := range ops {
 		if op.done != nil {
@@ -394,7 +386,7 @@ func (s *settler) deleteBatch(ops []settleOp) {
 			deleted = append(deleted, op)
 		}
 	}
-	s.deleted(deleted)
+	s.resolved(deleted...)
 	for _, op := range retry {
 		err := s.retry(op, "delete", func(ctx context.Context) error {
 			_, err := s.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.queueURL), ReceiptHandle: aws.String(op.handle)})

@@ -208,14 +208,7 @@ func (h *Heartbeat) AddBatch(callStart, returned time.Time, rs []Received) {
 // an extension.
 func (h *Heartbeat) Remove(handle string) bool {
 	h.mu.Lock()
-	e, ok := h.entries[handle]
-	if ok {
-		delete(h.entries, handle)
-	}
-	var wait chan struct{}
-	if ok {
-		wait = e.inflight
-	}
+	wait, ok := h.forget(handle)
 	h.mu.Unlock()
 	if wait != nil {
 		<-wait
@@ -229,17 +222,26 @@ func (h *Heartbeat) RemoveBatch(handles []string) {
 	var waits []chan struct{}
 	h.mu.Lock()
 	for _, handle := range handles {
-		if e, ok := h.entries[handle]; ok {
-			delete(h.entries, handle)
-			if e.inflight != nil {
-				waits = append(waits, e.inflight)
-			}
+		if wait, _ := h.forget(handle); wait != nil {
+			waits = append(waits, wait)
 		}
 	}
 	h.mu.Unlock()
 	for _, w := range waits {
 		<-w
 	}
+}
+
+// forget stops tracking handle and reports whether it was tracked, with
+// the channel of an extension in flight that includes it (nil when none);
+// h.mu is held.
+func (h *Heartbeat) forget(handle string) (inflight chan struct{}, ok bool) {
+	e, ok := h.entries[handle]
+	if !ok {
+		return nil, false
+	}
+	delete(h.entries, handle)
+	return e.inflight, true
 }
 
 // Suspend stops extending handle without forgetting it, and reports
