@@ -177,8 +177,12 @@ func (s *settler) run() {
 			dels = nil
 		}
 	}
+	// idle before len(s.ops): an op is queued before it stops counting
+	// as unsettled, so once idle is true every op is in s.ops or taken.
+	// The other order could find s.ops empty, then the last op queued and
+	// idle true, and send a partial batch with that op alone after it.
 	sendIfIdle := func() {
-		if s.idle != nil && len(dels)+len(vis) > 0 && len(s.ops) == 0 && s.idle() {
+		if s.idle != nil && len(dels)+len(vis) > 0 && s.idle() && len(s.ops) == 0 {
 			s.send(dels)
 			s.send(vis)
 			dels, vis = nil, nil

@@ -44,3 +44,44 @@ func TestSettlerSendsOnNudge(t *testing.T) {
 		t.Errorf("%d delete calls for %d ops, want one batch", c, n)
 	}
 }
+
+// TestSettlerIdleRace: the last op can be queued, and the count of
+// unsettled messages reach zero, while the settler looks at both. Asked
+// whether s.ops is empty first and the count second, it would send the ops
+// it holds and then the last one alone: two delete calls for one FIFO
+// receive, whose groups then unlock in two parts, so that the next
+// receives come back short, one after another. Here the last op is queued
+// from inside idle, the moment the settler asks.
+func TestSettlerIdleRace(t *testing.T) {
+	t.Parallel()
+	f := &nopSettleSQS{}
+	s := newSettler(f, "https://sqs.test/123456789012/q.fifo", time.Hour, 8, zap.NewNop())
+	const n = 3
+	var resolved atomic.Int64
+	done := func() { resolved.Add(1) }
+	msg := &Message{ID: "m"}
+	for i := range n - 1 {
+		s.delete("h-"+strconv.Itoa(i), msg, done)
+	}
+	var unsettled atomic.Int64
+	unsettled.Store(1)
+	s.idle = func() bool {
+		if unsettled.Load() == 1 {
+			s.delete("h-last", msg, done)
+			unsettled.Store(0)
+		}
+		return unsettled.Load() == 0
+	}
+	go s.run()
+	defer s.close()
+	deadline := time.Now().Add(5 * time.Second)
+	for resolved.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := resolved.Load(); got != n {
+		t.Fatalf("%d of %d deletes sent: want all of them at once", got, n)
+	}
+	if c := f.calls.Load(); c != 1 {
+		t.Errorf("%d delete calls for %d ops, want one batch", c, n)
+	}
+}
