@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,14 +55,12 @@ func TestSettlerIdleRace(t *testing.T) {
 	for i := range n - 1 {
 		s.delete("h-"+strconv.Itoa(i), msg, done)
 	}
-	var unsettled atomic.Int64
-	unsettled.Store(1)
+	// The first time the settler asks, the last op is queued and the
+	// count of unsettled messages drops to zero.
+	var last sync.Once
 	s.idle = func() bool {
-		if unsettled.Load() == 1 {
-			s.delete("h-last", msg, done)
-			unsettled.Store(0)
-		}
-		return unsettled.Load() == 0
+		last.Do(func() { s.delete("h-last", msg, done) })
+		return true
 	}
 	go s.run()
 	defer s.close()
