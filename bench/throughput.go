@@ -352,18 +352,18 @@ func (b *bench) fifo() ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		var limit, rate, receives, deletes sample
+		var limit, rate, receives, deletes, plainCPU, cpu sample
 		label := fmt.Sprintf("fifo-%d", c.groups)
 		err = b.pairs(label, func() error {
-			r, _, err := b.plainOnce(true, c.groups, pollers)
-			limit = append(limit, r)
+			r, u, err := b.plainOnce(true, c.groups, pollers)
+			limit, plainCPU = append(limit, r), append(plainCPU, micros(u.cpu))
 			return err
 		}, func(warmup bool) error {
 			res, err := b.sqsonceOnce(label, true, c.groups, runOpts{concurrency: 32})
 			if warmup {
 				return err
 			}
-			rate = append(rate, res.rate)
+			rate, cpu = append(rate, res.rate), append(cpu, micros(res.cpu))
 			// Calls per 10 messages: the plain loop makes one receive and
 			// one delete per 10 when every receive comes back full.
 			receives = append(receives, 10*float64(res.calls["ReceiveMessage"])/float64(b.n))
@@ -373,8 +373,10 @@ func (b *bench) fifo() ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		note := fmt.Sprintf("%s; limit: plain loop on the same FIFO queue shape, with the poller count (%d) that was fastest of 1/4/8 in the warm-up; sqsonce made %.2f receives and %.2f delete batches per 10 messages (median)",
-			b.interleaved(), pollers, receives.med(), deletes.med())
+		// This process and fauxqs share the machine's CPUs, so each side's
+		// CPU per message also slows the server it waits for.
+		note := fmt.Sprintf("%s; limit: plain loop on the same FIFO queue shape, with the poller count (%d) that was fastest of 1/4/8 in the warm-up; sqsonce made %.2f receives and %.2f delete batches per 10 messages (median); Go CPU per message (median), sqsonce %.1f µs, plain loop %.1f µs",
+			b.interleaved(), pollers, receives.med(), deletes.med(), cpu.med(), plainCPU.med())
 		if c.groups == 10 {
 			note += "; few groups: SQS hands out a group's next messages only once its received ones are deleted"
 		}
