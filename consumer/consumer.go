@@ -731,13 +731,13 @@ func (r *runner) settle(m *inflight, secs int32) {
 	r.queued()
 }
 
-// queued counts a received message as settled: its op is queued, or it
-// needs none. Only after the op is queued: a settler that saw no message
-// unsettled while this one's op was still on its way would send a partial
-// batch, and this op alone after it (on a FIFO queue, two delete calls
-// where one would do, each unlocking part of a receive's groups, so that
-// the next receives come back short). The last one nudges the settler,
-// which may have found its last op before the count reached zero.
+// queued counts a received message as settled: its op is in its batch, or
+// it needs none. Only after the op is queued: a settler that saw no
+// message unsettled before this one's op was in its batch would send a
+// partial batch, and this op alone after it (on a FIFO queue, two delete
+// calls where one would do, each unlocking part of a receive's groups, so
+// that the next receives come back short). The last one nudges the
+// settler, which sends the partial batches then.
 func (r *runner) queued() {
 	if r.unsettled.Add(-1) == 0 && r.settler.idle != nil {
 		r.settler.nudge()

@@ -12,10 +12,7 @@ import (
 
 // TestSettlerSendsOnNudge: ops queued before the count of unsettled
 // messages reaches zero go out in one batch at once when the last one's
-// nudge comes, not after the flush interval (an hour here). The runner
-// lowers the count only after an op is queued, so the settler can take the
-// last op while the count is still one: without the nudge that batch would
-// wait out the interval.
+// nudge comes, not after the flush interval (an hour here).
 func TestSettlerSendsOnNudge(t *testing.T) {
 	t.Parallel()
 	f := &nopSettleSQS{}
@@ -29,7 +26,6 @@ func TestSettlerSendsOnNudge(t *testing.T) {
 	msg := &Message{ID: "m"}
 	for i := range n {
 		s.delete("h-"+strconv.Itoa(i), msg, func() { resolved.Add(1) })
-		time.Sleep(10 * time.Millisecond) // the settler takes the op before the count drops
 		if unsettled.Add(-1) == 0 {
 			s.nudge()
 		}
@@ -37,34 +33,35 @@ func TestSettlerSendsOnNudge(t *testing.T) {
 	wantOneBatch(t, f, &resolved, n)
 }
 
-// TestSettlerIdleRace: the last op can be queued, and the count of
-// unsettled messages reach zero, while the settler looks at both. Asked
-// whether s.ops is empty first and the count second, it would send the ops
-// it holds and then the last one alone: two delete calls for one FIFO
-// receive, whose groups then unlock in two parts, so that the next
-// receives come back short, one after another. Here the last op is queued
-// from inside idle, the moment the settler asks.
+// TestSettlerIdleRace: the ops of one FIFO receive, queued by several
+// workers at once, each lowering the count of unsettled messages only
+// after its op is queued, go out in one delete call. Two calls would
+// unlock the receive's groups in two parts, so that the next receives
+// come back short, one after another.
 func TestSettlerIdleRace(t *testing.T) {
 	t.Parallel()
-	f := &nopSettleSQS{}
-	s := newSettler(f, "https://sqs.test/123456789012/q.fifo", time.Hour, 8, zap.NewNop())
-	const n = 3
-	var resolved atomic.Int64
-	done := func() { resolved.Add(1) }
-	msg := &Message{ID: "m"}
-	for i := range n - 1 {
-		s.delete("h-"+strconv.Itoa(i), msg, done)
+	for range 200 {
+		f := &nopSettleSQS{}
+		s := newSettler(f, "https://sqs.test/123456789012/q.fifo", time.Hour, 8, zap.NewNop())
+		const n = 9
+		var unsettled, resolved atomic.Int64
+		unsettled.Store(n)
+		s.idle = func() bool { return unsettled.Load() == 0 }
+		go s.run()
+		msg := &Message{ID: "m"}
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				s.delete("h-"+strconv.Itoa(i), msg, func() { resolved.Add(1) })
+				if unsettled.Add(-1) == 0 {
+					s.nudge()
+				}
+			})
+		}
+		wg.Wait()
+		wantOneBatch(t, f, &resolved, n)
+		s.close()
 	}
-	// The first time the settler asks, the last op is queued and the
-	// count of unsettled messages drops to zero.
-	var last sync.Once
-	s.idle = func() bool {
-		last.Do(func() { s.delete("h-last", msg, done) })
-		return true
-	}
-	go s.run()
-	defer s.close()
-	wantOneBatch(t, f, &resolved, n)
 }
 
 // wantOneBatch waits up to 5 s for n deletes to be resolved (an hour's
