@@ -15,22 +15,12 @@ import (
 // nudge comes, not after the flush interval (an hour here).
 func TestSettlerSendsOnNudge(t *testing.T) {
 	t.Parallel()
-	f := &nopSettleSQS{}
-	s := newSettler(f, "https://sqs.test/123456789012/q.fifo", time.Hour, 8, zap.NewNop())
-	const n = 3
-	var unsettled, resolved atomic.Int64
-	unsettled.Store(n)
-	s.idle = func() bool { return unsettled.Load() == 0 }
-	go s.run()
+	f, s, settle, resolved := idleSettler(3)
 	defer s.close()
-	msg := &Message{ID: "m"}
-	for i := range n {
-		s.delete("h-"+strconv.Itoa(i), msg, func() { resolved.Add(1) })
-		if unsettled.Add(-1) == 0 {
-			s.nudge()
-		}
+	for i := range 3 {
+		settle(i)
 	}
-	wantOneBatch(t, f, &resolved, n)
+	wantOneBatch(t, f, resolved, 3)
 }
 
 // TestSettlerIdleRace: the ops of one FIFO receive, queued by several
@@ -41,27 +31,38 @@ func TestSettlerSendsOnNudge(t *testing.T) {
 func TestSettlerIdleRace(t *testing.T) {
 	t.Parallel()
 	for range 200 {
-		f := &nopSettleSQS{}
-		s := newSettler(f, "https://sqs.test/123456789012/q.fifo", time.Hour, 8, zap.NewNop())
 		const n = 9
-		var unsettled, resolved atomic.Int64
-		unsettled.Store(n)
-		s.idle = func() bool { return unsettled.Load() == 0 }
-		go s.run()
-		msg := &Message{ID: "m"}
+		f, s, settle, resolved := idleSettler(n)
 		var wg sync.WaitGroup
 		for i := range n {
-			wg.Go(func() {
-				s.delete("h-"+strconv.Itoa(i), msg, func() { resolved.Add(1) })
-				if unsettled.Add(-1) == 0 {
-					s.nudge()
-				}
-			})
+			wg.Go(func() { settle(i) })
 		}
 		wg.Wait()
-		wantOneBatch(t, f, &resolved, n)
+		wantOneBatch(t, f, resolved, n)
 		s.close()
 	}
+}
+
+// idleSettler runs a settler for a FIFO receive of n messages, idle once
+// none is unsettled, with an hour's flush interval. settle(i) does what
+// the runner does for message i: queue its delete, then count it as
+// settled, nudging the settler when it was the last.
+func idleSettler(n int64) (f *nopSettleSQS, s *settler, settle func(i int), resolved *atomic.Int64) {
+	f = &nopSettleSQS{}
+	s = newSettler(f, "https://sqs.test/123456789012/q.fifo", time.Hour, 8, zap.NewNop())
+	var unsettled atomic.Int64
+	unsettled.Store(n)
+	resolved = new(atomic.Int64)
+	s.idle = func() bool { return unsettled.Load() == 0 }
+	go s.run()
+	msg := &Message{ID: "m"}
+	settle = func(i int) {
+		s.delete("h-"+strconv.Itoa(i), msg, func() { resolved.Add(1) })
+		if unsettled.Add(-1) == 0 {
+			s.nudge()
+		}
+	}
+	return f, s, settle, resolved
 }
 
 // wantOneBatch waits up to 5 s for n deletes to be resolved (an hour's
