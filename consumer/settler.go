@@ -246,12 +246,7 @@ func (s *settler) run() {
 		case <-laterC:
 		}
 		due, next := s.due(time.Now())
-		for len(due) > 0 {
-			n := min(len(due), sqslimits.MaxBatchEntries)
-			s.inflight.Add(1) // before close, which waits for run first
-			s.send(due[:n:n])
-			due = due[n:]
-		}
+		s.sendAll(due)
 		if later != nil {
 			later.Stop()
 			later, laterC = nil, nil
@@ -293,21 +288,25 @@ func (s *settler) finish() {
 	pending := s.pending
 	s.pending = nil
 	s.mu.Unlock()
-	var batch []settleOp
-	for _, p := range pending {
-		p.op.final = true
-		batch = append(batch, p.op)
-		if len(batch) == sqslimits.MaxBatchEntries {
-			s.inflight.Add(1)
-			s.send(batch)
-			batch = nil
-		}
+	ops := make([]settleOp, len(pending))
+	for i, p := range pending {
+		ops[i] = p.op
+		ops[i].final = true
 	}
-	if len(batch) > 0 {
-		s.inflight.Add(1)
-		s.send(batch)
-	}
+	s.sendAll(ops)
 	s.inflight.Wait()
+}
+
+// sendAll sends deletes outside the batches being filled (those tried
+// again), ten to a call, each batch counted in s.inflight first; run does
+// so before close, which waits for run, then finish.
+func (s *settler) sendAll(ops []settleOp) {
+	for len(ops) > 0 {
+		n := min(len(ops), sqslimits.MaxBatchEntries)
+		s.inflight.Add(1)
+		s.send(ops[:n:n])
+		ops = ops[n:]
+	}
 }
 
 // close sends what is queued, makes a last attempt at every delete
@@ -317,10 +316,7 @@ func (s *settler) close() {
 	s.qmu.Lock()
 	dels, vis := s.take(&s.dels), s.take(&s.vis)
 	s.closed = true
-	if s.timer != nil {
-		s.timer.Stop()
-		s.timer = nil
-	}
+	s.disarm() // both batches are empty now
 	s.qmu.Unlock()
 	s.send(dels)
 	s.send(vis)
