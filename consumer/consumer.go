@@ -237,6 +237,13 @@ type inflight struct {
 	lost   error                   // set when the lease was lost
 }
 
+// received is a received message's record and its Message, allocated
+// together: inflight.msg points into it.
+type received struct {
+	rec inflight
+	msg Message
+}
+
 // lane is one FIFO group's received messages, run in order. It is active
 // while it sits in the ready queue or a worker runs one of its messages:
 // then no other worker may take it.
@@ -508,12 +515,10 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		batch := make([]*inflight, 0, len(out.Messages))
 		tracked = tracked[:0]
 		for _, raw := range out.Messages {
-			m := &inflight{
-				r:         r,
-				msg:       NewMessage(raw, r.q.url, now),
-				handle:    aws.ToString(raw.ReceiptHandle),
-				recvStart: start,
-			}
+			rm := new(received)
+			rm.msg.init(raw, r.q.url, now)
+			m := &rm.rec
+			m.r, m.msg, m.handle, m.recvStart = r, &rm.msg, aws.ToString(raw.ReceiptHandle), start
 			m.msg.beatEvery = orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
 			r.obs.Received(m.msg)
 			batch = append(batch, m)

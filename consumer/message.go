@@ -60,15 +60,21 @@ type Message struct {
 // NewMessage builds a Message from an SDK message received from queueURL at
 // receivedAt. Its key is [DefaultKey] until [Message.SetKey] changes it.
 func NewMessage(raw types.Message, queueURL string, receivedAt time.Time) *Message {
-	m := &Message{
-		ID:               aws.ToString(raw.MessageId),
-		Body:             aws.ToString(raw.Body),
-		Attributes:       raw.MessageAttributes,
-		SystemAttributes: raw.Attributes,
-		ReceivedAt:       receivedAt,
-		QueueURL:         queueURL,
-		Raw:              raw,
-	}
+	m := new(Message)
+	m.init(raw, queueURL, receivedAt)
+	return m
+}
+
+// init fills in a zero m as NewMessage does: the consumer's record of a
+// received message holds its Message, so that both take one allocation.
+func (m *Message) init(raw types.Message, queueURL string, receivedAt time.Time) {
+	m.ID = aws.ToString(raw.MessageId)
+	m.Body = aws.ToString(raw.Body)
+	m.Attributes = raw.MessageAttributes
+	m.SystemAttributes = raw.Attributes
+	m.ReceivedAt = receivedAt
+	m.QueueURL = queueURL
+	m.Raw = raw
 	if m.Attributes == nil {
 		m.Attributes = map[string]types.MessageAttributeValue{}
 	}
@@ -83,7 +89,6 @@ func NewMessage(raw types.Message, queueURL string, receivedAt time.Time) *Messa
 	m.GroupID = sa[string(types.MessageSystemAttributeNameMessageGroupId)]
 	m.DeduplicationID = sa[string(types.MessageSystemAttributeNameMessageDeduplicationId)]
 	m.key = DefaultKey(m)
-	return m
 }
 
 // Key is the message's dedupe id, as the consumer's KeyFunc returned it
