@@ -53,7 +53,7 @@ func writeMarkdown(w io.Writer, m runMeta, rows []row) error {
 		"taking turns (plain, sqsonce; sqsonce, plain; …), after a warm-up of each. Figures are medians with\n"+
 		"the spread (min–max) of those runs; the ratio is sqsonce's run divided by the plain run beside it,\n"+
 		"median (min–max). \"met\" judges the median ratio (or the median value) against the target; \"no\" is\n"+
-		"printed as it is. Throughput runs drain %s messages each.\n\n", m.runs, thousands(int64(m.n)))
+		"printed as it is. Throughput runs drain %s messages each, the no-op ones (standard and FIFO) %s.\n\n", m.runs, thousands(int64(m.n)), thousands(int64(noopDrain*m.n)))
 	fmt.Fprintf(bw, "A ReceiveMessage response is now and then lost after SQS handed its messages out: on a busy CPU,\n"+
 		"net/http closes the connection under the response when it drains the request body the SDK has already\n"+
 		"closed (internal/sdkhttp). The SDK retries the call; those messages stay invisible for their 30 s\n"+

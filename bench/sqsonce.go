@@ -16,6 +16,7 @@ import (
 
 // runOpts shapes one consumer run.
 type runOpts struct {
+	n            int // messages to drain; 0: -n
 	concurrency  int
 	handlerDelay time.Duration
 	handler      consumer.Handler // overrides the sleep/no-op handler

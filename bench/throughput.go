@@ -15,56 +15,65 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 )
 
-// plainOnce drains a fresh queue of b.n messages with the plain loop
+// noopDrain is how many times -n messages each run of the no-op rows
+// (standard and FIFO) drains. A drain of -n (10,000) no-op messages lasts
+// under half a second, so one pause of the emulator's or of the scheduler
+// moved a pair's ratio by a tenth or more: over 4n the pairs of one run
+// spread less than half as wide. fauxqs serves a standard queue that deep
+// about a fifth slower, to both sides alike.
+const noopDrain = 4
+
+// plainOnce drains a fresh queue of n messages with the plain loop
 // (again, on a fresh queue, when a receive response was lost: see clean).
-func (b *bench) plainOnce(fifo bool, groups, pollers int) (rate float64, use used, err error) {
-	return b.plainOnceAsking(fifo, groups, pollers, false)
+func (b *bench) plainOnce(fifo bool, groups, pollers, n int) (rate float64, use used, err error) {
+	return b.plainOnceAsking(fifo, groups, pollers, n, false)
 }
 
 // plainOnceAsking is plainOnce, asking for no attributes when bare.
-func (b *bench) plainOnceAsking(fifo bool, groups, pollers int, bare bool) (rate float64, use used, err error) {
+func (b *bench) plainOnceAsking(fifo bool, groups, pollers, n int, bare bool) (rate float64, use used, err error) {
 	err = b.clean("plain loop", func() error {
 		q, err := b.env.queue(b.ctx, "plain", fifo)
 		if err != nil {
 			return err
 		}
-		if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
+		if err := preload(b.ctx, b.client, q, n, groups, "{}"); err != nil {
 			return err
 		}
-		rate, use, err = plainLoop(b.ctx, b.client, q, b.n, pollers, bare)
+		rate, use, err = plainLoop(b.ctx, b.client, q, n, pollers, bare)
 		return err
 	})
 	return rate, use, err
 }
 
-// sqsonceOnce drains a fresh queue of b.n messages through the consumer
-// (again, on a fresh queue, when a receive response was lost: see clean;
-// o.newHandler, when set, makes each try's handler).
+// sqsonceOnce drains a fresh queue of o.n messages (b.n when 0) through
+// the consumer (again, on a fresh queue, when a receive response was lost:
+// see clean; o.newHandler, when set, makes each try's handler).
 func (b *bench) sqsonceOnce(name string, fifo bool, groups int, o runOpts) (res runResult, err error) {
+	n := cmpOr(o.n, b.n)
 	err = b.clean(name, func() error {
 		q, err := b.env.queue(b.ctx, name, fifo)
 		if err != nil {
 			return err
 		}
-		if err := preload(b.ctx, b.client, q, b.n, groups, "{}"); err != nil {
+		if err := preload(b.ctx, b.client, q, n, groups, "{}"); err != nil {
 			return err
 		}
 		if o.newHandler != nil {
 			o.handler = o.newHandler()
 		}
-		res, err = runConsumer(b.ctx, b.client, q, b.n, o)
+		res, err = runConsumer(b.ctx, b.client, q, n, o)
 		return err
 	})
 	return res, err
 }
 
-// plainPollers is the plain loop's warm-up: one run each at 1, 4 and 8
-// pollers, discarded but for the poller count that was fastest, which the
-// measured runs then use.
+// plainPollers is the plain loop's warm-up: one run of -n messages each
+// at 1, 4 and 8 pollers, discarded but for the poller count that was
+// fastest, which the measured runs then use.
 func (b *bench) plainPollers(fifo bool, groups int) (int, error) {
 	best, bestP := 0.0, 1
 	for _, pollers := range []int{1, 4, 8} {
-		rate, _, err := b.plainOnce(fifo, groups, pollers)
+		rate, _, err := b.plainOnce(fifo, groups, pollers, b.n)
 		if err != nil {
 			return 0, err
 		}
@@ -145,23 +154,24 @@ func (b *bench) noop() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	n := noopDrain * b.n
 	var plainRate, plainCPU, plainGC, bareRate, bareCPU, rate, cpu, gc, reqs sample
 	err = b.pairs("no-op", func() error {
-		r, u, err := b.plainOnce(false, 0, pollers)
+		r, u, err := b.plainOnce(false, 0, pollers, n)
 		plainRate, plainCPU, plainGC = append(plainRate, r), append(plainCPU, micros(u.cpu)), append(plainGC, micros(u.gc))
 		if err != nil {
 			return err
 		}
-		r, u, err = b.plainOnceAsking(false, 0, pollers, true)
+		r, u, err = b.plainOnceAsking(false, 0, pollers, n, true)
 		bareRate, bareCPU = append(bareRate, r), append(bareCPU, micros(u.cpu))
 		return err
 	}, func(warmup bool) error {
-		res, err := b.sqsonceOnce("noop", false, 0, runOpts{concurrency: 32})
+		res, err := b.sqsonceOnce("noop", false, 0, runOpts{concurrency: 32, n: n})
 		if warmup {
 			return err
 		}
 		rate, cpu, gc = append(rate, res.rate), append(cpu, micros(res.cpu)), append(gc, micros(res.gc))
-		reqs = append(reqs, float64(total(res.calls))/float64(b.n))
+		reqs = append(reqs, float64(total(res.calls))/float64(n))
 		return err
 	}, true)
 	if err != nil {
@@ -175,7 +185,7 @@ func (b *bench) noop() ([]row, error) {
 	}
 	return []row{
 		row{group: "Throughput, SQS", name: "no-op handler, standard queue (conc 32)", value: rate, limit: plainRate, ratio: ratios(rate, plainRate), unit: "msgs/s",
-			note: fmt.Sprintf("%s; limit: plain ReceiveMessage(10) + DeleteMessageBatch loop with the poller count (%d) that was fastest of 1/4/8 in the warm-up, asking for the attributes the consumer asks for (All message and system attributes: the receive count, FIFO group and sqsonce-id it needs, the rest for the handler)", b.interleaved(), pollers)}.with(atLeast(0.9)),
+			note: fmt.Sprintf("%s, %s messages each; limit: plain ReceiveMessage(10) + DeleteMessageBatch loop with the poller count (%d) that was fastest of 1/4/8 in the warm-up (runs of %s), asking for the attributes the consumer asks for (All message and system attributes: the receive count, FIFO group and sqsonce-id it needs, the rest for the handler)", b.interleaved(), thousands(int64(n)), pollers, thousands(int64(b.n)))}.with(atLeast(0.9)),
 		{group: "Throughput, SQS", name: "no-op handler vs a plain loop asking for no attributes", value: rate, limit: bareRate, ratio: ratios(rate, bareRate), unit: "msgs/s",
 			note: "the same runs; limit: the same plain loop asking for no attributes (run after the other plain run of each round); no target: the consumer needs the attributes, and decoding them is SDK work"},
 		row{group: "CPU and requests per message", name: "Go CPU per message, no-op (this process)", value: cpu, limit: plainCPU, ratio: ratios(cpu, plainCPU), unit: "µs",
@@ -228,7 +238,7 @@ func (b *bench) ioBound() ([]row, error) {
 		ideal := float64(len(c.times)) / makespan.Seconds()
 		var limit, rate, slept sample
 		err := b.pairs(c.label, func() error {
-			r, _, err := b.plainOnce(false, 0, pollers)
+			r, _, err := b.plainOnce(false, 0, pollers, b.n)
 			limit = append(limit, min(r, ideal))
 			return err
 		}, func(warmup bool) error {
@@ -352,22 +362,23 @@ func (b *bench) fifo() ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
+		n := noopDrain * b.n
 		var limit, rate, receives, deletes, plainCPU, cpu sample
 		label := fmt.Sprintf("fifo-%d", c.groups)
 		err = b.pairs(label, func() error {
-			r, u, err := b.plainOnce(true, c.groups, pollers)
+			r, u, err := b.plainOnce(true, c.groups, pollers, n)
 			limit, plainCPU = append(limit, r), append(plainCPU, micros(u.cpu))
 			return err
 		}, func(warmup bool) error {
-			res, err := b.sqsonceOnce(label, true, c.groups, runOpts{concurrency: 32})
+			res, err := b.sqsonceOnce(label, true, c.groups, runOpts{concurrency: 32, n: n})
 			if warmup {
 				return err
 			}
 			rate, cpu = append(rate, res.rate), append(cpu, micros(res.cpu))
 			// Calls per 10 messages: the plain loop makes one receive and
 			// one delete per 10 when every receive comes back full.
-			receives = append(receives, 10*float64(res.calls["ReceiveMessage"])/float64(b.n))
-			deletes = append(deletes, 10*float64(res.calls["DeleteMessageBatch"])/float64(b.n))
+			receives = append(receives, 10*float64(res.calls["ReceiveMessage"])/float64(n))
+			deletes = append(deletes, 10*float64(res.calls["DeleteMessageBatch"])/float64(n))
 			return err
 		}, true)
 		if err != nil {
@@ -375,8 +386,8 @@ func (b *bench) fifo() ([]row, error) {
 		}
 		// This process and fauxqs share the machine's CPUs, so each side's
 		// CPU per message also slows the server it waits for.
-		note := fmt.Sprintf("%s; limit: plain loop on the same FIFO queue shape, with the poller count (%d) that was fastest of 1/4/8 in the warm-up; sqsonce made %.2f receives and %.2f delete batches per 10 messages (median); Go CPU per message (median), sqsonce %.1f µs, plain loop %.1f µs",
-			b.interleaved(), pollers, receives.med(), deletes.med(), cpu.med(), plainCPU.med())
+		note := fmt.Sprintf("%s, %s messages each; limit: plain loop on the same FIFO queue shape, with the poller count (%d) that was fastest of 1/4/8 in the warm-up (runs of %s); sqsonce made %.2f receives and %.2f delete batches per 10 messages (median); Go CPU per message (median), sqsonce %.1f µs, plain loop %.1f µs",
+			b.interleaved(), thousands(int64(n)), pollers, thousands(int64(b.n)), receives.med(), deletes.med(), cpu.med(), plainCPU.med())
 		if c.groups == 10 {
 			note += "; few groups: SQS hands out a group's next messages only once its received ones are deleted"
 		}
