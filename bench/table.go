@@ -146,7 +146,7 @@ var rowSets = []string{"noop", "offered", "io", "fifo", "dedupe", "idem", "outbo
 func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	n := fs.Int("n", 10000, "messages per throughput run (the memory rows drain 2n and 20n)")
+	n := fs.Int("n", 10000, "messages per throughput run (the no-op rows drain 4n, the memory rows 2n and 20n)")
 	runs := fs.Int("runs", minRuns, "interleaved runs of each side of a row that has a limit (fewer than 5 only for a smoke test)")
 	quick := fs.Bool("quick", false, "shorten the timed rows (heartbeat, latency, bodies in flight): a smoke test, not figures")
 	isolate := fs.Bool("isolate", true, "run the rows that call DynamoDB with the local stack's DynamoDB Local on a CPU of its own (Linux, 2 or more CPUs), as DynamoDB never shares the client's CPU")

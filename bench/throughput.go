@@ -353,6 +353,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // FIFO queue. With 10 groups SQS's group locking sets the limit: a group's
 // next messages wait until its received ones are deleted.
 func (b *bench) fifo() ([]row, error) {
+	n := noopDrain * b.n
 	var rows []row
 	for _, c := range []struct {
 		groups int
@@ -362,7 +363,6 @@ func (b *bench) fifo() ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		n := noopDrain * b.n
 		var limit, rate, receives, deletes, plainCPU, cpu sample
 		label := fmt.Sprintf("fifo-%d", c.groups)
 		err = b.pairs(label, func() error {
