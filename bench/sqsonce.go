@@ -48,6 +48,10 @@ type runResult struct {
 	cpu     time.Duration // this process's CPU per message
 	gc      time.Duration // the part of cpu the Go runtime counts as GC
 	allocs  float64       // this process's heap allocations per message
+	// server is the SQS server's CPU per message, when it was read
+	// (hasServer; see serverCPU).
+	server    time.Duration
+	hasServer bool
 	// deleteReturned maps receipt handles to when their delete returned
 	// (with runOpts.trackDeletes).
 	deleteReturned map[string]time.Time
@@ -126,7 +130,7 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 	counting.mu.Lock()
 	returned := counting.deleteReturned
 	counting.mu.Unlock()
-	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, cpu: use.cpu, gc: use.gc, allocs: allocs, deleteReturned: returned}, nil
+	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, cpu: use.cpu, gc: use.gc, server: use.server, hasServer: use.hasServer, allocs: allocs, deleteReturned: returned}, nil
 }
 
 // mallocs is the process's count of heap allocations so far.

@@ -237,6 +237,12 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer e.cleanup()
+	if read, why := newServerCPU(); read != nil {
+		serverCPU = read
+		defer func() { serverCPU = nil }()
+	} else {
+		fmt.Fprintf(stderr, "bench: fauxqs's CPU is not measured: %s\n", why)
+	}
 	b := &bench{ctx: ctx, client: client, ddb: ddb, env: e, n: *n, runs: *runs, quick: *quick, errw: stderr}
 	started := time.Now()
 	steps := map[string]func() ([]row, error){

@@ -11,7 +11,16 @@ import (
 // figures per message.
 type used struct {
 	cpu, gc time.Duration
+	// server is the local stack's fauxqs's CPU (every thread, from the
+	// OS), when known (hasServer): see serverCPU.
+	server    time.Duration
+	hasServer bool
 }
+
+// serverCPU, when set (by the table's setup, from newServerCPU), reads
+// the CPU the SQS server has used so far, so that a row can show what
+// each side cost the server it shares the machine with.
+var serverCPU func() (time.Duration, bool)
 
 // gcCPU names the runtime's estimate of the CPU spent on garbage
 // collection: mark work (background, assists, idle Ps) and the
@@ -25,12 +34,20 @@ func readUsed() used {
 	if s[0].Value.Kind() == metrics.KindFloat64 {
 		gc = time.Duration(s[0].Value.Float64() * float64(time.Second))
 	}
-	return used{cpu: cpuTime(), gc: gc}
+	u := used{cpu: cpuTime(), gc: gc}
+	if serverCPU != nil {
+		u.server, u.hasServer = serverCPU()
+	}
+	return u
 }
 
 // perMessage is what was used since the reading u, per message of n.
 func (u used) perMessage(n int) used {
 	now := readUsed()
 	d := time.Duration(max(n, 1))
-	return used{cpu: (now.cpu - u.cpu) / d, gc: (now.gc - u.gc) / d}
+	per := used{cpu: (now.cpu - u.cpu) / d, gc: (now.gc - u.gc) / d}
+	if u.hasServer && now.hasServer {
+		per.server, per.hasServer = (now.server-u.server)/d, true
+	}
+	return per
 }
