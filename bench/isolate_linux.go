@@ -27,7 +27,7 @@ import (
 // An interrupted bench undoes it on its way out; one killed outright leaves
 // the masks until the stack is restarted (make stack-down stack-up).
 func isolateDynamoDB() (undo func(), why string) {
-	dir := cmpOr(os.Getenv("SQSONCE_STACK_DIR"), ".stack")
+	dir := stackDir()
 	ddb, err := stackPID(dir, "dynamodb", "DynamoDBLocal.jar")
 	if err != nil {
 		return nil, err.Error()
@@ -105,6 +105,10 @@ func threads(pid int) ([]int, error) {
 	}
 	return tids, nil
 }
+
+// stackDir is where localstack/stack.sh keeps its PID files:
+// SQSONCE_STACK_DIR, default .stack.
+func stackDir() string { return cmpOr(os.Getenv("SQSONCE_STACK_DIR"), ".stack") }
 
 // stackPID reads the PID that localstack/stack.sh wrote for name and checks
 // that the process runs a command line holding want.

@@ -16,21 +16,22 @@ import (
 // SQSONCE_STACK_DIR, default .stack). The OS counts it in clock ticks
 // (10 ms), so it is read only over runs long enough for that to be fine.
 func newServerCPU() (read func() (time.Duration, bool), why string) {
-	pid, err := stackPID(cmpOr(os.Getenv("SQSONCE_STACK_DIR"), ".stack"), "fauxqs", "fauxqs")
+	pid, err := stackPID(stackDir(), "fauxqs", "fauxqs")
 	if err != nil {
 		return nil, err.Error()
 	}
 	path := fmt.Sprintf("/proc/%d/stat", pid)
-	if _, err := os.ReadFile(path); err != nil {
-		return nil, err.Error()
-	}
-	return func() (time.Duration, bool) {
+	read = func() (time.Duration, bool) {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return 0, false
 		}
 		return procCPU(string(b))
-	}, ""
+	}
+	if _, ok := read(); !ok {
+		return nil, "cannot read fauxqs's CPU from " + path
+	}
+	return read, ""
 }
 
 // clockTick is the unit of /proc's CPU times: USER_HZ, 100 on every Linux

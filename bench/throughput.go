@@ -159,7 +159,7 @@ func (b *bench) noop() ([]row, error) {
 	err = b.pairs("no-op", func() error {
 		r, u, err := b.plainOnce(false, 0, pollers, n)
 		plainRate, plainCPU, plainGC = append(plainRate, r), append(plainCPU, micros(u.cpu)), append(plainGC, micros(u.gc))
-		plainSrv = appendServer(plainSrv, u)
+		plainSrv = appendServer(plainSrv, u.server, u.hasServer)
 		if err != nil {
 			return err
 		}
@@ -172,7 +172,7 @@ func (b *bench) noop() ([]row, error) {
 			return err
 		}
 		rate, cpu, gc = append(rate, res.rate), append(cpu, micros(res.cpu)), append(gc, micros(res.gc))
-		srv = appendServer(srv, used{server: res.server, hasServer: res.hasServer})
+		srv = appendServer(srv, res.server, res.hasServer)
 		reqs = append(reqs, float64(total(res.calls))/float64(n))
 		return err
 	}, true)
@@ -207,12 +207,13 @@ const gcRow = "of which garbage collection, no-op (the Go runtime's estimate)"
 
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 
-// appendServer adds u's server CPU per message to s, when it was read.
-func appendServer(s sample, u used) sample {
-	if !u.hasServer {
+// appendServer adds a run's server CPU per message to s, when it was
+// read (ok).
+func appendServer(s sample, server time.Duration, ok bool) sample {
+	if !ok {
 		return s
 	}
-	return append(s, micros(u.server))
+	return append(s, micros(server))
 }
 
 // serverNote is what a row's note says of fauxqs's CPU per message on
@@ -389,7 +390,7 @@ func (b *bench) fifo() ([]row, error) {
 		err = b.pairs(label, func() error {
 			r, u, err := b.plainOnce(true, c.groups, pollers, n)
 			limit, plainCPU = append(limit, r), append(plainCPU, micros(u.cpu))
-			plainSrv = appendServer(plainSrv, u)
+			plainSrv = appendServer(plainSrv, u.server, u.hasServer)
 			return err
 		}, func(warmup bool) error {
 			res, err := b.sqsonceOnce(label, true, c.groups, runOpts{concurrency: 32, n: n})
@@ -397,7 +398,7 @@ func (b *bench) fifo() ([]row, error) {
 				return err
 			}
 			rate, cpu = append(rate, res.rate), append(cpu, micros(res.cpu))
-			srv = appendServer(srv, used{server: res.server, hasServer: res.hasServer})
+			srv = appendServer(srv, res.server, res.hasServer)
 			// Calls per 10 messages: the plain loop makes one receive and
 			// one delete per 10 when every receive comes back full.
 			receives = append(receives, 10*float64(res.calls["ReceiveMessage"])/float64(n))
