@@ -45,13 +45,8 @@ type runResult struct {
 	rate    float64          // messages/s, first receive to last delete
 	calls   map[string]int64 // SQS calls by operation
 	elapsed time.Duration
-	cpu     time.Duration // this process's CPU per message
-	gc      time.Duration // the part of cpu the Go runtime counts as GC
-	allocs  float64       // this process's heap allocations per message
-	// server is the SQS server's CPU per message, when it was read
-	// (hasServer; see serverCPU).
-	server    time.Duration
-	hasServer bool
+	allocs  float64 // this process's heap allocations per message
+	used            // CPU (this process's and the server's) and switches per message
 	// deleteReturned maps receipt handles to when their delete returned
 	// (with runOpts.trackDeletes).
 	deleteReturned map[string]time.Time
@@ -130,7 +125,7 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 	counting.mu.Lock()
 	returned := counting.deleteReturned
 	counting.mu.Unlock()
-	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, cpu: use.cpu, gc: use.gc, server: use.server, hasServer: use.hasServer, allocs: allocs, deleteReturned: returned}, nil
+	return runResult{rate: counting.rate(), calls: counting.snapshot(), elapsed: elapsed, used: use, allocs: allocs, deleteReturned: returned}, nil
 }
 
 // mallocs is the process's count of heap allocations so far.

@@ -59,6 +59,9 @@ func TestTableTiny(t *testing.T) {
 		if limit != "-" && ratio == "-" {
 			t.Errorf("row %q has a limit but no ratio", name)
 		}
+		if _, counted := switches(); counted && strings.HasPrefix(name, "FIFO, 100 groups") && !strings.Contains(r[7], "voluntary context switches per 100 messages") {
+			t.Errorf("row %q's note lacks the context switches: %q", name, r[7])
+		}
 	}
 	for _, want := range []string{
 		"no-op handler, standard queue (conc 32)", "I/O-bound handler (20 ms, conc 100)", "FIFO, 100 groups, no-op (conc 32)",

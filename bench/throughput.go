@@ -155,11 +155,11 @@ func (b *bench) noop() ([]row, error) {
 		return nil, err
 	}
 	n := noopDrain * b.n
-	var plainRate, plainCPU, plainGC, plainSrv, bareRate, bareCPU, rate, cpu, gc, srv, reqs sample
+	var plainRate, plainCPU, plainGC, plainSrv, plainSw, bareRate, bareCPU, rate, cpu, gc, srv, sw, reqs sample
 	err = b.pairs("no-op", func() error {
 		r, u, err := b.plainOnce(false, 0, pollers, n)
 		plainRate, plainCPU, plainGC = append(plainRate, r), append(plainCPU, micros(u.cpu)), append(plainGC, micros(u.gc))
-		plainSrv = appendServer(plainSrv, u.server, u.hasServer)
+		plainSrv, plainSw = appendServer(plainSrv, u), appendSwitches(plainSw, u)
 		if err != nil {
 			return err
 		}
@@ -172,7 +172,7 @@ func (b *bench) noop() ([]row, error) {
 			return err
 		}
 		rate, cpu, gc = append(rate, res.rate), append(cpu, micros(res.cpu)), append(gc, micros(res.gc))
-		srv = appendServer(srv, res.server, res.hasServer)
+		srv, sw = appendServer(srv, res.used), appendSwitches(sw, res.used)
 		reqs = append(reqs, float64(total(res.calls))/float64(n))
 		return err
 	}, true)
@@ -191,7 +191,7 @@ func (b *bench) noop() ([]row, error) {
 		{group: "Throughput, SQS", name: "no-op handler vs a plain loop asking for no attributes", value: rate, limit: bareRate, ratio: ratios(rate, bareRate), unit: "msgs/s",
 			note: "the same runs; limit: the same plain loop asking for no attributes (run after the other plain run of each round); no target: the consumer needs the attributes, and decoding them is SDK work"},
 		row{group: "CPU and requests per message", name: "Go CPU per message, no-op (this process)", value: cpu, limit: plainCPU, ratio: ratios(cpu, plainCPU), unit: "µs",
-			note: "the no-op row's runs; limit: the plain loop's CPU per message, asking for the same attributes (the SDK's cost is in both)" + serverNote(srv, plainSrv)}.with(atMost(1.1)),
+			note: "the no-op row's runs; limit: the plain loop's CPU per message, asking for the same attributes (the SDK's cost is in both)" + serverNote(srv, plainSrv) + switchNote(sw, plainSw)}.with(atMost(1.1)),
 		{group: "CPU and requests per message", name: "Go CPU per message, no-op, vs a plain loop asking for no attributes", value: cpu, limit: bareCPU, ratio: ratios(cpu, bareCPU), unit: "µs",
 			note: "the same runs; the difference to the row above is the SDK decoding the attributes (seen in a profile: `go run ./bench -only noop -cpuprofile FILE`); no target"},
 		{group: "CPU and requests per message", name: gcRow, value: gc, limit: gcLimit, ratio: gcRatio, unit: "µs",
@@ -207,13 +207,33 @@ const gcRow = "of which garbage collection, no-op (the Go runtime's estimate)"
 
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 
-// appendServer adds a run's server CPU per message to s, when it was
-// read (ok).
-func appendServer(s sample, server time.Duration, ok bool) sample {
-	if !ok {
+// appendServer adds a run's server CPU per message (µs) to s, when it
+// was read.
+func appendServer(s sample, u used) sample {
+	if !u.hasServer {
 		return s
 	}
-	return append(s, micros(server))
+	return append(s, micros(u.server))
+}
+
+// appendSwitches adds a run's voluntary context switches per 100
+// messages to s, when the OS counts them.
+func appendSwitches(s sample, u used) sample {
+	if !u.hasSwitches {
+		return s
+	}
+	return append(s, 100*u.switches)
+}
+
+// switchNote is what a row's note says of this process's voluntary
+// context switches on each side: "" unless both sides' runs counted them.
+// Each is a thread that blocked and must later be woken; the plain loop's
+// one goroutine per poller blocks only on its calls.
+func switchNote(sq, plain sample) string {
+	if len(sq) == 0 || len(plain) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; this process's voluntary context switches per 100 messages (median, from getrusage), sqsonce %.1f, plain loop %.1f", sq.med(), plain.med())
 }
 
 // serverNote is what a row's note says of fauxqs's CPU per message on
@@ -385,12 +405,12 @@ func (b *bench) fifo() ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		var limit, rate, receives, deletes, plainCPU, cpu, plainSrv, srv sample
+		var limit, rate, receives, deletes, plainCPU, cpu, plainSrv, srv, plainSw, sw sample
 		label := fmt.Sprintf("fifo-%d", c.groups)
 		err = b.pairs(label, func() error {
 			r, u, err := b.plainOnce(true, c.groups, pollers, n)
 			limit, plainCPU = append(limit, r), append(plainCPU, micros(u.cpu))
-			plainSrv = appendServer(plainSrv, u.server, u.hasServer)
+			plainSrv, plainSw = appendServer(plainSrv, u), appendSwitches(plainSw, u)
 			return err
 		}, func(warmup bool) error {
 			res, err := b.sqsonceOnce(label, true, c.groups, runOpts{concurrency: 32, n: n})
@@ -398,7 +418,7 @@ func (b *bench) fifo() ([]row, error) {
 				return err
 			}
 			rate, cpu = append(rate, res.rate), append(cpu, micros(res.cpu))
-			srv = appendServer(srv, res.server, res.hasServer)
+			srv, sw = appendServer(srv, res.used), appendSwitches(sw, res.used)
 			// Calls per 10 messages: the plain loop makes one receive and
 			// one delete per 10 when every receive comes back full.
 			receives = append(receives, 10*float64(res.calls["ReceiveMessage"])/float64(n))
@@ -412,7 +432,7 @@ func (b *bench) fifo() ([]row, error) {
 		// CPU per message also slows the server it waits for.
 		note := fmt.Sprintf("%s, %s messages each; limit: plain loop on the same FIFO queue shape, with the poller count (%d) that was fastest of 1/4/8 in the warm-up (runs of %s); sqsonce made %.2f receives and %.2f delete batches per 10 messages (median); Go CPU per message (median), sqsonce %.1f µs, plain loop %.1f µs",
 			b.interleaved(), thousands(int64(n)), pollers, thousands(int64(b.n)), receives.med(), deletes.med(), cpu.med(), plainCPU.med())
-		note += serverNote(srv, plainSrv)
+		note += serverNote(srv, plainSrv) + switchNote(sw, plainSw)
 		if c.groups == 10 {
 			note += "; few groups: SQS hands out a group's next messages only once its received ones are deleted"
 		}

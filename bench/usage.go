@@ -15,6 +15,10 @@ type used struct {
 	// OS), when known (hasServer): see serverCPU.
 	server    time.Duration
 	hasServer bool
+	// switches counts this process's voluntary context switches (see
+	// switches), when known (hasSwitches); per message after perMessage.
+	switches    float64
+	hasSwitches bool
 }
 
 // serverCPU, when set (by the table's setup, from newServerCPU), reads
@@ -35,6 +39,9 @@ func readUsed() used {
 		gc = time.Duration(s[0].Value.Float64() * float64(time.Second))
 	}
 	u := used{cpu: cpuTime(), gc: gc}
+	if n, ok := switches(); ok {
+		u.switches, u.hasSwitches = float64(n), true
+	}
 	if serverCPU != nil {
 		u.server, u.hasServer = serverCPU()
 	}
@@ -46,6 +53,9 @@ func (u used) perMessage(n int) used {
 	now := readUsed()
 	d := time.Duration(max(n, 1))
 	per := used{cpu: (now.cpu - u.cpu) / d, gc: (now.gc - u.gc) / d}
+	if u.hasSwitches && now.hasSwitches {
+		per.switches, per.hasSwitches = (now.switches-u.switches)/float64(d), true
+	}
 	if u.hasServer && now.hasServer {
 		per.server, per.hasServer = (now.server-u.server)/d, true
 	}
