@@ -4,8 +4,6 @@ package main
 
 import "time"
 
-// cpuTime is unknown here: the CPU-per-message row shows "-".
-func cpuTime() time.Duration { return 0 }
-
-// switches is unknown here: the notes leave the figure out.
-func switches() (int64, bool) { return 0, false }
+// osUsage is unknown here: the CPU-per-message row shows "-", and the
+// notes leave the context switches out.
+func osUsage() (cpu time.Duration, switches int64, counted bool) { return 0, 0, false }

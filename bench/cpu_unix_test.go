@@ -14,7 +14,7 @@ import (
 // context switch each time. A goroutine locked to its thread that sleeps
 // parks that thread.
 func TestSwitchesCountBlocking(t *testing.T) {
-	before, ok := switches()
+	_, before, ok := osUsage()
 	if !ok {
 		t.Fatal("getrusage gave no context switches")
 	}
@@ -27,7 +27,7 @@ func TestSwitchesCountBlocking(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	after, _ := switches()
+	_, after, _ := osUsage()
 	if after-before < 10 {
 		t.Errorf("20 sleeps of a locked thread counted %d voluntary switches, want at least 10", after-before)
 	}

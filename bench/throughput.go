@@ -226,25 +226,27 @@ func appendSwitches(s sample, u used) sample {
 }
 
 // switchNote is what a row's note says of this process's voluntary
-// context switches on each side: "" unless both sides' runs counted them.
-// Each is a thread that blocked and must later be woken; the plain loop's
-// one goroutine per poller blocks only on its calls.
+// context switches on each side. Each is a thread that blocked and must
+// later be woken; the plain loop's one goroutine per poller blocks only
+// on its calls.
 func switchNote(sq, plain sample) string {
-	if len(sq) == 0 || len(plain) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("; this process's voluntary context switches per 100 messages (median, from getrusage), sqsonce %.1f, plain loop %.1f", sq.med(), plain.med())
+	return sidesNote("this process's voluntary context switches per 100 messages (median, from getrusage)", "", sq, plain)
 }
 
 // serverNote is what a row's note says of fauxqs's CPU per message on
-// each side (see serverCPU): "" unless both sides' runs read it. The
-// emulator shares the machine's CPUs with this process, so a side that
-// costs it more also slows itself.
+// each side (see serverCPU). The emulator shares the machine's CPUs with
+// this process, so a side that costs it more also slows itself.
 func serverNote(sq, plain sample) string {
+	return sidesNote("fauxqs's CPU per message (median, from the OS in 10 ms ticks)", " µs", sq, plain)
+}
+
+// sidesNote is "; what, sqsonce X unit, plain loop Y unit" with each
+// side's median: "" unless both sides' runs measured it.
+func sidesNote(what, unit string, sq, plain sample) string {
 	if len(sq) == 0 || len(plain) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; fauxqs's CPU per message (median, from the OS in 10 ms ticks), sqsonce %.1f µs, plain loop %.1f µs", sq.med(), plain.med())
+	return fmt.Sprintf("; %s, sqsonce %.1f%s, plain loop %.1f%s", what, sq.med(), unit, plain.med(), unit)
 }
 
 // ioBound: a 20 ms handler and a heavy-tailed one at concurrency 100. The

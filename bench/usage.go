@@ -16,7 +16,7 @@ type used struct {
 	server    time.Duration
 	hasServer bool
 	// switches counts this process's voluntary context switches (see
-	// switches), when known (hasSwitches); per message after perMessage.
+	// osUsage), when known (hasSwitches); per message after perMessage.
 	switches    float64
 	hasSwitches bool
 }
@@ -38,9 +38,10 @@ func readUsed() used {
 	if s[0].Value.Kind() == metrics.KindFloat64 {
 		gc = time.Duration(s[0].Value.Float64() * float64(time.Second))
 	}
-	u := used{cpu: cpuTime(), gc: gc}
-	if n, ok := switches(); ok {
-		u.switches, u.hasSwitches = float64(n), true
+	cpu, switches, counted := osUsage()
+	u := used{cpu: cpu, gc: gc}
+	if counted {
+		u.switches, u.hasSwitches = float64(switches), true
 	}
 	if serverCPU != nil {
 		u.server, u.hasServer = serverCPU()
