@@ -111,3 +111,33 @@ func TestWorkers(t *testing.T) {
 		t.Fatal("workers: no error from failing calls")
 	}
 }
+
+// TestFastestPollers: each count runs twice, 1, 4, 8 then 8, 4, 1, and
+// the count with the fastest run wins, even when its first run was slow
+// (a pause); a failed run stops the warm-up with its error.
+func TestFastestPollers(t *testing.T) {
+	t.Parallel()
+	rates := map[int][]float64{1: {10, 11}, 4: {25, 24}, 8: {20, 27}}
+	var order []int
+	got, err := fastestPollers(func(p int) (float64, error) {
+		order = append(order, p)
+		r := rates[p][0]
+		rates[p] = rates[p][1:]
+		return r, nil
+	})
+	if err != nil || got != 8 {
+		t.Fatalf("fastestPollers = %d, %v; want 8: its second run was the fastest", got, err)
+	}
+	if fmt.Sprint(order) != "[1 4 8 8 4 1]" {
+		t.Errorf("runs in the order %v, want [1 4 8 8 4 1]", order)
+	}
+	boom := errors.New("boom")
+	if _, err := fastestPollers(func(p int) (float64, error) {
+		if p == 8 {
+			return 0, boom
+		}
+		return 1, nil
+	}); !errors.Is(err, boom) {
+		t.Errorf("a failed run: err = %v, want boom", err)
+	}
+}
