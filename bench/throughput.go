@@ -80,32 +80,25 @@ func (b *bench) plainPollers(fifo bool, groups int) (int, error) {
 	})
 }
 
-// warmupPollers are the poller counts the plain loop's warm-up tries, in
-// the order of its first pass; the second pass runs them backwards.
-var warmupPollers = []int{1, 4, 8}
+// warmupOrder is the plain loop's warm-up: each poller count twice, the
+// second pass backwards so that no count always runs first.
+var warmupOrder = []int{1, 4, 8, 8, 4, 1}
 
-// fastestPollers runs each of warmupPollers twice, the second pass in
-// reverse order so that no count always runs first, and returns the count
-// whose faster run was the fastest. One run of each was not enough on the
-// FIFO 100-group queue: 4 and 8 pollers drain within about a tenth of each
-// other there, so a single pause in one 10,000-message run decided the
-// count (in ten full runs it chose 8 eight times and 4 twice).
+// fastestPollers runs the poller counts in warmupOrder and returns the
+// count of the fastest run, that is, the count whose faster run was the
+// fastest. One run of each was not enough on the FIFO 100-group queue: 4
+// and 8 pollers drain within about a tenth of each other there, so a
+// single pause in one 10,000-message run decided the count (in ten full
+// runs it chose 8 eight times and 4 twice).
 func fastestPollers(run func(pollers int) (float64, error)) (int, error) {
-	best := make(map[int]float64, len(warmupPollers))
-	back := slices.Clone(warmupPollers)
-	slices.Reverse(back)
-	order := append(slices.Clone(warmupPollers), back...)
-	for _, pollers := range order {
+	best, bestP := 0.0, warmupOrder[0]
+	for _, pollers := range warmupOrder {
 		rate, err := run(pollers)
 		if err != nil {
 			return 0, err
 		}
-		best[pollers] = max(best[pollers], rate)
-	}
-	bestP := warmupPollers[0]
-	for _, p := range warmupPollers {
-		if best[p] > best[bestP] {
-			bestP = p
+		if rate > best {
+			best, bestP = rate, pollers
 		}
 	}
 	return bestP, nil
