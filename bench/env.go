@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -16,7 +17,8 @@ import (
 type env struct {
 	client *sqs.Client
 	prefix string
-	urls   []string
+	made   int      // queues created: numbers their names
+	urls   []string // queues not yet deleted
 	ddb    *dynamodb.Client
 	tables []string
 }
@@ -28,7 +30,8 @@ func newEnv(ctx context.Context, client *sqs.Client, ddb *dynamodb.Client) (*env
 }
 
 func (e *env) queue(ctx context.Context, name string, fifo bool) (string, error) {
-	qn := fmt.Sprintf("%s-%s-%d", e.prefix, name, len(e.urls))
+	qn := fmt.Sprintf("%s-%s-%d", e.prefix, name, e.made)
+	e.made++
 	attrs := map[string]string{}
 	if fifo {
 		qn += ".fifo"
@@ -40,6 +43,16 @@ func (e *env) queue(ctx context.Context, name string, fifo bool) (string, error)
 	}
 	e.urls = append(e.urls, aws.ToString(out.QueueUrl))
 	return aws.ToString(out.QueueUrl), nil
+}
+
+// drop deletes the queue at url, made by queue, once its run is over: the
+// emulator then frees what it kept of it (a FIFO queue keeps up to 10,000
+// deduplication ids for five minutes), so that a run does not carry the
+// state of the runs before it. Left to cleanup when it fails.
+func (e *env) drop(ctx context.Context, url string) {
+	if _, err := e.client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err == nil {
+		e.urls = slices.DeleteFunc(e.urls, func(u string) bool { return u == url })
+	}
 }
 
 func (e *env) cleanup() {

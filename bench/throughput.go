@@ -36,6 +36,7 @@ func (b *bench) plainOnceAsking(fifo bool, groups, pollers, n int, bare bool) (r
 		if err != nil {
 			return err
 		}
+		defer b.env.drop(b.ctx, q)
 		if err := preload(b.ctx, b.client, q, n, groups, "{}"); err != nil {
 			return err
 		}
@@ -55,6 +56,7 @@ func (b *bench) sqsonceOnce(name string, fifo bool, groups int, o runOpts) (res 
 		if err != nil {
 			return err
 		}
+		defer b.env.drop(b.ctx, q)
 		if err := preload(b.ctx, b.client, q, n, groups, "{}"); err != nil {
 			return err
 		}
