@@ -301,6 +301,7 @@ func (b *bench) onUnique(ctx context.Context, name string, n int, run func(queue
 		if err != nil {
 			return err
 		}
+		defer b.env.drop(ctx, q)
 		if err := preloadUnique(ctx, b, q, n); err != nil {
 			return err
 		}

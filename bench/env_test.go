@@ -11,11 +11,11 @@ import (
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
-// TestThroughputRunsDropTheirQueues: a throughput run, of either side,
-// deletes its queue once it is over, so that the emulator does not carry
-// the state of the runs before it into the next (a FIFO queue keeps up to
-// 10,000 deduplication ids).
-func TestThroughputRunsDropTheirQueues(t *testing.T) {
+// TestRunsDropTheirQueues: a throughput run, of either side, and
+// a dedupe row's run delete their queues once they are over, so that the
+// emulator does not carry the state of the runs before them into the next
+// (a FIFO queue keeps up to 10,000 deduplication ids).
+func TestRunsDropTheirQueues(t *testing.T) {
 	t.Parallel()
 	client := testenv.SQS(t)
 	ctx := context.Background()
@@ -31,8 +31,11 @@ func TestThroughputRunsDropTheirQueues(t *testing.T) {
 	if _, err := b.sqsonceOnce("drop", true, 3, runOpts{concurrency: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if e.made != 2 || len(e.urls) != 0 {
-		t.Errorf("made %d queues, %d left undeleted (%v); want 2 made, none left", e.made, len(e.urls), e.urls)
+	if err := b.onUnique(ctx, "drop-unique", 5, func(string) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if e.made != 3 || len(e.urls) != 0 {
+		t.Errorf("made %d queues, %d left undeleted (%v); want 3 made, none left", e.made, len(e.urls), e.urls)
 	}
 	out, err := client.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(e.prefix)})
 	if err != nil {

@@ -107,6 +107,7 @@ func (b *bench) withProducer(exe string, n int, name string, run func(ctx contex
 		if err != nil {
 			return err
 		}
+		defer b.env.drop(b.ctx, q)
 		ctx, cancel := context.WithCancelCause(b.ctx)
 		defer cancel(nil)
 		cmd := exec.CommandContext(ctx, exe, "produce", "-queue-url", q, "-n", strconv.Itoa(n), "-rate", strconv.Itoa(offeredRate))

@@ -171,6 +171,7 @@ func (b *bench) relayRows(label string, n int, store outbox.Store, commit func(c
 			if err != nil {
 				return err
 			}
+			defer b.env.drop(ctx, q)
 			p, err = plainSend(ctx, b.client, q, evs)
 			return err
 		}, func() error {
@@ -181,6 +182,7 @@ func (b *bench) relayRows(label string, n int, store outbox.Store, commit func(c
 			if err != nil {
 				return err
 			}
+			defer b.env.drop(ctx, q)
 			if t, err = tb.relay(ctx, b.client, q, n); err != nil {
 				return fmt.Errorf("textbook relay: %w", err)
 			}
@@ -193,6 +195,7 @@ func (b *bench) relayRows(label string, n int, store outbox.Store, commit func(c
 			if err != nil {
 				return err
 			}
+			defer b.env.drop(ctx, q)
 			r, err = relayRun(ctx, b.client, store, q, n)
 			return err
 		})
