@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -541,9 +543,15 @@ const receiveGrace = time.Second
 // ReceiveRequestAttemptId: SQS keeps one for 5 minutes.
 const maxAttemptAge = 4 * time.Minute
 
-// newAttemptID returns a fresh ReceiveRequestAttemptId.
+// newAttemptID returns a fresh ReceiveRequestAttemptId: 32 hex digits,
+// in one allocation (one per FIFO receive).
 func newAttemptID() string {
-	return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
+	var out [32]byte
+	hex.Encode(out[:], b[:])
+	return string(out[:])
 }
 
 // dispatch queues a receive's messages for the next free workers
