@@ -63,7 +63,7 @@ func (b *bench) offered() ([]row, error) {
 		}
 	}
 	var plainCPU, cpu, plainReqs, reqs sample
-	err = b.pairs("offered", func() error {
+	err = b.pairs("offered", b.runs, func() error {
 		c, r, err := plainRun(pollers)
 		plainCPU, plainReqs = append(plainCPU, micros(c)), append(plainReqs, r)
 		return err

@@ -53,7 +53,10 @@ func writeMarkdown(w io.Writer, m runMeta, rows []row) error {
 		"taking turns (plain, sqsonce; sqsonce, plain; …), after a warm-up of each. Figures are medians with\n"+
 		"the spread (min–max) of those runs; the ratio is sqsonce's run divided by the plain run beside it,\n"+
 		"median (min–max). \"met\" judges the median ratio (or the median value) against the target; \"no\" is\n"+
-		"printed as it is. Throughput runs drain %s messages each, the no-op ones (standard and FIFO) %s.\n\n", m.runs, thousands(int64(m.n)), thousands(int64(noopDrain*m.n)))
+		"printed as it is. Throughput runs drain %s messages each, the no-op ones (standard and FIFO) %s;\n"+
+		"those no-op drains last about 1.5 s a side, so their rows run %d rounds (2 × %d − 1): the machine's slow\n"+
+		"stretches last longer than a round and reach one side of the rounds they start or end in.\n\n",
+		m.runs, thousands(int64(m.n)), thousands(int64(noopDrain*m.n)), drainRounds(m.runs), m.runs)
 	fmt.Fprintf(bw, "A ReceiveMessage response is now and then lost after SQS handed its messages out: on a busy CPU,\n"+
 		"net/http closes the connection under the response when it drains the request body the SDK has already\n"+
 		"closed (internal/sdkhttp). The SDK retries the call; those messages stay invisible for their 30 s\n"+
@@ -116,8 +119,8 @@ func writeSVG(w io.Writer, m runMeta, rows []row) error {
 		svgWidth, height, svgWidth, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, height)
 	text(10, 22, `font-size="16" font-weight="bold"`, "sqsonce benchmark table: sqsonce next to its limit, same run, same servers")
-	text(10, 42, `fill="#4a5568"`, fmt.Sprintf("%s · %s · %d CPUs · %d interleaved runs per side · `%s`",
-		m.date.Format("2006-01-02 15:04 MST"), m.goVer, m.cpus, m.runs, m.command))
+	text(10, 42, `fill="#4a5568"`, fmt.Sprintf("%s · %s · %d CPUs · %d interleaved runs per side (%d for the no-op drains) · `%s`",
+		m.date.Format("2006-01-02 15:04 MST"), m.goVer, m.cpus, m.runs, drainRounds(m.runs), m.command))
 	text(10, 60, `fill="#4a5568"`, "Bars: medians; whiskers: min–max of the runs; rows of a group in the same unit share a scale. Shared machine: figures are noisy.")
 	// Legend.
 	fmt.Fprintf(&b, `<rect x="10" y="70" width="14" height="%d" fill="%s"/>`+"\n", barH, colorSq)

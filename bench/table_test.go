@@ -197,3 +197,43 @@ func TestPostgresRowsSkipped(t *testing.T) {
 		t.Errorf("%d rows without DATABASE_URL", len(rows))
 	}
 }
+
+// TestDrainRowsRunMoreRounds: the no-op drain rows (standard and FIFO)
+// run 2×runs − 1 rounds and say so in their notes; the other rows run
+// -runs rounds.
+func TestDrainRowsRunMoreRounds(t *testing.T) {
+	testenv.SQS(t)
+	var stdout, stderr bytes.Buffer
+	err := runTable(context.Background(), []string{"-n", "10", "-runs", "2", "-quick", "-isolate=false", "-only", "noop,io,fifo"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"no-op: run 3 of 3 done", "fifo-100: run 3 of 3 done", "fifo-10: run 3 of 3 done", "io: run 2 of 2 done", "mixed: run 2 of 2 done"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "io: run 3 of") {
+		t.Errorf("the I/O row ran a third round:\n%s", stderr.String())
+	}
+	rounds := map[string]string{
+		"no-op handler, standard queue (conc 32)": "of 3 interleaved runs",
+		"FIFO, 100 groups, no-op (conc 32)":       "of 3 interleaved runs",
+		"FIFO, 10 groups, no-op (conc 32)":        "of 3 interleaved runs",
+		"I/O-bound handler (20 ms, conc 100)":     "of 2 interleaved runs",
+	}
+	seen := 0
+	for _, r := range tableRows(t, stdout.String()) {
+		want, ok := rounds[r[0]]
+		if !ok {
+			continue
+		}
+		seen++
+		if note := r[len(r)-1]; !strings.Contains(note, want) {
+			t.Errorf("row %q: note does not say %q: %s", r[0], want, note)
+		}
+	}
+	if seen != len(rounds) {
+		t.Errorf("found %d of the %d rows:\n%s", seen, len(rounds), stdout.String())
+	}
+}

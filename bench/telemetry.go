@@ -30,7 +30,7 @@ func (b *bench) telemetryRows() ([]row, error) {
 		}
 	}
 	var offRate, offCPU, offAllocs, onRate, onCPU, onAllocs sample
-	err := b.pairs("telemetry", func() error {
+	err := b.pairs("telemetry", b.runs, func() error {
 		res, err := b.sqsonceOnce("otel-off", false, 0, off)
 		offRate, offCPU, offAllocs = append(offRate, res.rate), append(offCPU, micros(res.cpu)), append(offAllocs, res.allocs)
 		return err

@@ -120,14 +120,15 @@ func (b *bench) standardPollers() (int, error) {
 
 // pairs is the symmetric comparison: a warm-up of the sqsonce side (the
 // plain side's warm-up chose its poller count) when warm is set, then
-// b.runs rounds of one plain run and one sqsonce run, the plain one first
-// in every other round (inTurn). sq is told whether its run is the
+// rounds rounds (b.runs, or b.drainRuns for the no-op drains) of one plain
+// run and one sqsonce run, the plain one first in every other round
+// (inTurn). sq is told whether its run is the
 // warm-up, whose figures it discards.
 //
 // Each side runs under the profiler label side=plain or side=sqsonce (the
 // goroutines it starts inherit it), so a -cpuprofile splits the CPU by
 // side: go tool pprof -tagfocus side=sqsonce -top bench FILE.
-func (b *bench) pairs(label string, plain func() error, sq func(warmup bool) error, warm bool) error {
+func (b *bench) pairs(label string, rounds int, plain func() error, sq func(warmup bool) error, warm bool) error {
 	plain = labelled("plain", plain)
 	sqRun := func(warmup bool) error { return labelled("sqsonce", func() error { return sq(warmup) })() }
 	if warm {
@@ -135,7 +136,7 @@ func (b *bench) pairs(label string, plain func() error, sq func(warmup bool) err
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	for i := range b.runs {
+	for i := range rounds {
 		err := inTurn(i, func() error {
 			if err := plain(); err != nil {
 				return fmt.Errorf("run %d, plain: %w", i+1, err)
@@ -150,10 +151,23 @@ func (b *bench) pairs(label string, plain func() error, sq func(warmup bool) err
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(b.errw, "bench:   %s: run %d of %d done\n", label, i+1, b.runs)
+		fmt.Fprintf(b.errw, "bench:   %s: run %d of %d done\n", label, i+1, rounds)
 	}
 	return nil
 }
+
+// drainRuns is the number of rounds of the no-op drain rows (standard and
+// FIFO): drainRounds(b.runs).
+func (b *bench) drainRuns() int { return drainRounds(b.runs) }
+
+// drainRounds is 2×runs − 1 (at least 1), so 9 by default. A drain of
+// 40,000 no-op messages lasts about 1.5 s a side, far shorter than the
+// stretches (10–20 s) in which this shared machine runs both processes up
+// to twice as slowly: a stretch that starts or ends inside a round reaches
+// one side of it and not the other. With 5 rounds two such rounds moved
+// the median; with 9 it takes five. A round of these rows costs about
+// 5–10 s, the fill included.
+func drainRounds(runs int) int { return max(1, 2*runs-1) }
 
 // labelled runs fn under the profiler label side=side.
 func labelled(side string, fn func() error) func() error {
@@ -164,8 +178,11 @@ func labelled(side string, fn func() error) func() error {
 }
 
 // interleaved is the note every row with a limit carries.
-func (b *bench) interleaved() string {
-	return fmt.Sprintf("median (min–max) of %d interleaved runs per side after a warm-up", b.runs)
+func (b *bench) interleaved() string { return interleavedRuns(b.runs) }
+
+// interleavedRuns is interleaved for a row of the given number of rounds.
+func interleavedRuns(rounds int) string {
+	return fmt.Sprintf("median (min–max) of %d interleaved runs per side after a warm-up", rounds)
 }
 
 // noop: the no-op handler at concurrency 32 against the plain loop, with
@@ -177,7 +194,7 @@ func (b *bench) noop() ([]row, error) {
 	}
 	n := noopDrain * b.n
 	var plainRate, plainCPU, plainGC, plainSrv, plainSw, bareRate, bareCPU, rate, cpu, gc, srv, sw, reqs sample
-	err = b.pairs("no-op", func() error {
+	err = b.pairs("no-op", b.drainRuns(), func() error {
 		r, u, err := b.plainOnce(false, 0, pollers, n)
 		plainRate, plainCPU, plainGC = append(plainRate, r), append(plainCPU, micros(u.cpu)), append(plainGC, micros(u.gc))
 		plainSrv, plainSw = appendServer(plainSrv, u), appendSwitches(plainSw, u)
@@ -208,7 +225,7 @@ func (b *bench) noop() ([]row, error) {
 	}
 	return []row{
 		row{group: "Throughput, SQS", name: "no-op handler, standard queue (conc 32)", value: rate, limit: plainRate, ratio: ratios(rate, plainRate), unit: "msgs/s",
-			note: fmt.Sprintf("%s, %s messages each; limit: plain ReceiveMessage(10) + DeleteMessageBatch loop with the poller count (%d) that was fastest of 1/4/8 in the warm-up (the faster of two runs of %s each), asking for the attributes the consumer asks for (All message and system attributes: the receive count, FIFO group and sqsonce-id it needs, the rest for the handler)", b.interleaved(), thousands(int64(n)), pollers, thousands(int64(b.n)))}.with(atLeast(0.9)),
+			note: fmt.Sprintf("%s, %s messages each; limit: plain ReceiveMessage(10) + DeleteMessageBatch loop with the poller count (%d) that was fastest of 1/4/8 in the warm-up (the faster of two runs of %s each), asking for the attributes the consumer asks for (All message and system attributes: the receive count, FIFO group and sqsonce-id it needs, the rest for the handler)", interleavedRuns(b.drainRuns()), thousands(int64(n)), pollers, thousands(int64(b.n)))}.with(atLeast(0.9)),
 		{group: "Throughput, SQS", name: "no-op handler vs a plain loop asking for no attributes", value: rate, limit: bareRate, ratio: ratios(rate, bareRate), unit: "msgs/s",
 			note: "the same runs; limit: the same plain loop asking for no attributes (run after the other plain run of each round); no target: the consumer needs the attributes, and decoding them is SDK work"},
 		row{group: "CPU and requests per message", name: "Go CPU per message, no-op (this process)", value: cpu, limit: plainCPU, ratio: ratios(cpu, plainCPU), unit: "µs",
@@ -302,7 +319,7 @@ func (b *bench) ioBound() ([]row, error) {
 		makespan := listSchedule(c.times, conc)
 		ideal := float64(len(c.times)) / makespan.Seconds()
 		var limit, rate, slept sample
-		err := b.pairs(c.label, func() error {
+		err := b.pairs(c.label, b.runs, func() error {
 			r, _, err := b.plainOnce(false, 0, pollers, b.n)
 			limit = append(limit, min(r, ideal))
 			return err
@@ -430,7 +447,7 @@ func (b *bench) fifo() ([]row, error) {
 		}
 		var limit, rate, receives, deletes, plainCPU, cpu, plainSrv, srv, plainSw, sw sample
 		label := fmt.Sprintf("fifo-%d", c.groups)
-		err = b.pairs(label, func() error {
+		err = b.pairs(label, b.drainRuns(), func() error {
 			r, u, err := b.plainOnce(true, c.groups, pollers, n)
 			limit, plainCPU = append(limit, r), append(plainCPU, micros(u.cpu))
 			plainSrv, plainSw = appendServer(plainSrv, u), appendSwitches(plainSw, u)
@@ -454,7 +471,7 @@ func (b *bench) fifo() ([]row, error) {
 		// This process and fauxqs share the machine's CPUs, so each side's
 		// CPU per message also slows the server it waits for.
 		note := fmt.Sprintf("%s, %s messages each; limit: plain loop on the same FIFO queue shape, with the poller count (%d) that was fastest of 1/4/8 in the warm-up (the faster of two runs of %s each); sqsonce made %.2f receives and %.2f delete batches per 10 messages (median); Go CPU per message (median), sqsonce %.1f µs, plain loop %.1f µs",
-			b.interleaved(), thousands(int64(n)), pollers, thousands(int64(b.n)), receives.med(), deletes.med(), cpu.med(), plainCPU.med())
+			interleavedRuns(b.drainRuns()), thousands(int64(n)), pollers, thousands(int64(b.n)), receives.med(), deletes.med(), cpu.med(), plainCPU.med())
 		note += serverNote(srv, plainSrv) + switchNote(sw, plainSw)
 		if c.groups == 10 {
 			note += "; few groups: SQS hands out a group's next messages only once its received ones are deleted"
