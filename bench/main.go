@@ -1,7 +1,8 @@
 // Command bench measures sqsonce against the limits of the servers it runs
 // on, in the same run: every figure is printed next to its limit and as a
 // ratio. A row with a limit runs both sides -runs times (5), interleaved
-// after a warm-up, and reports the median with its spread. Endpoints come
+// after a warm-up (the no-op drain rows 2×runs − 1 times, see
+// drainRounds), and reports the median with its spread. Endpoints come
 // from the standard AWS SDK variables (`make bench` starts the local stack
 // and sets them).
 //
