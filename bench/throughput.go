@@ -120,10 +120,10 @@ func (b *bench) standardPollers() (int, error) {
 
 // pairs is the symmetric comparison: a warm-up of the sqsonce side (the
 // plain side's warm-up chose its poller count) when warm is set, then
-// rounds rounds (b.runs, or b.drainRuns for the no-op drains) of one plain
-// run and one sqsonce run, the plain one first in every other round
-// (inTurn). sq is told whether its run is the
-// warm-up, whose figures it discards.
+// rounds rounds (b.runs, or drainRounds(b.runs) for the no-op drains) of
+// one plain run and one sqsonce run, the plain one first in every other
+// round (inTurn). sq is told whether its run is the warm-up, whose figures
+// it discards.
 //
 // Each side runs under the profiler label side=plain or side=sqsonce (the
 // goroutines it starts inherit it), so a -cpuprofile splits the CPU by
@@ -156,11 +156,8 @@ func (b *bench) pairs(label string, rounds int, plain func() error, sq func(warm
 	return nil
 }
 
-// drainRuns is the number of rounds of the no-op drain rows (standard and
-// FIFO): drainRounds(b.runs).
-func (b *bench) drainRuns() int { return drainRounds(b.runs) }
-
-// drainRounds is 2×runs − 1 (at least 1), so 9 by default. A drain of
+// drainRounds is the number of rounds of the no-op drain rows (standard
+// and FIFO): 2×runs − 1 (at least 1), so 9 by default. A drain of
 // 40,000 no-op messages lasts about 1.5 s a side, far shorter than the
 // stretches (10–20 s) in which this shared machine runs both processes up
 // to twice as slowly: a stretch that starts or ends inside a round reaches
@@ -194,7 +191,7 @@ func (b *bench) noop() ([]row, error) {
 	}
 	n := noopDrain * b.n
 	var plainRate, plainCPU, plainGC, plainSrv, plainSw, bareRate, bareCPU, rate, cpu, gc, srv, sw, reqs sample
-	err = b.pairs("no-op", b.drainRuns(), func() error {
+	err = b.pairs("no-op", drainRounds(b.runs), func() error {
 		r, u, err := b.plainOnce(false, 0, pollers, n)
 		plainRate, plainCPU, plainGC = append(plainRate, r), append(plainCPU, micros(u.cpu)), append(plainGC, micros(u.gc))
 		plainSrv, plainSw = appendServer(plainSrv, u), appendSwitches(plainSw, u)
@@ -225,7 +222,7 @@ func (b *bench) noop() ([]row, error) {
 	}
 	return []row{
 		row{group: "Throughput, SQS", name: "no-op handler, standard queue (conc 32)", value: rate, limit: plainRate, ratio: ratios(rate, plainRate), unit: "msgs/s",
-			note: fmt.Sprintf("%s, %s messages each; limit: plain ReceiveMessage(10) + DeleteMessageBatch loop with the poller count (%d) that was fastest of 1/4/8 in the warm-up (the faster of two runs of %s each), asking for the attributes the consumer asks for (All message and system attributes: the receive count, FIFO group and sqsonce-id it needs, the rest for the handler)", interleavedRuns(b.drainRuns()), thousands(int64(n)), pollers, thousands(int64(b.n)))}.with(atLeast(0.9)),
+			note: fmt.Sprintf("%s, %s messages each; limit: plain ReceiveMessage(10) + DeleteMessageBatch loop with the poller count (%d) that was fastest of 1/4/8 in the warm-up (the faster of two runs of %s each), asking for the attributes the consumer asks for (All message and system attributes: the receive count, FIFO group and sqsonce-id it needs, the rest for the handler)", interleavedRuns(drainRounds(b.runs)), thousands(int64(n)), pollers, thousands(int64(b.n)))}.with(atLeast(0.9)),
 		{group: "Throughput, SQS", name: "no-op handler vs a plain loop asking for no attributes", value: rate, limit: bareRate, ratio: ratios(rate, bareRate), unit: "msgs/s",
 			note: "the same runs; limit: the same plain loop asking for no attributes (run after the other plain run of each round); no target: the consumer needs the attributes, and decoding them is SDK work"},
 		row{group: "CPU and requests per message", name: "Go CPU per message, no-op (this process)", value: cpu, limit: plainCPU, ratio: ratios(cpu, plainCPU), unit: "µs",
@@ -447,7 +444,7 @@ func (b *bench) fifo() ([]row, error) {
 		}
 		var limit, rate, receives, deletes, plainCPU, cpu, plainSrv, srv, plainSw, sw sample
 		label := fmt.Sprintf("fifo-%d", c.groups)
-		err = b.pairs(label, b.drainRuns(), func() error {
+		err = b.pairs(label, drainRounds(b.runs), func() error {
 			r, u, err := b.plainOnce(true, c.groups, pollers, n)
 			limit, plainCPU = append(limit, r), append(plainCPU, micros(u.cpu))
 			plainSrv, plainSw = appendServer(plainSrv, u), appendSwitches(plainSw, u)
@@ -471,7 +468,7 @@ func (b *bench) fifo() ([]row, error) {
 		// This process and fauxqs share the machine's CPUs, so each side's
 		// CPU per message also slows the server it waits for.
 		note := fmt.Sprintf("%s, %s messages each; limit: plain loop on the same FIFO queue shape, with the poller count (%d) that was fastest of 1/4/8 in the warm-up (the faster of two runs of %s each); sqsonce made %.2f receives and %.2f delete batches per 10 messages (median); Go CPU per message (median), sqsonce %.1f µs, plain loop %.1f µs",
-			interleavedRuns(b.drainRuns()), thousands(int64(n)), pollers, thousands(int64(b.n)), receives.med(), deletes.med(), cpu.med(), plainCPU.med())
+			interleavedRuns(drainRounds(b.runs)), thousands(int64(n)), pollers, thousands(int64(b.n)), receives.med(), deletes.med(), cpu.med(), plainCPU.med())
 		note += serverNote(srv, plainSrv) + switchNote(sw, plainSw)
 		if c.groups == 10 {
 			note += "; few groups: SQS hands out a group's next messages only once its received ones are deleted"
