@@ -231,13 +231,15 @@ type runner struct {
 type inflight struct {
 	r         *runner
 	msg       *Message
-	handle    string
 	recvStart time.Time
 
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc // set while the handler runs
 	lost   error                   // set when the lease was lost
 }
+
+// handle is the message's receipt handle, kept in its Message's Raw.
+func (m *inflight) handle() string { return aws.ToString(m.msg.Raw.ReceiptHandle) }
 
 // received is a received message's record and its Message, allocated
 // together: inflight.msg points into it.
@@ -520,11 +522,11 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 			rm := new(received)
 			rm.msg.init(raw, r.q.url, now)
 			m := &rm.rec
-			m.r, m.msg, m.handle, m.recvStart = r, &rm.msg, aws.ToString(raw.ReceiptHandle), start
+			m.r, m.msg, m.recvStart = r, &rm.msg, start
 			m.msg.beatEvery = orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
 			r.obs.Received(m.msg)
 			batch = append(batch, m)
-			tracked = append(tracked, heartbeat.Received{Handle: m.handle, Owner: m})
+			tracked = append(tracked, heartbeat.Received{Handle: m.handle(), Owner: m})
 		}
 		// The visibility runs from the response (a message can arrive
 		// late in a long poll), SQS's 12 hours from the call.
@@ -735,11 +737,11 @@ func (r *runner) release(m *inflight, why error) {
 // again) while the delete is tried again.
 func (r *runner) settle(m *inflight, secs int32) {
 	if secs < 0 {
-		r.hb.Suspend(m.handle)
-		r.settler.delete(m.handle, m.msg, r.slotDone)
+		r.hb.Suspend(m.handle())
+		r.settler.delete(m.handle(), m.msg, r.slotDone)
 	} else {
-		r.hb.Remove(m.handle)
-		r.settler.changeVisibility(m.handle, m.msg, secs, r.slotDone)
+		r.hb.Remove(m.handle())
+		r.settler.changeVisibility(m.handle(), m.msg, secs, r.slotDone)
 	}
 	r.queued()
 }
