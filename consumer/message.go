@@ -41,7 +41,9 @@ type Message struct {
 	ReceivedAt time.Time
 	// QueueURL is the queue the message was received from.
 	QueueURL string
-	// Raw is the SDK's message as received.
+	// Raw is the SDK's message as received. Treat it as read-only: the
+	// consumer deletes (or changes the visibility of) the message by
+	// Raw.ReceiptHandle.
 	Raw types.Message
 
 	key string
