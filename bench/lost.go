@@ -16,7 +16,7 @@ import (
 // retries the call, and the messages of the lost response stay invisible
 // until their visibility timeout (30 s) ends. sqsonce's calls are guarded
 // against it (sdkhttp.Guard), and so are the bench's clients, which the
-// plain loops use; a response lost any other way is still caught here. A
+// plain loops use (sdkhttp.GuardDrain: the race alone); a response lost any other way is still caught here. A
 // run hit by it measures that wait, not the loop: it is run again, on a
 // fresh queue, and counted.
 

@@ -62,6 +62,8 @@ func writeMarkdown(w io.Writer, m runMeta, rows []row) error {
 		"closed (internal/sdkhttp). The SDK retries the call; those messages stay invisible for their 30 s\n"+
 		"visibility timeout. sqsonce's calls are guarded against the race, and so are the plain loops' here, so\n"+
 		"that the limits measure the loops, not the race; a response lost any other way is still caught.\n"+
+		"The plain loops' guard does nothing else: they write each request as the SDK does, its headers and then\n"+
+		"its body, two writes; sqsonce's calls write each in one (docs/architecture.md, Responses kept).\n"+
 		"A run in which a response was lost measures that wait, not the loop: it was run again on a fresh queue\n"+
 		"(%d runs this time).\n\n", m.redone)
 	if m.runs < minRuns {

@@ -218,11 +218,14 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	// Both clients are guarded against the SDK's request-body race
-	// (internal/sdkhttp) as sqsonce's own calls are, so that the plain
-	// loops, the limits, measure the loop and not the race.
+	// (internal/sdkhttp), as sqsonce's own calls are, so that the plain
+	// loops, the limits, measure the loop and not the race. Only against
+	// the race (GuardDrain): the plain loops write each request as the
+	// SDK does, headers then body, where sqsonce's calls (sdkhttp.Guard,
+	// which upgrades this guard) write it in one write.
 	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
 		o.APIOptions = append(o.APIOptions, countReceiveRetries)
-		o.HTTPClient = sdkhttp.Guard(o.HTTPClient)
+		o.HTTPClient = sdkhttp.GuardDrain(o.HTTPClient)
 	})
 	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		// DynamoDB Local omits the CRC32 header on error responses.
@@ -230,7 +233,7 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// Room for every call the rows make at once (32 handlers): with
 		// the SDK's 10 idle connections per host, each call beyond 10
 		// would open a connection and close it after.
-		o.HTTPClient = sdkhttp.Guard(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.MaxIdleConnsPerHost = 64 }))
+		o.HTTPClient = sdkhttp.GuardDrain(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.MaxIdleConnsPerHost = 64 }))
 	})
 	e, err := newEnv(ctx, client, ddb)
 	if err != nil {

@@ -85,8 +85,8 @@ func (c *pooledSQS) GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, o
 // default) for a copy that keeps n idle connections per host, made once
 // per client it meets (a client that keeps n or more is used as it is),
 // and guards the client (sdkhttp.Guard) so that no call loses its response
-// to the race between the SDK's request body and net/http; any other HTTP
-// client is guarded alone.
+// to the race between the SDK's request body and net/http, and each
+// request goes out in one write; any other HTTP client is guarded alone.
 type pool struct {
 	n    int
 	last atomic.Pointer[poolSwap]
