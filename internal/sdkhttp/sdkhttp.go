@@ -82,6 +82,7 @@ func (g guarded) Do(r *http.Request) (*http.Response, error) {
 	// Not pooled: net/http may still read a body after Do returned.
 	buf := make([]byte, r.ContentLength)
 	if _, err := io.ReadFull(r.Body, buf); err != nil {
+		r.Body.Close() // as net/http closes a body on every error
 		return nil, fmt.Errorf("sdkhttp: reading the request body (%d bytes): %w", r.ContentLength, err)
 	}
 	// The SDK closes its own body once the call is over.
