@@ -56,7 +56,7 @@ func Guard(c Doer) Doer {
 	case nil, guarded:
 		return c
 	case drained:
-		return guarded{next: g.next}
+		return guarded(g)
 	}
 	return guarded{next: c}
 }
