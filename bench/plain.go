@@ -80,7 +80,7 @@ func plainLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers
 // failed work stops the loop with its error.
 func plainWorkLoop(ctx context.Context, client plainAPI, queueURL string, n, pollers, batch int, bare bool, work func(i int) error) (rate float64, use used, err error) {
 	m := readUsed()
-	var deleted, next atomic.Int64
+	var deleted, next, receives, deletes atomic.Int64
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -102,6 +102,7 @@ func plainWorkLoop(ctx context.Context, client plainAPI, queueURL string, n, pol
 				}
 				out, err := client.ReceiveMessage(rctx, in)
 				rcancel()
+				receives.Add(1)
 				if err != nil {
 					continue // a lost response: the messages come back after their visibility
 				}
@@ -126,6 +127,7 @@ func plainWorkLoop(ctx context.Context, client plainAPI, queueURL string, n, pol
 					entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
 				}
 				dout, err := client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+				deletes.Add(1)
 				if err != nil {
 					errs <- fmt.Errorf("plain loop: delete: %w", err)
 					return
@@ -143,5 +145,7 @@ func plainWorkLoop(ctx context.Context, client plainAPI, queueURL string, n, pol
 	if deleted.Load() < int64(n) {
 		return 0, used{}, fmt.Errorf("plain loop: deleted %d of %d: %w", deleted.Load(), n, ctx.Err())
 	}
-	return float64(n) / time.Duration(last.Load()).Seconds(), m.perMessage(n), nil
+	use = m.perMessage(n)
+	use.receives, use.deletes = 10*float64(receives.Load())/float64(n), 10*float64(deletes.Load())/float64(n)
+	return float64(n) / time.Duration(last.Load()).Seconds(), use, nil
 }
