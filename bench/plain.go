@@ -146,6 +146,6 @@ func plainWorkLoop(ctx context.Context, client plainAPI, queueURL string, n, pol
 		return 0, used{}, fmt.Errorf("plain loop: deleted %d of %d: %w", deleted.Load(), n, ctx.Err())
 	}
 	use = m.perMessage(n)
-	use.receives, use.deletes = 10*float64(receives.Load())/float64(n), 10*float64(deletes.Load())/float64(n)
+	use.receives, use.deletes = receives.Load(), deletes.Load()
 	return float64(n) / time.Duration(last.Load()).Seconds(), use, nil
 }

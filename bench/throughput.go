@@ -444,11 +444,17 @@ func (b *bench) fifo() ([]row, error) {
 		}
 		var limit, rate, receives, deletes, plainReceives, plainDeletes, plainCPU, cpu, plainSrv, srv, plainSw, sw sample
 		label := fmt.Sprintf("fifo-%d", c.groups)
+		// Calls per 10 messages: one receive and one delete per 10 when
+		// every receive comes back full. On a FIFO queue not all do, on
+		// either side (groups are locked by the messages in flight, and
+		// fauxqs returns empty receives mid-drain), so the note gives
+		// both sides' counts.
+		perTen := func(calls int64) float64 { return 10 * float64(calls) / float64(n) }
 		err = b.pairs(label, drainRounds(b.runs), func() error {
 			r, u, err := b.plainOnce(true, c.groups, pollers, n)
 			limit, plainCPU = append(limit, r), append(plainCPU, micros(u.cpu))
 			plainSrv, plainSw = appendServer(plainSrv, u), appendSwitches(plainSw, u)
-			plainReceives, plainDeletes = append(plainReceives, u.receives), append(plainDeletes, u.deletes)
+			plainReceives, plainDeletes = append(plainReceives, perTen(u.receives)), append(plainDeletes, perTen(u.deletes))
 			return err
 		}, func(warmup bool) error {
 			res, err := b.sqsonceOnce(label, true, c.groups, runOpts{concurrency: 32, n: n})
@@ -457,13 +463,8 @@ func (b *bench) fifo() ([]row, error) {
 			}
 			rate, cpu = append(rate, res.rate), append(cpu, micros(res.cpu))
 			srv, sw = appendServer(srv, res.used), appendSwitches(sw, res.used)
-			// Calls per 10 messages: one receive and one delete per 10
-			// when every receive comes back full. On a FIFO queue not all
-			// do, on either side (groups are locked by the messages in
-			// flight, and fauxqs returns empty receives mid-drain), so
-			// the note gives both sides' counts.
-			receives = append(receives, 10*float64(res.calls["ReceiveMessage"])/float64(n))
-			deletes = append(deletes, 10*float64(res.calls["DeleteMessageBatch"])/float64(n))
+			receives = append(receives, perTen(res.calls["ReceiveMessage"]))
+			deletes = append(deletes, perTen(res.calls["DeleteMessageBatch"]))
 			return err
 		}, true)
 		if err != nil {

@@ -19,10 +19,10 @@ type used struct {
 	// osUsage), when known (hasSwitches); per message after perMessage.
 	switches    float64
 	hasSwitches bool
-	// receives and deletes are the plain loop's ReceiveMessage and
-	// DeleteMessageBatch calls per 10 messages (plainWorkLoop sets them;
-	// 0 elsewhere), failed and empty ones included.
-	receives, deletes float64
+	// receives and deletes count the plain loop's ReceiveMessage and
+	// DeleteMessageBatch calls (plainWorkLoop sets them; 0 elsewhere),
+	// failed and empty ones included.
+	receives, deletes int64
 }
 
 // serverCPU, when set (by the table's setup, from newServerCPU), reads
