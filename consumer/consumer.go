@@ -566,6 +566,12 @@ func newAttemptID() string {
 // next message of the same receive would start in a new lane, ahead of the
 // retry. Handed out after r.mu is released, a woken worker does not wait
 // for it.
+//
+// The ready lanes are sent in one burst, each waking a parked worker: the
+// Go scheduler then wakes one idle thread for the whole burst. Waking one
+// worker, which wakes the next if lanes are still waiting, wakes fewer
+// goroutines but a thread per step: on FIFO-100 drains it cost about 4 µs
+// more Go CPU a message.
 func (r *runner) dispatch(batch []*inflight) {
 	if !r.q.fifo {
 		for _, m := range batch {
