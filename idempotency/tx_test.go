@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -109,5 +110,21 @@ func TestTxModeSequence(t *testing.T) {
 	}
 	if c, err := store.Claim(context.Background(), idempotency.RecordKey("alice", "k-2"), "fp", 0); err != nil || c.Status != idempotency.Claimed {
 		t.Fatalf("after a failed commit: %+v %v, want the key released", c, err)
+	}
+}
+
+// TestTxModeCommitOutcomeUnknown: a commit that timed out may have been
+// applied: the client is told the outcome is unknown (and to retry with
+// the same key), never that nothing was committed.
+func TestTxModeCommitOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	store := idempotency.NewMemory(idempotency.MemoryConfig{})
+	m := newMiddleware(t, idempotency.Config{Store: store, BeginTxFunc: func(context.Context) (idempotency.Tx, error) {
+		return &fakeTx{store: store, commitErr: fmt.Errorf("commit: %w", context.DeadlineExceeded)}, nil
+	}})
+	w := post(m.Wrap(&credits{}), http.MethodPost, "/credits", "k", "alice", "{}")
+	if typ := problemType(t, w, http.StatusServiceUnavailable); typ != idempotency.TypeOutcomeUnknown ||
+		strings.Contains(w.Body.String(), "nothing was committed") || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("commit timed out: %d %s (Retry-After %q), want 503 outcome-unknown with Retry-After", w.Code, w.Body, w.Header().Get("Retry-After"))
 	}
 }

@@ -19,7 +19,8 @@
 //	    fingerprint     text NOT NULL,
 //	    lease_until     timestamptz,
 //	    expires_at      timestamptz NOT NULL,
-//	    response_status integer, response_header jsonb, response_body bytea
+//	    response_status integer, response_header jsonb,
+//	    response_body bytea  -- NULL on a COMPLETED row: the response was not retained
 //	);
 //	CREATE INDEX sqsonce_idempotency_expires_at ON sqsonce_idempotency (expires_at);
 //
@@ -36,8 +37,10 @@
 // or not at all. A 5xx, a panic, idempotency.Release, a killed connection
 // or a failed commit leave neither, and the key is released for the
 // retry. A commit whose outcome is unknown (the connection died after
-// sending it) is safe too: the release is fenced on IN_PROGRESS, so a
-// commit that happened keeps its record and the retry replays it.
+// sending it; Commit's error wraps idempotency.ErrOutcomeUnknown) is
+// answered as such (503) and is safe too: the release is fenced on
+// IN_PROGRESS, so a commit that happened keeps its record and the retry
+// replays it.
 //
 //	mw, err := idempotency.New(idempotency.Config{Store: store, BeginTxFunc: store.BeginTx, ScopeFunc: apiKeyID})
 //	...

@@ -109,7 +109,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 					c.Status = idempotency.KeyReused
 				case r.status == idempotency.StatusCompleted:
 					c.Status = idempotency.Completed
-					c.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody}
+					// A completed row always has a body, empty or not; NULL
+					// marks one that was not retained.
+					c.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody, NotRetained: r.respBody == nil}
 					if r.respStatus != nil {
 						c.Response.Status = int(*r.respStatus)
 					}
@@ -155,7 +157,10 @@ func (s *Store) complete(ctx context.Context, db execer, key, token string, resp
 		header = http.Header{}
 	}
 	body := resp.Body
-	if body == nil {
+	switch {
+	case resp.NotRetained:
+		body = nil // stored as NULL: the mark
+	case body == nil:
 		body = []byte{}
 	}
 	tag, err := db.Exec(ctx, `UPDATE `+Table+` SET status = 'COMPLETED', lease_until = NULL, expires_at = $3,
