@@ -31,7 +31,8 @@
 //
 // IAM: writers need dynamodb:TransactWriteItems (and the writes of their
 // own tables); relays need dynamodb:Query, PutItem, UpdateItem, DeleteItem
-// and BatchWriteItem on the table, and sqs:SendMessage on the queue;
+// and BatchWriteItem on the table, and sqs:SendMessage and
+// sqs:GetQueueAttributes (its MaximumMessageSize) on the queue;
 // CreateTable/Check need DescribeTable, CreateTable, DescribeTimeToLive and
 // UpdateTimeToLive.
 package dynamo

@@ -78,9 +78,9 @@
 // Writers: SELECT, INSERT, UPDATE on sqsonce_outbox_entities and INSERT on
 // sqsonce_outbox. Relays: SELECT, UPDATE, DELETE on sqsonce_outbox and
 // SELECT, INSERT, UPDATE, DELETE on sqsonce_outbox_leases and
-// sqsonce_outbox_relays, plus sqs:SendMessage on the queue; PruneEntities
-// also needs SELECT, UPDATE, DELETE on sqsonce_outbox_entities (UPDATE for
-// its row locks). Both need USAGE
+// sqsonce_outbox_relays, plus sqs:SendMessage and sqs:GetQueueAttributes
+// on the queue; PruneEntities also needs SELECT, UPDATE, DELETE on
+// sqsonce_outbox_entities (UPDATE for its row locks). Both need USAGE
 // on the schema; [Migrate] needs CREATE on it (a deploy role).
 //
 //	GRANT SELECT, INSERT, UPDATE ON sqsonce_outbox_entities TO writer;
