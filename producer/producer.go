@@ -120,8 +120,8 @@ type Config struct {
 	// SendBatch. By default it is added whenever ctx carries a span and the
 	// message has room for it under SQS's 10 attributes and the queue's
 	// MaximumMessageSize: the message's own attributes always win, the
-	// trace context is what is left out. (The
-	// AWSTraceHeader system attribute, X-Ray's, is not set.)
+	// trace context is what is left out. (The AWSTraceHeader system
+	// attribute, X-Ray's, is not set.)
 	NoTraceContext bool
 }
 
@@ -316,11 +316,24 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 // blocked for the rest of the call.
 func (p *Producer) sendFIFO(ctx context.Context, msgs []Message, results []Result, pending []int) {
 	blocked := map[string]error{}
+	// A message refused before sending blocks its group's later ones.
+	refused := map[string]int{} // group → index of its first refused message
+	for i := len(results) - 1; i >= 0; i-- {
+		if results[i].Err != nil {
+			refused[msgs[i].GroupID] = i
+		}
+	}
 	for len(pending) > 0 {
 		var live []int
 		for _, idx := range pending {
-			if err, ok := blocked[msgs[idx].GroupID]; ok {
-				results[idx].Err = fmt.Errorf("%w: %w", ErrGroupBlocked, err)
+			g := msgs[idx].GroupID
+			if first, ok := refused[g]; ok && first < idx {
+				blocked[g] = results[first].Err
+			}
+			// The cause as text: the blocked message itself is not at
+			// fault (it must not match ErrInvalid).
+			if err, ok := blocked[g]; ok {
+				results[idx].Err = fmt.Errorf("%w: %v", ErrGroupBlocked, err)
 				continue
 			}
 			live = append(live, idx)

@@ -258,3 +258,26 @@ func TestQueueLimitsOnTheLocalStack(t *testing.T) {
 		t.Fatalf("MaxMessageBytes: %d %v, want 1024", n, err)
 	}
 }
+
+// On a FIFO queue a message refused before sending blocks its group's
+// later messages, as a failed send does, and a blocked message does not
+// match ErrInvalid: it is not at fault.
+func TestFIFORefusedBlocksItsGroup(t *testing.T) {
+	s := &stub{}
+	p := newProducer(t, s, "https://sqs.test/1/q.fifo")
+	res := p.SendBatch(context.Background(), []producer.Message{
+		{ID: "a0", Body: "a0", GroupID: "A"},
+		{ID: "a1", Body: "a\x00", GroupID: "A"},
+		{ID: "a2", Body: "a2", GroupID: "A"},
+		{ID: "b0", Body: "b0", GroupID: "B"},
+	})
+	if res[0].Err != nil || res[3].Err != nil {
+		t.Fatalf("a0: %v, b0: %v; want both sent", res[0].Err, res[3].Err)
+	}
+	if !errors.Is(res[1].Err, producer.ErrInvalid) {
+		t.Fatalf("a1: %v, want ErrInvalid", res[1].Err)
+	}
+	if !errors.Is(res[2].Err, producer.ErrGroupBlocked) || errors.Is(res[2].Err, producer.ErrInvalid) || res[2].Attempts != 0 {
+		t.Fatalf("a2: %v after %d attempts, want ErrGroupBlocked (not ErrInvalid), unsent", res[2].Err, res[2].Attempts)
+	}
+}
