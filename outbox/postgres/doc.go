@@ -47,8 +47,9 @@
 // time, in sequence order. Published events are deleted; a crash between
 // the send and the delete publishes again (a duplicate consumers dedupe
 // on sqsonce-id, never a loss). After RelayConfig.MaxAttempts failed
-// sends an event is parked (dead) and holds back its entity only, until
-// [Store.Requeue].
+// sends (at once when SQS can never take it) an event is parked (dead) and
+// holds back its entity only, until [Store.Requeue], [Store.Edit] or
+// [Store.Discard].
 //
 // The sequence rows outlive their events (one row per entity ever
 // written) until [Store.PruneEntities] deletes those of drained entities;
