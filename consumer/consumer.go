@@ -291,9 +291,11 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		QueueURL:   q.url,
 		Visibility: q.visibility,
 		Interval:   orDefault(cfg.HeartbeatInterval, q.visibility/3),
-		OnTick:     r.beatHandlers,
-		OnFailure:  cfg.Observer.HeartbeatFailed,
-		Logger:     r.log,
+		// A hung extension is given up as a hung settle call is.
+		CallTimeout: min(orDefault(cfg.HeartbeatInterval, q.visibility/3), settleCallTimeout),
+		OnTick:      r.beatHandlers,
+		OnFailure:   cfg.Observer.HeartbeatFailed,
+		Logger:      r.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
