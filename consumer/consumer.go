@@ -742,13 +742,15 @@ func (r *runner) release(m *inflight, why error) {
 // A delete only suspends m's handle in the heartbeat: the settler forgets
 // it once the delete is resolved, and hands it back to the heartbeat when
 // the delete fails, so the message stays invisible (and is not handled
-// again) while the delete is tried again.
+// again) while the delete is tried again. A delete never waits for an
+// extension in flight; a visibility change does (a hung one is given up
+// after settleCallTimeout), lest the extension land after it and undo it.
 func (r *runner) settle(m *inflight, secs int32) {
 	if secs < 0 {
 		r.hb.Suspend(m.handle())
 		r.settler.delete(m.handle(), m.msg, r.slotDone)
 	} else {
-		r.hb.Remove(m.handle())
+		<-r.hb.Detach(m.handle())
 		r.settler.changeVisibility(m.handle(), m.msg, secs, r.slotDone)
 	}
 	r.queued()

@@ -2,10 +2,13 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
@@ -99,4 +102,54 @@ func since(start, t time.Time) string {
 		return "never"
 	}
 	return t.Sub(start).String()
+}
+
+// TestRetryDelayNotUndoneByExtension (issue 42, defect 2): a handler
+// asks for a retry in 5s while the heartbeat's extension of its message is
+// on its way (held 8s before SQS applies it). The retry's visibility
+// change waits for that extension (a delete would not), so the extension
+// cannot land after the change and undo it: the message runs again about
+// 5s after its first run, not a whole visibility (30s) after the late
+// extension.
+func TestRetryDelayNotUndoneByExtension(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, q, _ := onFake(false, map[string]string{"VisibilityTimeout": "30"}, nil)
+		f.Put(q, "retried", "")
+		start := time.Now()
+		f.Inject(func(op string, in any) sqsfake.Fault {
+			if b, ok := in.(*sqs.ChangeMessageVisibilityBatchInput); ok && b.Entries[0].VisibilityTimeout == 30 {
+				return sqsfake.Fault{Delay: 8 * time.Second} // the heartbeat's tick at 20s lands at 28s
+			}
+			return sqsfake.Fault{}
+		})
+		var rc runCounter
+		stop := startOnFake(t, f, q, consumer.Config{
+			Concurrency: 1,
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				rc.add(m)
+				if runs, _, _ := rc.get(m.Body); runs > 1 {
+					return nil
+				}
+				select {
+				case <-time.After(25 * time.Second):
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+				return consumer.RetryAfter(errors.New("downstream busy"), 5*time.Second)
+			}),
+		})
+		waitUntil(2*time.Minute, func() bool { return len(f.Messages(q)) == 0 })
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		runs, _, at := rc.get("retried")
+		if runs != 2 || at[1].Sub(start) > 45*time.Second {
+			var when []string
+			for _, a := range at {
+				when = append(when, since(start, a))
+			}
+			t.Errorf("runs at %v; want two, the second 5s after the extension that was on its way landed (28s), not a visibility later", when)
+		}
+		checkProblems(t, f)
+	})
 }

@@ -2,6 +2,7 @@ package sqslambda_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/sqsfake"
+	"github.com/sqsonce/sqsonce/sqslambda"
 )
 
 // TestVisibilityBeganBeforeTheInvocation (issue 42, defect 3): the event
@@ -120,4 +123,82 @@ func TestVisibilityBeganBeforeTheInvocation(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestQuickRetryOfARedeliveryStands: a batch of two redelivered records,
+// both extended at once when the invocation starts. One fails at once with
+// a 5s retry delay while that extension is still on its way (held 2s
+// before SQS applies it); the other runs 10s. The delay is set after the
+// extension lands, not undone by it: the failed message can be received
+// again 8s into the invocation, not only after another 30s.
+func TestQuickRetryOfARedeliveryStands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, url, arn, _ := fakeQueues(false, map[string]string{"VisibilityTimeout": "30"}, nil)
+		f.Put(url, "fails", "")
+		f.Put(url, "slow", "")
+		first := fakeEvent(t, f, url, arn, 2)
+		for _, r := range first.Records {
+			if _, err := f.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{
+				QueueUrl: aws.String(url), ReceiptHandle: aws.String(r.ReceiptHandle), VisibilityTimeout: 0,
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ev := fakeEvent(t, f, url, arn, 2) // received again: count 2
+		start := time.Now()
+		f.Inject(func(op string, _ any) sqsfake.Fault {
+			if op == "ChangeMessageVisibilityBatch" && time.Since(start) < time.Second {
+				return sqsfake.Fault{Delay: 2 * time.Second}
+			}
+			return sqsfake.Fault{}
+		})
+		var mu sync.Mutex
+		var got []string
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { // another consumer of the queue, 8s into the invocation
+			select {
+			case <-stop:
+				return
+			case <-time.After(8 * time.Second):
+			}
+			out, err := f.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range out.Messages {
+				got = append(got, aws.ToString(m.Body))
+			}
+		})
+		a := newHandler(t, f, consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+			if m.Body == "fails" {
+				return consumer.RetryAfter(errors.New("downstream busy"), 5*time.Second)
+			}
+			select {
+			case <-time.After(10 * time.Second):
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}), func(c *sqslambda.Config) { c.Concurrency = 2 })
+		resp, err := a.Handle(context.Background(), ev)
+		close(stop)
+		wg.Wait()
+		if err != nil || len(resp.BatchItemFailures) != 1 {
+			t.Fatalf("Handle = %v, %v; want one failure", resp.BatchItemFailures, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.Join(got, ",") != "fails" {
+			var log []string
+			for _, v := range f.VisibilityLog() {
+				log = append(log, fmt.Sprintf("%s %ds at %s %s", v.MessageID, v.Seconds, v.At.Sub(start), v.Err))
+			}
+			t.Errorf("8s into the invocation another poller got %v, want the message retried after 5s; visibility changes: %s", got, strings.Join(log, ", "))
+		}
+		problems(t, f)
+	})
 }

@@ -471,11 +471,16 @@ func settleMessage(m *consumer.Message) settle.Message {
 }
 
 // changeVisibility takes a record reported as a failure off the heartbeat
-// and sets its visibility. When that fails the message keeps its current
-// visibility: it comes back later than asked, never lost.
+// and sets its visibility, once an extension of it in flight has returned
+// (else that extension could land after, and undo, the change). When
+// that fails the message keeps its current visibility: it comes back
+// later than asked, never lost.
 func (h *Handler) changeVisibility(ctx context.Context, r *record, secs int32) {
 	if r.hb != nil {
-		r.hb.Remove(r.ev.ReceiptHandle)
+		select {
+		case <-r.hb.Detach(r.ev.ReceiptHandle):
+		case <-ctx.Done():
+		}
 	}
 	if r.url == "" || r.ev.ReceiptHandle == "" {
 		return

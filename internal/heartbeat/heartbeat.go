@@ -111,8 +111,8 @@ type entry struct {
 	limit     time.Time // never visible-until past this
 	deadline  time.Time // when the current visibility runs out (at the latest, when due)
 	lost      Owner
-	inflight  bool // an extension carrying this entry is in flight
-	suspended bool // neither extended nor expired until resumed
+	inflight  chan struct{} // closed when the extension carrying this entry returns
+	suspended bool          // neither extended nor expired until resumed
 	// due: extend at the next round, however far deadline seems; set for
 	// a handle whose visibility may run out sooner than deadline says, or
 	// before a regular tick could extend it in time.
@@ -267,18 +267,42 @@ func (h *Heartbeat) add(callStart, returned time.Time, rs []Received, kind addKi
 
 // Remove stops tracking handle and reports whether it was tracked. It
 // returns at once, even while an extension that includes handle is in
-// flight: a delete or visibility change made after Remove never waits for
-// the heartbeat. That extension's outcome is then ignored (a refusal is
-// not reported lost: the handle may have been deleted meanwhile). Should
-// it reach SQS after a visibility change made since, the message stays
-// invisible for one more Visibility at most: it comes back later than
-// asked, never lost.
+// flight, so a delete made after Remove never waits for the heartbeat.
+// That extension's outcome is then ignored: a refusal is not reported
+// lost (the handle may have been deleted meanwhile, and an extension that
+// reaches SQS after the delete is harmless). Before changing the
+// handle's visibility, use [Heartbeat.Detach] instead.
 func (h *Heartbeat) Remove(handle string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, ok := h.entries[handle]
 	delete(h.entries, handle)
 	return ok
+}
+
+// closed is a closed channel: no extension in flight.
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Detach stops tracking handle, as Remove does, at once, and returns a
+// channel that is closed once no extension that includes handle is in
+// flight (at once when none is; at the latest after CallTimeout). A
+// caller that changes the handle's visibility waits on it first: an
+// extension that reached SQS after the change would undo it (a retry's
+// delay, a release's 0) and keep the message invisible for Visibility.
+// A delete need not wait.
+func (h *Heartbeat) Detach(handle string) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.entries[handle]
+	delete(h.entries, handle)
+	if ok && e.inflight != nil {
+		return e.inflight
+	}
+	return closed
 }
 
 // RemoveBatch stops tracking handles, as Remove does each, under one hold
@@ -386,7 +410,7 @@ func (h *Heartbeat) round(ctx context.Context, dueOnly bool) {
 
 	h.mu.Lock()
 	for _, e := range h.entries {
-		if e.inflight || e.suspended || (dueOnly && !e.due) || (!e.due && !e.deadline.Before(horizon)) {
+		if e.inflight != nil || e.suspended || (dueOnly && !e.due) || (!e.due && !e.deadline.Before(horizon)) {
 			continue
 		}
 		if !now.Before(e.deadline) {
@@ -411,8 +435,9 @@ func (h *Heartbeat) round(ctx context.Context, dueOnly bool) {
 		batches = append(batches, cur)
 	}
 	for _, b := range batches {
+		done := make(chan struct{})
 		for _, e := range b {
-			e.inflight = true
+			e.inflight = done
 		}
 	}
 	h.mu.Unlock()
@@ -456,8 +481,9 @@ func (h *Heartbeat) extend(ctx context.Context, now time.Time, b []*entry) {
 	var lost []lostCall
 	refused, unextended := 0, 0
 	h.mu.Lock()
+	done := b[0].inflight
 	for i, e := range b {
-		e.inflight = false
+		e.inflight = nil
 		if h.entries[e.handle] != e {
 			continue // removed while the call was in flight: no longer ours to judge
 		}
@@ -481,6 +507,7 @@ func (h *Heartbeat) extend(ctx context.Context, now time.Time, b []*entry) {
 		e.deadline = now.Add(time.Duration(secs[i]) * time.Second)
 		e.due = false
 	}
+	close(done)
 	h.mu.Unlock()
 
 	if err != nil {

@@ -166,7 +166,7 @@ func TestTwelveHourCap(t *testing.T) {
 }
 
 // TestRemoveDoesNotWaitForExtension (issue 42, defect 2): Remove,
-// RemoveBatch or Suspend called while an extension that includes the
+// RemoveBatch, Detach or Suspend called while an extension that includes the
 // handle hangs returns at once, so the caller's delete goes out at once.
 // The delete goes through; when the hung call then reaches SQS, the
 // refusal of the deleted handle is neither reported lost nor counted as a
@@ -177,6 +177,7 @@ func TestRemoveDoesNotWaitForExtension(t *testing.T) {
 		"RemoveBatch": func(h *heartbeat.Heartbeat, handle string) {
 			h.RemoveBatch([]string{"unknown", handle})
 		},
+		"Detach": func(h *heartbeat.Heartbeat, handle string) { h.Detach(handle) },
 		"Suspend": func(h *heartbeat.Heartbeat, handle string) {
 			if !h.Suspend(handle) {
 				panic("Suspend = false for a tracked handle")
@@ -254,6 +255,53 @@ func testRemoveDoesNotWait(t *testing.T, remove func(h *heartbeat.Heartbeat, han
 				t.Errorf("the deleted handle was extended: %+v", e)
 			}
 		}
+		checkProblems(t, f)
+	})
+}
+
+// TestDetachTellsWhenTheExtensionReturned: Detach stops tracking the
+// handle at once; its channel is closed only once the extension in flight
+// that carries the handle has returned, and at once for a handle with
+// none (or not tracked).
+func TestDetachTellsWhenTheExtensionReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, q, handles := queueWith(t, 3, 2)
+		a, b := handles[0], handles[1]
+		block, inCall := make(chan struct{}), make(chan struct{}, 1)
+		f.Inject(func(op string, _ any) sqsfake.Fault {
+			if op == "ChangeMessageVisibilityBatch" {
+				inCall <- struct{}{}
+				<-block
+			}
+			return sqsfake.Fault{}
+		})
+		h := newHBOn(t, f, q, heartbeat.Config{Visibility: 3 * time.Second, Interval: time.Second})
+		h.Add(a, time.Now(), nil)
+		time.Sleep(1500 * time.Millisecond) // a is due
+		h.Add(b, time.Now(), nil)           // b is not
+		tickDone := make(chan struct{})
+		go func() { h.Tick(context.Background()); close(tickDone) }()
+		<-inCall
+
+		wa := h.Detach(a)
+		if h.Tracked(a) {
+			t.Error("a tracked after Detach")
+		}
+		select {
+		case <-wa:
+			t.Fatal("Detach(a)'s channel closed while a's extension is in flight")
+		default:
+		}
+		for _, handle := range []string{b, "unknown"} {
+			select {
+			case <-h.Detach(handle):
+			default:
+				t.Errorf("Detach(%s)'s channel open with no extension of it in flight", handle)
+			}
+		}
+		close(block)
+		<-wa
+		<-tickDone
 		checkProblems(t, f)
 	})
 }
