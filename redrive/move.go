@@ -30,9 +30,10 @@ import (
 const AttrRedrive = "sqsonce-redrive"
 
 // maxBatchBytes is the payload a move or an import puts in one
-// SendMessageBatch: a quarter of SQS's limit (sqslimits.MaxMessageBytes),
-// the limit SQS had before 2025, which some emulators still enforce. A
-// single larger message still goes alone in its batch.
+// SendMessageBatch, counted as SQS counts it (sqslimits.MessageSize): a
+// quarter of SQS's limit (sqslimits.MaxMessageBytes), the limit SQS had
+// before 2025, which some emulators still enforce. A single larger message
+// still goes alone in its batch.
 const maxBatchBytes = sqslimits.MaxMessageBytes / 4
 
 // History is the JSON of the [AttrRedrive] attribute.
@@ -635,7 +636,7 @@ func clip(s string, n int) string {
 // entries that failed through no fault of the request once. It returns the
 // items sent and those not sent.
 func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed []item, err error) {
-	for _, chunk := range sendChunks(items) {
+	for _, chunk := range sendChunks(items, m.size) {
 		pending := chunk
 		for attempt := 0; attempt < 2 && len(pending) > 0; attempt++ {
 			entries := make([]types.SendMessageBatchRequestEntry, len(pending))
@@ -696,18 +697,18 @@ func entryIndex(id *string, n int) (int, bool) {
 }
 
 // sendChunks splits items into batches of at most 10 entries and
-// maxBatchBytes of payload.
-func sendChunks(items []item) [][]item {
+// maxBatchBytes of payload, each item's payload measured by size.
+func sendChunks(items []item, size func(item) int) [][]item {
 	var out [][]item
 	var cur []item
-	size := 0
+	total := 0
 	for _, it := range items {
-		s := payloadSize(it.e.Message)
-		if len(cur) == sqslimits.MaxBatchEntries || (len(cur) > 0 && size+s > maxBatchBytes) {
-			out, cur, size = append(out, cur), nil, 0
+		s := size(it)
+		if len(cur) == sqslimits.MaxBatchEntries || (len(cur) > 0 && total+s > maxBatchBytes) {
+			out, cur, total = append(out, cur), nil, 0
 		}
 		cur = append(cur, it)
-		size += s
+		total += s
 	}
 	if len(cur) > 0 {
 		out = append(out, cur)
@@ -715,13 +716,11 @@ func sendChunks(items []item) [][]item {
 	return out
 }
 
-// payloadSize approximates what SQS counts against the batch limit.
-func payloadSize(m *consumer.Message) int {
-	n := len(m.Body) + 1024 // room for the history attribute
-	for k, v := range m.Attributes {
-		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
-	}
-	return n
+// size is what SQS counts of an item against the batch's payload: the
+// message as it will be sent (its history attribute included), plus a
+// little for the history's time, which is written at the send.
+func (m *mover) size(it item) int {
+	return sqslimits.MessageSize(it.e.Message.Body, redriveAttributes(it.e.Message, it.e.Failure, m.dlq.Name, m.runID, m.r.now())) + 16
 }
 
 // entry builds the send entry for a moved message.
