@@ -16,6 +16,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
@@ -454,8 +455,10 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 	return sum, err
 }
 
-// appendOnce appends s unless present (at most 20 notes).
+// appendOnce appends s, escaped for a terminal (printable.Escape), unless
+// present (at most 20 notes).
 func appendOnce(notes []string, s string) []string {
+	s = printable.Escape(s)
 	for _, n := range notes {
 		if n == s {
 			return notes
