@@ -97,7 +97,7 @@ func FuzzHumanOutput(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b, c string) {
 		var out bytes.Buffer
-		m := &consumer.Message{ID: a, Body: c, GroupID: b, Attributes: map[string]types.MessageAttributeValue{
+		m := &consumer.Message{ID: a, Body: c, GroupID: b, SystemAttributes: map[string]string{"DeadLetterQueueSourceArn": c}, Attributes: map[string]types.MessageAttributeValue{
 			consumer.AttrID: {DataType: aws.String("String"), StringValue: aws.String(b)},
 			a:               {DataType: aws.String("String"), StringValue: aws.String(c)},
 		}}

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/sqsonce/sqsonce/consumer"
@@ -403,6 +404,9 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 			if m.GroupID != "" {
 				o["group_id"] = m.GroupID
 			}
+			if arn := m.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
+				o["dead_letter_queue_source_arn"] = arn
+			}
 			if *body {
 				o["body"] = m.Body
 			}
@@ -439,6 +443,9 @@ func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool) {
 	fmt.Fprintf(w, "class:     %s\n", esc(e.Class()))
 	if f := e.Failure; f != nil {
 		fmt.Fprintf(w, "error:     %s\nattempts:  %d\nsource:    %s\n", esc(f.Error), f.Attempts, esc(f.SourceQueue))
+	}
+	if arn := m.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
+		fmt.Fprintf(w, "moved by SQS from: %s\n", esc(arn))
 	}
 	if m.GroupID != "" {
 		fmt.Fprintf(w, "group:     %s\n", esc(m.GroupID))
