@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -105,6 +106,14 @@ type Config struct {
 	// DeadLetterQueueURL receives permanent failures. Defaults to the
 	// queue's RedrivePolicy target. Run fails when neither is set.
 	DeadLetterQueueURL string
+	// DeadLetterSigningKey, when set, signs the failure record of every
+	// dead letter (HMAC-SHA256; see deadletter.Failure.Sign). sqs-redrive
+	// given the same key (--signing-key-env) then trusts the source queue a
+	// signed record names, and so can move the messages of a DLQ that
+	// several queues share back to the queue each failed on; a record a
+	// producer wrote cannot be signed. At least 32 random bytes, kept like a
+	// credential (never logged). Defaults to nil: records are not signed.
+	DeadLetterSigningKey []byte
 
 	// ShutdownTimeout is how long Run waits, after its context is
 	// cancelled, for running handlers to finish before it cancels their
@@ -185,6 +194,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Concurrency < 0 || cfg.Prefetch < NoPrefetch || cfg.Receivers < 0 || cfg.MaxAttempts < 0 {
 		bad("Concurrency (%d), Prefetch (%d), Receivers (%d) and MaxAttempts (%d) must not be negative (Prefetch may be NoPrefetch)",
 			cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.MaxAttempts)
+	}
+	if len(cfg.DeadLetterSigningKey) > 0 {
+		if err := deadletter.CheckSigningKey(cfg.DeadLetterSigningKey); err != nil {
+			bad("DeadLetterSigningKey: %v", err)
+		}
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	switch {

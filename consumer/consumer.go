@@ -851,7 +851,7 @@ func (r *runner) deadLetter(m *inflight, res Result) error {
 	defer cancel()
 	err := settle.Send(ctx, r.cfg.Client, r.log, "consumer", settle.Letter{
 		Msg: settleMessage(m.msg), Reason: deadLetterReason(res), Class: res.Class,
-		SourceQueue: r.q.url, DLQ: r.q.dlqURL, FIFO: r.q.fifo, MaxSize: r.q.dlqMaxSize, Now: r.cfg.NowFunc(),
+		SourceQueue: r.q.url, DLQ: r.q.dlqURL, FIFO: r.q.fifo, MaxSize: r.q.dlqMaxSize, Now: r.cfg.NowFunc(), SigningKey: r.cfg.DeadLetterSigningKey,
 	})
 	r.obs.DeadLettered(m.msg, err)
 	return err

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
@@ -83,6 +84,14 @@ type Config struct {
 	// the dead-letter queue named by the source queue's RedrivePolicy (read
 	// once per queue). A URL ending in .fifo is a FIFO queue.
 	DeadLetterQueueURL string
+	// DeadLetterSigningKey, when set, signs the failure record of every
+	// dead letter (HMAC-SHA256; see deadletter.Failure.Sign). sqs-redrive
+	// given the same key (--signing-key-env) then trusts the source queue a
+	// signed record names, and so can move the messages of a DLQ that
+	// several queues share back to the queue each failed on; a record a
+	// producer wrote cannot be signed. At least 32 random bytes, kept like a
+	// credential (never logged). Defaults to nil: records are not signed.
+	DeadLetterSigningKey []byte
 	// Concurrency is how many records of a batch run at once. On a FIFO
 	// queue the records of one message group still run one at a time, in
 	// order; different groups run in parallel. Defaults to 1.
@@ -162,6 +171,11 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.MaxAttempts < 0 {
 		return nil, fmt.Errorf("sqslambda: Config.MaxAttempts %d is negative", cfg.MaxAttempts)
+	}
+	if len(cfg.DeadLetterSigningKey) > 0 {
+		if err := deadletter.CheckSigningKey(cfg.DeadLetterSigningKey); err != nil {
+			return nil, fmt.Errorf("sqslambda: Config.DeadLetterSigningKey: %w", err)
+		}
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 1)
 	cfg.DeadlineMargin = cmp.Or(cfg.DeadlineMargin, DefaultDeadlineMargin)
@@ -461,7 +475,7 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result
 	}
 	return dlq, settle.Send(ctx, h.client, h.log, "sqslambda", settle.Letter{
 		Msg: settleMessage(r.msg), Reason: res.Reason, Class: res.Class,
-		SourceQueue: r.url, DLQ: dlq, FIFO: fifo, MaxSize: maxSize, Now: h.now(),
+		SourceQueue: r.url, DLQ: dlq, FIFO: fifo, MaxSize: maxSize, Now: h.now(), SigningKey: h.cfg.DeadLetterSigningKey,
 	})
 }
 

@@ -46,6 +46,9 @@ type Letter struct {
 	MaxSize int
 	// Now is the failure's time.
 	Now time.Time
+	// SigningKey, when set, signs the failure record (see
+	// deadletter.Failure.Sign).
+	SigningKey []byte
 }
 
 // Send sends l, shrunk to fit the DLQ if need be, logging (at warning
@@ -60,6 +63,7 @@ func Send(ctx context.Context, client DeadLetterSender, log *zap.Logger, prefix 
 			zap.String("message_id", m.ID), zap.Strings("dropped", dropped))
 	}
 	in := DeadLetterInput(m, l.Reason, l.Class, l.SourceQueue, l.DLQ, l.FIFO, l.Now)
+	signFailure(in, l.SigningKey)
 	dropped, err := SendDeadLetter(ctx, client, in, l.MaxSize)
 	if len(dropped) > 0 {
 		log.Warn(prefix+": dead letter shrunk to fit the dead-letter queue's MaximumMessageSize",
