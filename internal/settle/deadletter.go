@@ -29,7 +29,18 @@ type Message struct {
 	Key          string // the dedupe key; "" for none
 	GroupID      string // FIFO only
 	ReceiveCount int
-	Attributes   map[string]types.MessageAttributeValue
+	// Attempts is how many times the message ran, this time included
+	// (consumer.Message.Attempt); 0 means ReceiveCount.
+	Attempts   int
+	Attributes map[string]types.MessageAttributeValue
+}
+
+// attempts is m's Attempts, else its ReceiveCount, at least 1.
+func (m Message) attempts() int {
+	if m.Attempts > 0 {
+		return m.Attempts
+	}
+	return max(m.ReceiveCount, 1)
 }
 
 // Letter is one dead letter to send.
@@ -97,7 +108,7 @@ func DeadLetterInput(msg Message, reason, class, sourceQueueURL, dlqURL string, 
 		Error:             reason,
 		Class:             cmp.Or(class, deadletter.ClassPermanent),
 		SourceQueue:       sourceQueueURL,
-		Attempts:          max(msg.ReceiveCount, 1),
+		Attempts:          msg.attempts(),
 		OriginalMessageID: msg.ID,
 		FailedAt:          now.UTC(),
 	}
