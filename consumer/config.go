@@ -41,8 +41,9 @@ type Config struct {
 	//   - [RetryError] ([RetryAfter]) → retry after its Delay
 	//   - [PermanentError] ([Permanent]) → dead-letter, class "permanent"
 	//   - any other error, a recovered panic included → retry after
-	//     Backoff.Delay(ApproximateReceiveCount); from the MaxAttempts-th
-	//     receive (when MaxAttempts > 0) → dead-letter, class "max_attempts"
+	//     Backoff.Delay(attempt), attempt being [Message.Attempt]; from
+	//     the MaxAttempts-th attempt (when MaxAttempts > 0) → dead-letter,
+	//     class "max_attempts"
 	//
 	// So a Classifier answers only for the errors it knows; use
 	// [ClassifierChain] to combine several. Defaults to nil: the consumer's
@@ -100,8 +101,11 @@ type Config struct {
 	// Backoff{} (1s base, 15m cap, full jitter).
 	Backoff Backoff
 	// MaxAttempts dead-letters a message (class "max_attempts") whose
-	// MaxAttempts-th receive fails transiently. Defaults to 0: no limit
-	// (the queue's RedrivePolicy maxReceiveCount still applies).
+	// MaxAttempts-th attempt ([Message.Attempt]: its runs, not the FIFO
+	// receives in which it waited behind its group and did not run) fails
+	// transiently. Defaults to 0: no limit (the queue's RedrivePolicy
+	// maxReceiveCount still applies; on a FIFO queue see "FIFO queues" in
+	// docs/architecture.md for how it must allow for a group's depth).
 	MaxAttempts int
 	// DeadLetterQueueURL receives permanent failures. Defaults to the
 	// queue's RedrivePolicy target. Run fails when neither is set.

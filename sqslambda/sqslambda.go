@@ -255,12 +255,14 @@ var (
 //     the send fails it is retried instead (failure, visibility set to the
 //     backoff delay): never lost;
 //   - release, and records not run (a FIFO group stopped by an earlier
-//     failure, or no time left): failure, visibility set to 0.
+//     failure, or no time left): failure, visibility set to 0, or, behind
+//     a retried record of their FIFO group, to that retry's delay.
 //
 // On a FIFO queue a message group's records run one at a time, in order;
-// once one of them is retried, released or dead-lettered, the group's
-// later records in the batch are reported as failures without running
-// (other groups go on), as the consumer does.
+// once one of them is retried or released, the group's later records in
+// the batch are reported as failures without running (other groups go
+// on), as the consumer does: behind a retry they are kept invisible for
+// its delay, so the group comes back together, in order.
 //
 // Handle never returns an error: a failure to reach SQS is reported
 // record by record, and no record is lost.
@@ -387,16 +389,18 @@ func (h *Handler) lanes(recs []*record) [][]*record {
 }
 
 // runLane runs a lane's records in order. As in the consumer, once a
-// record ends other than acked or duplicate (retried, released, or
-// dead-lettered), the lane's later records are not run: they are reported
-// as failures and come back in order.
+// record is retried or released (settle.StopsGroup), the lane's later
+// records are not run: they are reported as failures and come back in
+// order (settle.Behind).
 func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 	stopped := false
+	var stop consumer.Result // the result that stopped the lane
 	for _, r := range lane {
 		var o consumer.Outcome
 		switch {
 		case stopped:
-			o = h.skip(ctx, r, ErrGroupStopped)
+			act := settle.Behind(settle.Outcome(stop.Outcome), stop.Delay, r.received, h.now())
+			o = h.skipFor(ctx, r, ErrGroupStopped, act.Visibility)
 		case r.url == "":
 			o = h.skip(ctx, r, fmt.Errorf("sqslambda: not run: the URL of queue %s is unknown", r.q.arn))
 		case hctx.Err() != nil:
@@ -408,7 +412,8 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 			// because of it, and its own lost callback has not run yet.
 			o = h.skip(ctx, r, fmt.Errorf("%w: its visibility was lost before it started", consumer.ErrLeaseLost))
 		default:
-			o = h.run(ctx, r)
+			stop = h.run(ctx, r)
+			o = stop.Outcome
 		}
 		if settle.StopsGroup(settle.Outcome(o)) {
 			stopped = true
@@ -417,19 +422,26 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 }
 
 // run processes one record and settles it.
-func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
+func (h *Handler) run(ctx context.Context, r *record) consumer.Result {
 	res := h.process(r.ctx, r.msg)
 	h.settle(ctx, r, &res)
 	lent.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
-	return res.Outcome
+	return res
 }
 
 // skip reports a record that was not run as a failure and makes it
 // visible again at once.
 func (h *Handler) skip(ctx context.Context, r *record, cause error) consumer.Outcome {
-	res := consumer.Result{Outcome: consumer.OutcomeRelease, Err: cause}
-	h.settle(ctx, r, &res)
+	return h.skipFor(ctx, r, cause, 0)
+}
+
+// skipFor reports a record that was not run as a failure and makes it
+// visible again after secs.
+func (h *Handler) skipFor(ctx context.Context, r *record, cause error, secs int32) consumer.Outcome {
+	res := consumer.Result{Outcome: consumer.OutcomeRelease, Err: cause, Delay: time.Duration(secs) * time.Second}
+	r.failed = true
+	h.changeVisibility(ctx, r, secs)
 	lent.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
 	return res.Outcome
