@@ -24,8 +24,9 @@
 # publishes on 127.0.0.1 only.
 #
 # The env file (.stack/env, to be sourced) holds the standard SDK variables:
-# AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and static test
-# credentials, plus SQSONCE_MOVE_TASK_ENDPOINT for local-aws-sqs and
+# AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_SNS and AWS_ENDPOINT_URL_S3 (fauxqs
+# serves all three on one port), AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and
+# static test credentials, plus SQSONCE_MOVE_TASK_ENDPOINT for local-aws-sqs and
 # DATABASE_URL for PostgreSQL.
 #
 # Environment:
@@ -334,6 +335,8 @@ up() {
 	cat >"$envfile" <<ENV
 # Written by localstack/stack.sh up; source it. Static test credentials only.
 export AWS_ENDPOINT_URL_SQS=http://127.0.0.1:${ports[0]}
+export AWS_ENDPOINT_URL_SNS=http://127.0.0.1:${ports[0]}
+export AWS_ENDPOINT_URL_S3=http://127.0.0.1:${ports[0]}
 export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:${ports[1]}
 export AWS_REGION=us-east-1
 export AWS_ACCESS_KEY_ID=test
