@@ -66,7 +66,7 @@ ON CONFLICT (key) DO UPDATE
 SET status = excluded.status, token = excluded.token, fingerprint = excluded.fingerprint,
     lease_until = excluded.lease_until, expires_at = excluded.expires_at,
     response_status = NULL, response_header = NULL, response_body = NULL
-WHERE d.expires_at < $6 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $6)
+WHERE d.expires_at < $6 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $6 AND d.fingerprint = $3)
 RETURNING d.token`
 
 type record struct {
@@ -101,22 +101,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 		case err != nil:
 			return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: read: %w", err)
 		default:
-			dead := r.expiresAt.Before(now) || (r.status == idempotency.StatusInProgress && (r.leaseUntil == nil || r.leaseUntil.Before(now)))
-			if !dead {
-				c := idempotency.Claim{Fingerprint: r.fingerprint}
-				switch {
-				case r.fingerprint != fingerprint:
-					c.Status = idempotency.KeyReused
-				case r.status == idempotency.StatusCompleted:
-					c.Status = idempotency.Completed
-					c.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody}
-					if r.respStatus != nil {
-						c.Response.Status = int(*r.respStatus)
-					}
-				default:
-					c.Status = idempotency.InProgress
-					c.LeaseUntil = *r.leaseUntil
-				}
+			if c, live := r.conflict(fingerprint, now); live {
 				return c, nil
 			}
 		}
@@ -124,6 +109,34 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 			return idempotency.Claim{Status: idempotency.InProgress, LeaseUntil: now.Add(time.Second)}, nil
 		}
 	}
+}
+
+// conflict turns the record that blocked a claim into the claim's answer.
+// live=false means the record is dead by our clock after all (it changed
+// between the write and the read): claim again. A lease that ended frees
+// the key for the same request only: another fingerprint is key reuse
+// until the record expires.
+func (r record) conflict(fingerprint string, now time.Time) (c idempotency.Claim, live bool) {
+	if r.expiresAt.Before(now) {
+		return c, false
+	}
+	c.Fingerprint = r.fingerprint
+	switch {
+	case r.fingerprint != fingerprint:
+		c.Status = idempotency.KeyReused
+	case r.status == idempotency.StatusCompleted:
+		c.Status = idempotency.Completed
+		c.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody}
+		if r.respStatus != nil {
+			c.Response.Status = int(*r.respStatus)
+		}
+	case r.leaseUntil == nil || r.leaseUntil.Before(now):
+		return idempotency.Claim{}, false
+	default:
+		c.Status = idempotency.InProgress
+		c.LeaseUntil = *r.leaseUntil
+	}
+	return c, true
 }
 
 func fenced(op string, tag pgconn.CommandTag, err error) error {
