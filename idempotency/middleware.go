@@ -55,7 +55,9 @@ type Config struct {
 	KeyOptional bool
 	// Lease is how long a running request holds its key; the middleware
 	// extends it every Lease/3 while the handler runs. After a crash the
-	// key can run again once the lease ends. Defaults to 30 seconds.
+	// key can run again once the lease ends. Defaults to 30 seconds. The
+	// transactional mode (BeginTxFunc) has no lease: the request's
+	// transaction holds the key.
 	Lease time.Duration
 	// MaxBodyBytes caps the request body; larger bodies answer 413.
 	// Defaults to 1 MiB.
@@ -82,17 +84,22 @@ type Config struct {
 	// extension, and the completion or release after the handler returns
 	// (made even when the client has gone). Defaults to 10 seconds.
 	SettleTimeout time.Duration
-	// BeginTxFunc, when set, runs each claimed request in a transaction
-	// it opens (the transactional mode; postgres.Store.BeginTx is one).
-	// The handler reaches it through its request's context
-	// ([TxFromContext], unwrapped by the store's package, e.g.
-	// postgres.TxFromContext) and does its work in it. When the handler
-	// returns, the middleware stores the response in the same transaction
-	// ([Tx.Complete]) and commits; only then is the response sent. A
-	// panic, [Release], a 5xx (whatever ReleaseServerErrors says), a
-	// response too large to store and a failed commit roll it back and
-	// release the key: nothing of the request is left, and a retry runs
-	// the handler again. A failed begin answers 503 and runs nothing.
+	// BeginTxFunc, when set, runs each keyed request in a transaction it
+	// opens (the transactional mode; postgres.Store.BeginTx is one). The
+	// transaction claims the key ([Tx.Claim]) before the handler runs and
+	// holds it until it ends, so nothing keeps a lease: a retry meanwhile
+	// gets 409 at once, and a request whose connection or process dies
+	// frees its key as its transaction ends. The store's Claim, Extend and
+	// Release are not used. The handler reaches the transaction through
+	// its request's context ([TxFromContext], unwrapped by the store's
+	// package, e.g. postgres.TxFromContext) and does its work in it. When
+	// the handler returns, the middleware stores the response in the same
+	// transaction ([Tx.Complete]) and commits; only then is the response
+	// sent. A panic, [Release], a 5xx (whatever ReleaseServerErrors says),
+	// a response too large to store and a failed commit roll it back,
+	// which frees the key: nothing of the request is left, and a retry
+	// runs the handler again. A failed begin or claim answers 503 and runs
+	// nothing.
 	// [Transact] is not available in this mode. Defaults to nil: the
 	// handler's own effects and the stored response are separate writes.
 	BeginTxFunc func(ctx context.Context) (Tx, error)
@@ -321,6 +328,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rk := RecordKey(scope, key)
 	fp := m.fingerprint(r, body)
+	if m.cfg.BeginTxFunc != nil {
+		h.serveTx(w, r, rk, fp)
+		return
+	}
 	// A client that hangs up mid-claim must not leave a claim nobody
 	// settles (its retries would wait out the lease): the claim finishes.
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
@@ -448,14 +459,6 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	var wg sync.WaitGroup
 	wg.Go(func() { m.keep(rk, c.Token, c.LeaseUntil, cancel, stop) })
 	rec := newRecorder(w, st, m.cfg.MaxResponseBytes, m.replay)
-	if m.cfg.BeginTxFunc != nil {
-		if st.tx = m.begin(w, r, rk, c.Token); st.tx == nil {
-			close(stop)
-			wg.Wait()
-			return
-		}
-		ctx = context.WithValue(ctx, txKey{}, st.tx)
-	}
 
 	panicked := call(h.next, rec, r.WithContext(ctx))
 	close(stop)
@@ -470,16 +473,9 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		}
 	}
 	if panicked != nil {
-		if st.tx != nil {
-			m.rollback(sctx, rk, st.tx)
-		}
 		release()
 		m.observe(OutcomeReleased, http.StatusInternalServerError)
 		panic(panicked)
-	}
-	if st.tx != nil {
-		m.settleTx(sctx, w, rec, st, rk, c.Token, release)
-		return
 	}
 
 	st.mu.Lock()
@@ -563,24 +559,6 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		writeProblem(w, http.StatusServiceUnavailable, TypeCommitFailed, "the request's writes could not be committed; nothing was committed", 1)
 		m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
 	}
-}
-
-// begin opens the request's transaction, or answers 503 with the key
-// released and returns nil.
-func (m *Middleware) begin(w http.ResponseWriter, r *http.Request, rk, token string) Tx {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
-	defer cancel()
-	tx, err := m.cfg.BeginTxFunc(ctx)
-	if err == nil {
-		return tx
-	}
-	m.log(rk).Warn("idempotency: begin transaction failed: nothing ran, key released", zap.Error(err))
-	if err := m.cfg.Store.Release(ctx, rk, token); err != nil && !errors.Is(err, ErrNotOwner) {
-		m.log(rk).Warn("idempotency: release failed", zap.Error(err))
-	}
-	writeProblem(w, http.StatusServiceUnavailable, TypeStoreUnavailable, "the request's transaction could not begin; nothing ran", 1)
-	m.observe(OutcomeStoreError, http.StatusServiceUnavailable)
-	return nil
 }
 
 func (m *Middleware) rollback(ctx context.Context, rk string, tx Tx) {
