@@ -291,9 +291,11 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		QueueURL:   q.url,
 		Visibility: q.visibility,
 		Interval:   orDefault(cfg.HeartbeatInterval, q.visibility/3),
-		OnTick:     r.beatHandlers,
-		OnFailure:  cfg.Observer.HeartbeatFailed,
-		Logger:     r.log,
+		// A hung extension is given up as a hung settle call is.
+		CallTimeout: min(orDefault(cfg.HeartbeatInterval, q.visibility/3), settleCallTimeout),
+		OnTick:      r.beatHandlers,
+		OnFailure:   cfg.Observer.HeartbeatFailed,
+		Logger:      r.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -740,13 +742,15 @@ func (r *runner) release(m *inflight, why error) {
 // A delete only suspends m's handle in the heartbeat: the settler forgets
 // it once the delete is resolved, and hands it back to the heartbeat when
 // the delete fails, so the message stays invisible (and is not handled
-// again) while the delete is tried again.
+// again) while the delete is tried again. A delete never waits for an
+// extension in flight; a visibility change does (a hung one is given up
+// after settleCallTimeout), lest the extension land after it and undo it.
 func (r *runner) settle(m *inflight, secs int32) {
 	if secs < 0 {
 		r.hb.Suspend(m.handle())
 		r.settler.delete(m.handle(), m.msg, r.slotDone)
 	} else {
-		r.hb.Remove(m.handle())
+		<-r.hb.Detach(m.handle())
 		r.settler.changeVisibility(m.handle(), m.msg, secs, r.slotDone)
 	}
 	r.queued()

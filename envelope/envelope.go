@@ -20,6 +20,54 @@
 // and [FromContext] describes the envelope; afterwards they are restored,
 // so a dead letter carries the message exactly as it arrived (with the
 // key as its sqsonce-id).
+//
+// # Signatures
+//
+// An SNS envelope is JSON that anyone allowed to send to the queue can
+// write: its TopicArn, MessageId and Timestamp prove nothing by
+// themselves. SNS signs what it sends; with Options.Verifier set, every
+// SNS envelope must carry a valid SignatureVersion 1 (SHA1withRSA) or 2
+// (SHA256withRSA) signature by the certificate at its SigningCertURL, and
+// that URL must be https on SNS's own host (sns.<region>.amazonaws.com,
+// sns.cn-<region>.amazonaws.com.cn in China; GovCloud's us-gov-<region>
+// is of the first form), else the message is dead-lettered with
+// [ErrUnverified] and its reason. Certificates are fetched once and
+// cached; a fetch that fails (SNS unreachable) is a transient failure,
+// retried with the consumer's backoff.
+//
+//	v, err := envelope.NewVerifier(envelope.VerifierConfig{})
+//	mw := envelope.Unwrap(envelope.Options{Verifier: v, Require: true})
+//
+// Verification is off unless a Verifier is set. The control that keeps
+// strangers out of an SNS-fed queue is its access policy (SendMessage for
+// the sns.amazonaws.com service principal only, conditioned on the
+// topic's aws:SourceArn); verification adds proof against principals the
+// policy or IAM does let send. It costs every worker an https route to
+// sns.<region>.amazonaws.com (a NAT or an SNS interface endpoint), which
+// workers that only talk to SQS often lack: on by default, such a worker
+// would retry every SNS message until SQS dead-lettered it. Turn it on
+// where anything but SNS may send to the queue, or where a handler decides
+// by the topic, the id or the time; set Require with it, so that a body
+// which is no envelope at all is refused rather than passed through, and
+// check [Envelope.Verified] where it matters (EventBridge events carry no
+// signature and pass unverified).
+//
+// A signature covers Message, MessageId, Subject, Timestamp, TopicArn and
+// Type; SNS signs neither MessageAttributes nor anything SQS adds. A
+// sender that holds a genuine notification can replay it with other
+// attributes, the sqsonce-id that sets the key among them. Where that
+// matters, carry the id inside the Message and read it with
+// Options.KeyFunc, which sees the unwrapped (signed) body.
+//
+// # Confirmations
+//
+// A SubscriptionConfirmation or UnsubscribeConfirmation reaches the queue
+// when a subscription is made or removed from another account. Unwrap
+// neither runs the handler for it nor confirms anything: it acks the
+// message and logs, at info level, its type and topic (never its token),
+// after checking its signature when a Verifier is set. Confirming a
+// subscription is an operator's decision; making the subscription from
+// the queue's own account needs no confirmation at all.
 package envelope
 
 import (
@@ -34,6 +82,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
 )
@@ -51,6 +100,12 @@ const (
 // Envelope describes the wrapper of the message being handled.
 type Envelope struct {
 	Kind Kind
+	// Type is the SNS message type (Notification, SubscriptionConfirmation
+	// or UnsubscribeConfirmation); empty for EventBridge.
+	Type string
+	// Verified reports that the SNS signature was checked and is valid
+	// (see Options.Verifier). EventBridge envelopes are never verified.
+	Verified bool
 	// ID is the SNS MessageId or the EventBridge event id.
 	ID string
 	// Topic is the SNS TopicArn; Subject its optional subject.
@@ -69,11 +124,30 @@ type Options struct {
 	// KeyFunc computes the key from the unwrapped message. Defaults to the
 	// inner sqsonce-id attribute, else the envelope's id.
 	KeyFunc consumer.KeyFunc
+	// Verifier checks the signature of every SNS envelope (see the package
+	// doc, "Signatures"). Defaults to nil: SNS envelopes are trusted as
+	// they arrive, and [Envelope.Verified] is false.
+	Verifier *Verifier
+	// Logger receives one info line per SubscriptionConfirmation or
+	// UnsubscribeConfirmation acked. Defaults to a no-op logger.
+	Logger *zap.Logger
 }
 
 // ErrMalformed is the error (made permanent) of an envelope that cannot be
 // read.
 var ErrMalformed = errors.New("envelope: malformed")
+
+// ErrUnverified is the error (made permanent) of an SNS envelope whose
+// signature is missing, does not match, or rests on a certificate that is
+// not SNS's own.
+var ErrUnverified = errors.New("envelope: SNS signature not verified")
+
+// SNS message types.
+const (
+	typeNotification = "Notification"
+	typeSubscribe    = "SubscriptionConfirmation"
+	typeUnsubscribe  = "UnsubscribeConfirmation"
+)
 
 type ctxKey struct{}
 
@@ -86,9 +160,13 @@ func FromContext(ctx context.Context) *Envelope {
 
 // Unwrap returns the middleware.
 func Unwrap(opts Options) consumer.Middleware {
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
 	return func(next consumer.Handler) consumer.Handler {
 		return consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
-			env, body, attrs, err := Parse(msg.Body)
+			env, body, attrs, sns, err := parse(msg.Body)
 			switch {
 			case err != nil:
 				return consumer.Permanent(err)
@@ -96,6 +174,24 @@ func Unwrap(opts Options) consumer.Middleware {
 				return consumer.Permanent(fmt.Errorf("%w: the body is neither an SNS notification nor an EventBridge event", ErrMalformed))
 			case env == nil:
 				return next.Handle(ctx, msg)
+			}
+			if sns != nil && opts.Verifier != nil {
+				if err := opts.Verifier.verify(ctx, sns); err != nil {
+					if errors.Is(err, ErrUnverified) {
+						return consumer.Permanent(err)
+					}
+					return err // the certificate could not be fetched: try again later
+				}
+				env.Verified = true
+			}
+			if env.Type == typeSubscribe || env.Type == typeUnsubscribe {
+				logger.Info("SNS confirmation acknowledged, nothing confirmed",
+					zap.String("message_id", msg.ID),
+					zap.String("sns_type", env.Type),
+					zap.String("topic", env.Topic),
+					zap.String("sns_message_id", env.ID),
+					zap.Bool("verified", env.Verified))
+				return nil
 			}
 			origBody, origAttrs := msg.Body, msg.Attributes
 			defer func() { msg.Body, msg.Attributes = origBody, origAttrs }()
@@ -121,14 +217,23 @@ type snsAttr struct {
 	Value string `json:"Value"`
 }
 
+// snsEnvelope is an SNS message as SNS writes it (the JSON formats of
+// Notification, SubscriptionConfirmation and UnsubscribeConfirmation).
+// Optional strings that the signature covers only when present are
+// pointers.
 type snsEnvelope struct {
 	Type              string             `json:"Type"`
 	MessageID         string             `json:"MessageId"`
 	TopicArn          string             `json:"TopicArn"`
-	Subject           string             `json:"Subject"`
+	Subject           *string            `json:"Subject"`
 	Message           *string            `json:"Message"`
 	Timestamp         string             `json:"Timestamp"`
 	MessageAttributes map[string]snsAttr `json:"MessageAttributes"`
+	Token             string             `json:"Token"`
+	SubscribeURL      string             `json:"SubscribeURL"`
+	SignatureVersion  string             `json:"SignatureVersion"`
+	Signature         string             `json:"Signature"`
+	SigningCertURL    string             `json:"SigningCertURL"`
 }
 
 type ebEnvelope struct {
@@ -144,15 +249,24 @@ type ebEnvelope struct {
 // error wrapping [ErrMalformed] when body is an envelope that cannot be
 // read. The inner body is the SNS Message, or the EventBridge detail as
 // JSON text; the attributes are the SNS MessageAttributes (binary values
-// decoded from base64).
+// decoded from base64). A SubscriptionConfirmation or
+// UnsubscribeConfirmation is an Envelope of that Type whose body is its
+// text. Parse checks no signature: see [Verifier.Verify].
 func Parse(body string) (*Envelope, string, map[string]types.MessageAttributeValue, error) {
+	env, inner, attrs, _, err := parse(body)
+	return env, inner, attrs, err
+}
+
+// parse is [Parse] that also returns the SNS message as read, for its
+// signature to be checked against exactly what the handler will see.
+func parse(body string) (*Envelope, string, map[string]types.MessageAttributeValue, *snsEnvelope, error) {
 	b := bytes.TrimSpace([]byte(body))
 	if len(b) == 0 || b[0] != '{' {
-		return nil, "", nil, nil
+		return nil, "", nil, nil, nil
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, "", nil, nil // not a JSON object: not an envelope
+		return nil, "", nil, nil, nil // not a JSON object: not an envelope
 	}
 	_, hasTopic := probe["TopicArn"]
 	_, hasType := probe["Type"]
@@ -162,29 +276,30 @@ func Parse(body string) (*Envelope, string, map[string]types.MessageAttributeVal
 	case hasTopic && hasType:
 		return parseSNS(b)
 	case hasDetailType && hasDetail:
-		return parseEventBridge(b)
+		env, inner, attrs, err := parseEventBridge(b)
+		return env, inner, attrs, nil, err
 	}
-	return nil, "", nil, nil
+	return nil, "", nil, nil, nil
 }
 
-func parseSNS(b []byte) (*Envelope, string, map[string]types.MessageAttributeValue, error) {
+func parseSNS(b []byte) (*Envelope, string, map[string]types.MessageAttributeValue, *snsEnvelope, error) {
 	var e snsEnvelope
 	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, "", nil, fmt.Errorf("%w: SNS notification: %v", ErrMalformed, err)
+		return nil, "", nil, nil, fmt.Errorf("%w: SNS notification: %v", ErrMalformed, err)
 	}
 	switch {
-	case e.Type != "Notification":
-		return nil, "", nil, fmt.Errorf("%w: SNS message of type %q, want Notification", ErrMalformed, e.Type)
+	case e.Type != typeNotification && e.Type != typeSubscribe && e.Type != typeUnsubscribe:
+		return nil, "", nil, nil, fmt.Errorf("%w: SNS message of type %q, want Notification, SubscriptionConfirmation or UnsubscribeConfirmation", ErrMalformed, e.Type)
 	case e.MessageID == "":
-		return nil, "", nil, fmt.Errorf("%w: SNS notification without MessageId", ErrMalformed)
+		return nil, "", nil, nil, fmt.Errorf("%w: SNS %s without MessageId", ErrMalformed, e.Type)
 	case e.Message == nil:
-		return nil, "", nil, fmt.Errorf("%w: SNS notification %s without Message", ErrMalformed, e.MessageID)
+		return nil, "", nil, nil, fmt.Errorf("%w: SNS %s %q without Message", ErrMalformed, e.Type, e.MessageID)
 	}
-	env := &Envelope{Kind: SNS, ID: e.MessageID, Topic: e.TopicArn, Subject: e.Subject}
+	env := &Envelope{Kind: SNS, Type: e.Type, ID: e.MessageID, Topic: e.TopicArn, Subject: aws.ToString(e.Subject)}
 	if e.Timestamp != "" {
 		t, err := time.Parse(time.RFC3339Nano, e.Timestamp)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("%w: SNS notification %s: Timestamp %q", ErrMalformed, e.MessageID, e.Timestamp)
+			return nil, "", nil, nil, fmt.Errorf("%w: SNS %s %q: Timestamp %q", ErrMalformed, e.Type, e.MessageID, e.Timestamp)
 		}
 		env.Time = t
 	}
@@ -192,18 +307,18 @@ func parseSNS(b []byte) (*Envelope, string, map[string]types.MessageAttributeVal
 	for name, a := range e.MessageAttributes {
 		switch {
 		case a.Type == "":
-			return nil, "", nil, fmt.Errorf("%w: SNS notification %s: attribute %q has no Type", ErrMalformed, e.MessageID, name)
+			return nil, "", nil, nil, fmt.Errorf("%w: SNS notification %q: attribute %q has no Type", ErrMalformed, e.MessageID, name)
 		case a.Type == "Binary" || strings.HasPrefix(a.Type, "Binary."):
 			v, err := base64.StdEncoding.DecodeString(a.Value)
 			if err != nil {
-				return nil, "", nil, fmt.Errorf("%w: SNS notification %s: binary attribute %q is not base64", ErrMalformed, e.MessageID, name)
+				return nil, "", nil, nil, fmt.Errorf("%w: SNS notification %q: binary attribute %q is not base64", ErrMalformed, e.MessageID, name)
 			}
 			attrs[name] = types.MessageAttributeValue{DataType: aws.String(a.Type), BinaryValue: v}
 		default: // String, Number, String.Array and custom String.x / Number.x types
 			attrs[name] = types.MessageAttributeValue{DataType: aws.String(a.Type), StringValue: aws.String(a.Value)}
 		}
 	}
-	return env, *e.Message, attrs, nil
+	return env, *e.Message, attrs, &e, nil
 }
 
 func parseEventBridge(b []byte) (*Envelope, string, map[string]types.MessageAttributeValue, error) {

@@ -57,7 +57,7 @@ func TestSNSNotification(t *testing.T) {
 	if s.body != `{"order":"o-1","amount":42}` || s.key != "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324" {
 		t.Fatalf("handler saw body %q key %q, want the inner message and the SNS MessageId", s.body, s.key)
 	}
-	want := envelope.Envelope{Kind: envelope.SNS, ID: "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324", Topic: "arn:aws:sns:us-west-2:123456789012:MyTopic",
+	want := envelope.Envelope{Kind: envelope.SNS, Type: "Notification", ID: "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324", Topic: "arn:aws:sns:us-west-2:123456789012:MyTopic",
 		Subject: "My First Message", Time: time.Date(2012, 5, 2, 0, 54, 6, 655e6, time.UTC)}
 	if s.env == nil || *s.env != want {
 		t.Fatalf("envelope %+v, want %+v", s.env, want)
@@ -113,7 +113,6 @@ func TestMalformedIsPermanentWithItsReason(t *testing.T) {
 	for file, reason := range map[string]string{
 		"bad-sns-no-message.json":        "without Message",
 		"bad-sns-binary.json":            `binary attribute "b" is not base64`,
-		"bad-sns-confirmation.json":      `type "SubscriptionConfirmation"`,
 		"bad-eventbridge-no-detail.json": "without detail",
 	} {
 		t.Run(file, func(t *testing.T) {
@@ -149,7 +148,7 @@ func TestDeadLetterKeepsEnvelope(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"sns-notification.json", "sns-with-attributes.json", "eventbridge-event.json", "bad-sns-binary.json", "bad-eventbridge-no-detail.json"} {
+	for _, name := range []string{"sns-notification.json", "sns-with-attributes.json", "sns-subscription-confirmation.json", "eventbridge-event.json", "bad-sns-binary.json", "bad-eventbridge-no-detail.json"} {
 		b, err := os.ReadFile("testdata/" + name)
 		if err != nil {
 			f.Fatal(err)
@@ -160,6 +159,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(`not json`)
 	f.Fuzz(func(t *testing.T, body string) {
 		env, inner, attrs, err := envelope.Parse(body)
+		_, _ = envelope.StringToSignForTest(body) // must not panic
 		switch {
 		case err != nil:
 			if env != nil || !errors.Is(err, envelope.ErrMalformed) {

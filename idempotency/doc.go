@@ -16,21 +16,25 @@
 //
 // For each POST or PATCH (Config.Methods):
 //
-//   - The Idempotency-Key header is 1–255 visible ASCII characters, bare or
-//     quoted ("abc" and abc are one key). Missing or invalid → 400.
+//   - The Idempotency-Key header is 1–255 visible ASCII characters bare,
+//     or an RFC 8941 string in quotes (printable ASCII, spaces included,
+//     with \" and \\ escapes); "abc" and abc are one key. Missing or
+//     invalid → 400.
 //   - The key is scoped to the caller (Config.ScopeFunc; an error → 401)
 //     and stored hashed with the scope ([RecordKey]); neither is logged.
-//   - The fingerprint is the method, path, canonical query (keys sorted),
-//     the body and Config.FingerprintHeaders. The key with another
-//     fingerprint → 422, while the first request runs and after.
+//   - The fingerprint is the method, path, raw query (pairs of distinct
+//     keys in any order; nothing decoded or dropped), the body and
+//     Config.FingerprintHeaders. The key with another fingerprint → 422,
+//     while the first request runs and after.
 //   - A retry while the first runs → 409 with Retry-After (the seconds left
 //     on its lease, at least 1).
 //   - A completed key replays the stored status, the allow-listed headers
 //     (Config.ReplayHeaders; never Set-Cookie) and the body byte for byte,
 //     with Idempotent-Replayed: true. A 5xx is stored and replayed too
 //     unless Config.ReleaseServerErrors.
-//   - [Release] (a validation failure, a 429) and a panic release the key,
-//     so a corrected retry runs.
+//   - [Release] (a validation failure), a 429, a panic or runtime.Goexit,
+//     and a 5xx answered after the middleware cancelled the handler for a
+//     lost lease release the key, so a retry runs.
 //   - The handler's context is not cancelled when the client hangs up:
 //     the request finishes and the retry of a dropped connection gets its
 //     stored response (or 409 until it is done).
@@ -41,9 +45,16 @@
 //   - Records expire the store's TTL after their last write (24 h by
 //     default: MemoryConfig.TTL, dynamo.Config.TTL), judged on read.
 //   - A body over Config.MaxBodyBytes → 413. A response over
-//     Config.MaxResponseBytes is delivered, not stored; the key is released
-//     and the case counted ([OutcomeNotStored], [Middleware.Count],
+//     Config.MaxResponseBytes (or too large for the store, or whose
+//     completion failed) is delivered; the record keeps its status and the
+//     headers that do not describe its body, and a retry gets them with a
+//     [TypeNotRetained] problem: a request that ran never runs again. The
+//     case is counted ([OutcomeNotStored], [Middleware.Count],
 //     Config.ObserveFunc).
+//   - Writes the store can never commit → 500 [TypeCommitRefused], no
+//     Retry-After; a commit whose answer was lost → 503
+//     [TypeOutcomeUnknown]: a retry with the same key replays the response
+//     if it committed, and runs if it did not.
 //
 // Responses to keyed requests are buffered, not streamed (http.Flusher is
 // not offered), up to MaxResponseBytes. Errors are application/problem+json (RFC 9457), one type per case
@@ -61,15 +72,18 @@
 // recognises (an outbox order conflict).
 //
 // With an SQL database, Config.BeginTxFunc (postgres.Store.BeginTx) runs
-// each claimed request in a transaction the middleware opens and hands to
+// each keyed request in a transaction the middleware opens and hands to
 // the handler ([TxFromContext]; postgres.TxFromContext returns the
 // pgx.Tx). The transaction claims the key ([Tx.Claim]) and holds it
 // while it lasts, instead of a lease: a retry meanwhile gets 409 at once,
 // and a request whose process or connection dies frees its key as the
 // database ends its transaction. The response is stored in that
-// transaction and committed with the handler's work; a panic, [Release],
-// a 5xx or a failed commit roll it all back, so a retry runs the handler
-// again. Its isolation level is the store's (postgres.Config.TxOptions).
+// transaction and committed with the handler's work; a panic or
+// runtime.Goexit, [Release], a 429, a 5xx, a response too large to store
+// or a failed commit roll it all back, so a retry runs the handler again.
+// A commit whose answer was lost answers 503 [TypeOutcomeUnknown], one the
+// store refuses for good 500 [TypeCommitRefused], as in the lease mode.
+// Its isolation level is the store's (postgres.Config.TxOptions).
 //
 // # What it cannot do
 //
@@ -77,5 +91,5 @@
 // writes: if the process dies between them, the key runs again when its
 // lease ends. Effects outside the store's database need their own
 // idempotency downstream (pass the key on). A response too large to store
-// is not replayed: a retry runs again.
+// is not replayed, only its status.
 package idempotency

@@ -130,7 +130,7 @@ func cloneResponse(r *Response) *Response {
 	if r == nil {
 		return &Response{}
 	}
-	return &Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
+	return &Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body), NotRetained: r.NotRetained}
 }
 
 // owned returns the IN_PROGRESS record held by token, or ErrNotOwner.

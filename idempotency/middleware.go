@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,10 +33,16 @@ const (
 )
 
 // DefaultReplayHeaders are the response headers stored and replayed when
-// Config.ReplayHeaders is empty.
+// Config.ReplayHeaders is empty: those that describe the stored body,
+// those that point at what the request made (Location, Link), and the
+// rate-limit headers (the IETF RateLimit fields, the common
+// X-RateLimit-* ones) as the original request saw them. Retry-After is
+// not among them: a replay is the key's final answer, and retrying it
+// only replays it again.
 var DefaultReplayHeaders = []string{
 	"Content-Type", "Content-Encoding", "Content-Language", "Content-Location",
-	"Location", "ETag", "Last-Modified", "Cache-Control",
+	"Location", "ETag", "Last-Modified", "Cache-Control", "Link",
+	"RateLimit", "RateLimit-*", "X-RateLimit-*",
 }
 
 // Config configures the middleware ([New]).
@@ -63,22 +70,27 @@ type Config struct {
 	// Defaults to 1 MiB.
 	MaxBodyBytes int64
 	// MaxResponseBytes caps the stored response (body plus allow-listed
-	// headers). A larger response is delivered but not stored: the key is
-	// released and the outcome counted (OutcomeNotStored). Defaults to
-	// 256 KiB, under DynamoDB's 400 KB item limit.
+	// headers). A larger response is delivered but not retained: the
+	// record is completed with its status and headers only, and a retry
+	// gets that status with a problem (TypeNotRetained) instead of the
+	// body; the request never runs again. Counted as OutcomeNotStored.
+	// Defaults to 256 KiB, under DynamoDB's 400 KB item limit.
 	MaxResponseBytes int
-	// ReplayHeaders are the response headers stored and replayed.
-	// Set-Cookie is never stored (listing it is an error). Defaults to
-	// [DefaultReplayHeaders].
+	// ReplayHeaders are the response headers stored and replayed: names,
+	// or name prefixes ending in "*" ("X-RateLimit-*"), case-insensitive.
+	// Set-Cookie is never stored: an entry naming it or a pattern matching
+	// it is an error at New. Defaults to [DefaultReplayHeaders].
 	ReplayHeaders []string
 	// FingerprintHeaders are request headers added to the fingerprint
-	// (method, path, canonical query and body). Defaults to none.
+	// (method, path, raw query and body). Defaults to none.
 	FingerprintHeaders []string
 	// ReleaseServerErrors releases the key after a 5xx response instead of
 	// storing it, so a retry runs the handler again. Defaults to false:
-	// a 5xx is stored and replayed like any response (Stripe's rule). In
-	// the transactional mode (BeginTxFunc) a 5xx always rolls back and
-	// releases.
+	// a 5xx is stored and replayed like any response (Stripe's rule),
+	// except one the middleware caused by cancelling the handler when its
+	// lease was lost ([ErrLeaseLost]), which is never stored. In the
+	// transactional mode (BeginTxFunc) a 5xx always rolls back and
+	// releases. A 429 is never stored: it says the request did not run.
 	ReleaseServerErrors bool
 	// SettleTimeout bounds each store call: the claim, each lease
 	// extension, and the completion or release after the handler returns
@@ -95,11 +107,16 @@ type Config struct {
 	// package, e.g. postgres.TxFromContext) and does its work in it. When
 	// the handler returns, the middleware stores the response in the same
 	// transaction ([Tx.Complete]) and commits; only then is the response
-	// sent. A panic, [Release], a 5xx (whatever ReleaseServerErrors says),
-	// a response too large to store and a failed commit roll it back,
-	// which frees the key: nothing of the request is left, and a retry
-	// runs the handler again. A failed begin or claim answers 503 and runs
-	// nothing.
+	// sent. A panic or runtime.Goexit, [Release], a 5xx (whatever
+	// ReleaseServerErrors says), a 429, a response too large to store and
+	// a failed commit roll it back, which frees the key: nothing of the
+	// request is left, and a retry runs the handler again. A commit the
+	// store refuses for good (its error wraps [ErrPermanent]) answers 500
+	// TypeCommitRefused without Retry-After; a commit whose outcome is
+	// unknown (the connection broke after it was sent) answers 503
+	// TypeOutcomeUnknown: the retry replays the response if it committed,
+	// and runs the handler if not. A failed begin or claim answers 503 and
+	// runs nothing.
 	// [Transact] is not available in this mode. Defaults to nil: the
 	// handler's own effects and the stored response are separate writes.
 	BeginTxFunc func(ctx context.Context) (Tx, error)
@@ -132,17 +149,21 @@ const (
 	// OutcomeKeyReused: 422, the key belongs to another request.
 	OutcomeKeyReused
 	// OutcomeReleased: the handler ran and the key was released (Release,
-	// a panic, or a 5xx with ReleaseServerErrors).
+	// a panic or runtime.Goexit, a 429, or a 5xx with ReleaseServerErrors).
 	OutcomeReleased
-	// OutcomeNotStored: the response was too large to store; the key was
-	// released.
+	// OutcomeNotStored: the response could not be stored. Without writes
+	// the record was completed without it (a retry learns its status, not
+	// its body); with writes or in the transactional mode nothing was
+	// committed and the key was freed.
 	OutcomeNotStored
-	// OutcomeLeaseLost: the lease was taken over before completion.
+	// OutcomeLeaseLost: the lease was taken over before completion, or
+	// could not be extended and the handler, cancelled, answered 5xx
+	// (the key was then released).
 	OutcomeLeaseLost
 	// OutcomeStoreError: the store failed to claim or complete.
 	OutcomeStoreError
-	// OutcomeCommitFailed: the transactional completion failed; nothing
-	// was committed.
+	// OutcomeCommitFailed: the transactional completion failed (nothing
+	// was committed) or its outcome is unknown.
 	OutcomeCommitFailed
 	numOutcomes
 )
@@ -182,7 +203,7 @@ var ErrResponseStarted = errors.New("idempotency: the response was already sent 
 type Middleware struct {
 	cfg     Config
 	methods map[string]bool
-	replay  []string // canonical names
+	replay  headerSet
 	fphdrs  []string
 	counts  [numOutcomes]atomic.Int64
 	metric  *telemetry.Results
@@ -221,12 +242,9 @@ func New(cfg Config) (*Middleware, error) {
 	for _, meth := range cfg.Methods {
 		m.methods[meth] = true
 	}
-	for _, h := range cfg.ReplayHeaders {
-		h = http.CanonicalHeaderKey(h)
-		if h == "Set-Cookie" {
-			return nil, errors.New("idempotency: Config.ReplayHeaders lists Set-Cookie: a cookie is never stored or replayed")
-		}
-		m.replay = append(m.replay, h)
+	var err error
+	if m.replay, err = newHeaderSet(cfg.ReplayHeaders); err != nil {
+		return nil, err
 	}
 	for _, h := range cfg.FingerprintHeaders {
 		m.fphdrs = append(m.fphdrs, http.CanonicalHeaderKey(h))
@@ -265,8 +283,19 @@ func (m *Middleware) observe(o Outcome, status int) {
 //     cancelled when the client hangs up (the retry a dropped connection
 //     brings then gets the stored response), only when the lease is lost
 //     (cause [ErrLeaseLost]).
-//   - [Release], a panic, or a response too large to store release the
+//   - [Release], a panic, runtime.Goexit, a 429, or a 5xx answered after
+//     the middleware cancelled the handler for a lost lease release the
 //     key instead, so a retry runs again.
+//   - A response that cannot be stored (over MaxResponseBytes, too large
+//     for the store, or its completion failed) is delivered, and the
+//     record completed without it: a retry gets its status, its headers
+//     that do not describe the body, Idempotent-Replayed: true and a
+//     TypeNotRetained problem, and the request never runs twice. (With
+//     writes handed to [Transact], or in the transactional mode, nothing
+//     is committed instead: 500 TypeResponseTooLarge, and a retry runs.)
+//   - In the transactional mode (Config.BeginTxFunc) the request's
+//     transaction claims and holds the key instead of a lease, and its
+//     rollback frees it.
 //
 // Errors are application/problem+json (RFC 9457), with the Type* types.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
@@ -306,7 +335,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key, ok := ParseKey(raw[0])
 	if !ok {
-		m.reject(w, http.StatusBadRequest, TypeKeyInvalid, "an Idempotency-Key is 1 to 255 visible ASCII characters, bare or in double quotes")
+		m.reject(w, http.StatusBadRequest, TypeKeyInvalid, `an Idempotency-Key is 1 to 255 ASCII characters: visible ones bare, or printable ones (spaces too) in double quotes with \" and \\ escapes`)
 		return
 	}
 	if r.ContentLength > m.cfg.MaxBodyBytes {
@@ -379,7 +408,7 @@ func (m *Middleware) log(rk string) *zap.Logger {
 	return m.cfg.Logger.With(zap.String("idempotency_record", rk[:min(len(rk), 16)]))
 }
 
-// fingerprint hashes method, path, canonical query (keys sorted), the
+// fingerprint hashes method, path, raw query (see canonicalQuery), the
 // listed headers and the body, each length-prefixed.
 func (m *Middleware) fingerprint(r *http.Request, body []byte) string {
 	h := sha256.New()
@@ -390,7 +419,7 @@ func (m *Middleware) fingerprint(r *http.Request, body []byte) string {
 	}
 	field([]byte(r.Method))
 	field([]byte(r.URL.EscapedPath()))
-	field([]byte(r.URL.Query().Encode()))
+	field([]byte(canonicalQuery(r.URL.RawQuery)))
 	for _, name := range m.fphdrs {
 		field([]byte(name))
 		vs := r.Header.Values(name)
@@ -403,6 +432,24 @@ func (m *Middleware) fingerprint(r *http.Request, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// canonicalQuery is the raw query with its &-separated pairs in order of
+// their raw key, pairs of one key kept in their order: nothing is
+// decoded and nothing dropped, so queries that differ in any pair
+// (malformed ones included) differ, and only the order of distinct keys
+// is forgiven.
+func canonicalQuery(raw string) string {
+	if !strings.Contains(raw, "&") {
+		return raw
+	}
+	pairs := strings.Split(raw, "&")
+	key := func(p string) string {
+		k, _, _ := strings.Cut(p, "=")
+		return k
+	}
+	slices.SortStableFunc(pairs, func(a, b string) int { return strings.Compare(key(a), key(b)) })
+	return strings.Join(pairs, "&")
+}
+
 // replay writes a stored response.
 func replay(w http.ResponseWriter, resp *Response) {
 	h := w.Header()
@@ -410,7 +457,13 @@ func replay(w http.ResponseWriter, resp *Response) {
 		h[k] = slices.Clone(vs)
 	}
 	h.Set(HeaderReplayed, "true")
-	w.WriteHeader(cmp.Or(resp.Status, http.StatusOK))
+	status := cmp.Or(resp.Status, http.StatusOK)
+	if resp.NotRetained {
+		writeProblem(w, status, TypeNotRetained, fmt.Sprintf(
+			"the request ran and answered %d, but its response was not retained, so it cannot be replayed; the request will not run again with this key", status), 0)
+		return
+	}
+	w.WriteHeader(status)
 	_, _ = w.Write(resp.Body)
 }
 
@@ -458,20 +511,38 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { m.keep(rk, c.Token, c.LeaseUntil, cancel, stop) })
+	stopKeeper := sync.OnceFunc(func() {
+		close(stop)
+		wg.Wait()
+	})
+	// Whatever ends this function, runtime.Goexit in the handler
+	// included, the lease stops being extended.
+	defer stopKeeper()
 	rec := newRecorder(w, st, m.cfg.MaxResponseBytes, m.replay)
 
-	panicked := call(h.next, rec, r.WithContext(ctx))
-	close(stop)
-	wg.Wait()
-
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
-	defer scancel()
-	release := func() {
-		if err := m.cfg.Store.Release(sctx, rk, c.Token); err != nil && !errors.Is(err, ErrNotOwner) {
-			// The claim stays until its lease ends; a retry waits for it.
-			m.log(rk).Warn("idempotency: release failed", zap.Error(err))
+	exited := true
+	defer func() {
+		if !exited {
+			return
 		}
-	}
+		// The handler called runtime.Goexit (t.FailNow in a test server,
+		// for one): its request was abandoned, as by a panic.
+		stopKeeper()
+		sctx, scancel := m.settleContext(r)
+		defer scancel()
+		m.release(sctx, rk, c.Token)
+		m.log(rk).Warn("idempotency: the handler called runtime.Goexit: key released")
+		m.observe(OutcomeReleased, http.StatusInternalServerError)
+	}()
+	panicked := call(h.next, rec, r.WithContext(ctx))
+	exited = false
+	stopKeeper()
+	// The middleware's own cancellation: the lease could not be kept.
+	leaseLost := errors.Is(context.Cause(ctx), ErrLeaseLost)
+
+	sctx, scancel := m.settleContext(r)
+	defer scancel()
+	release := func() { m.release(sctx, rk, c.Token) }
 	if panicked != nil {
 		release()
 		m.observe(OutcomeReleased, http.StatusInternalServerError)
@@ -486,16 +557,12 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	keep := stored(resp, m.replay)
 	// Headers added after the body was written count too.
 	over := keep.Size() > m.cfg.MaxResponseBytes
-	switch {
-	case streamed, over && !tx && !released:
+	deliver := func() {
 		if !streamed {
 			rec.deliver()
 		}
-		release()
-		m.log(rk).Warn("idempotency: response too large to store: delivered, key released",
-			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
-		m.observe(OutcomeNotStored, resp.Status)
-		return
+	}
+	switch {
 	case rec.discarded, over && tx && !released:
 		release()
 		m.log(rk).Warn("idempotency: transactional response too large to store: nothing committed, key released",
@@ -503,48 +570,60 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's writes; nothing was committed", 0)
 		m.observe(OutcomeNotStored, http.StatusInternalServerError)
 		return
-	case released || (m.cfg.ReleaseServerErrors && resp.Status >= 500):
+	case leaseLost && resp.Status >= 500:
+		// The failure is the middleware's doing (it cancelled the handler):
+		// stored, it would be replayed for the record's whole life.
 		release()
-		rec.deliver()
+		deliver()
+		m.log(rk).Warn("idempotency: the handler failed after its lease was lost: response not stored, key released",
+			zap.Int("status", resp.Status))
+		m.observe(OutcomeLeaseLost, resp.Status)
+		return
+	case released || releasedStatus(resp.Status, m.cfg.ReleaseServerErrors):
+		release()
+		deliver()
 		m.observe(OutcomeReleased, resp.Status)
+		return
+	case streamed || over:
+		o := m.completeNotRetained(sctx, rk, c.Token, resp)
+		deliver()
+		m.log(rk).Warn("idempotency: response too large to store: delivered, the record keeps its status only",
+			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
+		m.observe(o, resp.Status)
 		return
 	}
 	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Writes: writes, Builds: builds})
-	switch {
-	case err == nil:
+	if err == nil {
 		rec.deliver()
 		m.observe(OutcomeExecuted, resp.Status)
 		return
-	case errors.Is(err, ErrTooLarge) && !tx:
+	}
+	if !tx {
+		// The handler's effects happened: its response is the truth, even
+		// unstored, and the request must not run again.
+		if errors.Is(err, ErrNotOwner) {
+			m.log(rk).Warn("idempotency: lease lost before completion: another request owns the key; the effect may repeat", zap.Error(err))
+			m.observe(OutcomeLeaseLost, resp.Status)
+		} else {
+			m.log(rk).Warn("idempotency: response not stored: completing the record with its status only", zap.Error(err))
+			// A fresh timeout: the first call may have used all of its own.
+			fctx, fcancel := m.settleContext(r)
+			o := m.completeNotRetained(fctx, rk, c.Token, resp)
+			fcancel()
+			m.observe(o, resp.Status)
+		}
 		rec.deliver()
-		release()
-		m.log(rk).Warn("idempotency: response too large for the store: delivered, key released", zap.Error(err))
-		m.observe(OutcomeNotStored, resp.Status)
 		return
+	}
+	// Transactional: the handler's response is only true if its writes
+	// committed.
+	var cerr *ConditionError
+	switch {
 	case errors.Is(err, ErrTooLarge):
 		release()
 		m.log(rk).Warn("idempotency: transactional response too large for the store: nothing committed, key released", zap.Error(err))
 		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's writes; nothing was committed", 0)
 		m.observe(OutcomeNotStored, http.StatusInternalServerError)
-		return
-	}
-	if !tx {
-		// The handler's effects happened: its response is the truth, even
-		// unstored.
-		if errors.Is(err, ErrNotOwner) {
-			m.log(rk).Warn("idempotency: lease lost before completion: another request owns the key; the effect may repeat", zap.Error(err))
-			m.observe(OutcomeLeaseLost, resp.Status)
-		} else {
-			m.log(rk).Warn("idempotency: complete failed: the key runs again once its lease ends", zap.Error(err))
-			m.observe(OutcomeStoreError, resp.Status)
-		}
-		rec.deliver()
-		return
-	}
-	// Transactional: nothing was committed, so the handler's response would
-	// be a lie.
-	var cerr *ConditionError
-	switch {
 	case errors.Is(err, ErrNotOwner):
 		m.log(rk).Warn("idempotency: lease lost before the commit: nothing committed", zap.Error(err))
 		writeProblem(w, http.StatusConflict, TypeLeaseLost, "the request's lease was taken over before it committed; nothing was committed", 1)
@@ -553,12 +632,96 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		release()
 		writeProblem(w, http.StatusConflict, TypeWriteConflict, "a condition on the request's writes failed; nothing was committed", 0)
 		m.observe(OutcomeCommitFailed, http.StatusConflict)
+	case outcomeUnknown(err):
+		// The release is fenced on IN_PROGRESS: it frees the key if the
+		// commit did not happen and leaves the completed record if it did.
+		release()
+		m.commitUnknown(w, rk, err)
+	case errors.Is(err, ErrPermanent), errors.Is(err, ErrWritesUnsupported):
+		release()
+		m.log(rk).Error("idempotency: the store refused the request's writes: nothing committed, key released", zap.Error(err))
+		writeProblem(w, http.StatusInternalServerError, TypeCommitRefused, "the store refused the request's writes; nothing was committed, and the same request cannot succeed", 0)
+		m.observe(OutcomeCommitFailed, http.StatusInternalServerError)
 	default:
 		release()
 		m.log(rk).Warn("idempotency: commit failed: nothing committed, key released", zap.Error(err))
 		writeProblem(w, http.StatusServiceUnavailable, TypeCommitFailed, "the request's writes could not be committed; nothing was committed", 1)
 		m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
 	}
+}
+
+// releasedStatus reports whether a response with status gives the key
+// back instead of being stored: a 429 (the request was not run), and a
+// 5xx when releaseServerErrors.
+func releasedStatus(status int, releaseServerErrors bool) bool {
+	return status == http.StatusTooManyRequests || (releaseServerErrors && status >= 500)
+}
+
+// settleContext bounds a store call made after the handler returned, even
+// when the client has gone.
+func (m *Middleware) settleContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
+}
+
+// release gives the key back; a failure leaves the claim until its lease
+// ends (a retry waits for it).
+func (m *Middleware) release(ctx context.Context, rk, token string) {
+	if err := m.cfg.Store.Release(ctx, rk, token); err != nil && !errors.Is(err, ErrNotOwner) {
+		m.log(rk).Warn("idempotency: release failed", zap.Error(err))
+	}
+}
+
+// completeNotRetained completes the record with resp's status and the
+// headers that do not describe its body, marked not retained, and returns
+// the outcome to count. When that fails too the record stays IN_PROGRESS
+// and the key runs again once its lease ends: nothing better is left.
+func (m *Middleware) completeNotRetained(ctx context.Context, rk, token string, resp Response) Outcome {
+	err := m.cfg.Store.Complete(ctx, rk, token, Completion{Response: notRetained(stored(resp, m.replay), m.cfg.MaxResponseBytes)})
+	switch {
+	case err == nil:
+		return OutcomeNotStored
+	case errors.Is(err, ErrNotOwner):
+		// Completed by an attempt whose answer was lost, or taken over.
+		m.log(rk).Warn("idempotency: the record is no longer this request's: completed already, or taken over", zap.Error(err))
+		return OutcomeLeaseLost
+	}
+	m.log(rk).Error("idempotency: the record could not be completed: the key runs again once its lease ends", zap.Error(err))
+	return OutcomeStoreError
+}
+
+// notRetained is the record of a response that cannot be kept: its status
+// and its headers but those describing the body it no longer has (none if
+// even they are over max).
+func notRetained(resp Response, max int) Response {
+	h := http.Header{}
+	for k, vs := range resp.Header {
+		if (strings.HasPrefix(k, "Content-") && k != "Content-Location") || k == "Etag" || k == "Last-Modified" {
+			continue
+		}
+		h[k] = vs
+	}
+	out := Response{Status: resp.Status, Header: h, NotRetained: true}
+	if out.Size() > max {
+		out.Header = http.Header{}
+	}
+	return out
+}
+
+// outcomeUnknown reports a commit error after which the commit may have
+// been applied.
+func outcomeUnknown(err error) bool {
+	return errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// commitUnknown answers a commit whose outcome is unknown, once the key
+// is free if the commit did not happen (a fenced release in the lease
+// mode; in the transactional mode the database ends the transaction
+// either way): the retry either runs or gets the stored response.
+func (m *Middleware) commitUnknown(w http.ResponseWriter, rk string, err error) {
+	m.log(rk).Warn("idempotency: commit outcome unknown: the retry replays the response if it committed, runs again if not", zap.Error(err))
+	writeProblem(w, http.StatusServiceUnavailable, TypeOutcomeUnknown,
+		"the request's commit was sent but its outcome is unknown; retry with the same key: the retry gets the response if it committed, and runs the request if it did not", 1)
+	m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
 }
 
 func (m *Middleware) rollback(ctx context.Context, rk string, tx Tx) {
@@ -570,8 +733,9 @@ func (m *Middleware) rollback(ctx context.Context, rk string, tx Tx) {
 
 // settleTx ends a request of the transactional mode: the response is
 // stored in the handler's transaction and committed, then sent; or the
-// transaction is rolled back and the key released.
-func (m *Middleware) settleTx(ctx context.Context, w http.ResponseWriter, rec *recorder, st *state, rk, token string, release func()) {
+// transaction is rolled back, which frees the key (nothing else holds it:
+// there is no lease to release).
+func (m *Middleware) settleTx(ctx context.Context, w http.ResponseWriter, rec *recorder, st *state, rk, token string) {
 	st.mu.Lock()
 	released := st.released
 	st.mu.Unlock()
@@ -579,24 +743,26 @@ func (m *Middleware) settleTx(ctx context.Context, w http.ResponseWriter, rec *r
 	keep := stored(resp, m.replay)
 	switch {
 	case rec.discarded, keep.Size() > m.cfg.MaxResponseBytes && !released:
+		// Unlike the lease mode, the record is not completed "not
+		// retained": the work rolls back with it, so the request has had
+		// no effect and its retry may run.
 		m.rollback(ctx, rk, st.tx)
-		release()
-		m.log(rk).Warn("idempotency: transactional response too large to store: rolled back, key released",
+		m.log(rk).Warn("idempotency: transactional response too large to store: rolled back, key freed",
 			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
 		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's work; nothing was committed", 0)
 		m.observe(OutcomeNotStored, http.StatusInternalServerError)
 		return
-	case released || resp.Status >= 500:
-		// The handler failed or gave the key back: its work must not
-		// commit, and a retry runs it again.
+	case released || releasedStatus(resp.Status, true):
+		// The handler failed, was refused (429) or gave the key back: its
+		// work must not commit, and a retry runs it again.
 		m.rollback(ctx, rk, st.tx)
-		release()
 		rec.deliver()
 		m.observe(OutcomeReleased, resp.Status)
 		return
 	}
 	err := st.tx.Complete(ctx, rk, token, keep)
-	if err == nil {
+	committing := err == nil
+	if committing {
 		err = st.tx.Commit(ctx)
 	}
 	if err == nil {
@@ -607,21 +773,25 @@ func (m *Middleware) settleTx(ctx context.Context, w http.ResponseWriter, rec *r
 	m.rollback(ctx, rk, st.tx)
 	switch {
 	case errors.Is(err, ErrNotOwner):
-		m.log(rk).Warn("idempotency: lease lost before the commit: rolled back", zap.Error(err))
-		writeProblem(w, http.StatusConflict, TypeLeaseLost, "the request's lease was taken over before it committed; nothing was committed", 1)
+		m.log(rk).Warn("idempotency: the claim was lost before the commit: rolled back", zap.Error(err))
+		writeProblem(w, http.StatusConflict, TypeLeaseLost, "the request's claim on the key was lost before it committed; nothing was committed", 1)
 		m.observe(OutcomeLeaseLost, http.StatusConflict)
 	case errors.Is(err, ErrTooLarge):
-		release()
-		m.log(rk).Warn("idempotency: transactional response too large for the store: rolled back, key released", zap.Error(err))
+		m.log(rk).Warn("idempotency: transactional response too large for the store: rolled back, key freed", zap.Error(err))
 		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's work; nothing was committed", 0)
 		m.observe(OutcomeNotStored, http.StatusInternalServerError)
+	case committing && outcomeUnknown(err):
+		// The COMMIT was sent: the database committed it, or ends the
+		// transaction without it and frees the key. Nothing to release.
+		m.commitUnknown(w, rk, err)
+	case errors.Is(err, ErrPermanent):
+		m.log(rk).Error("idempotency: the store refused the request's work: rolled back, key freed", zap.Error(err))
+		writeProblem(w, http.StatusInternalServerError, TypeCommitRefused, "the store refused the request's work; nothing was committed, and the same request cannot succeed", 0)
+		m.observe(OutcomeCommitFailed, http.StatusInternalServerError)
 	default:
-		// A commit whose outcome is unknown (the connection died after
-		// sending it) may have committed: Release is fenced on
-		// IN_PROGRESS, so it then leaves the completed record, and the
-		// retry gets the stored response.
-		release()
-		m.log(rk).Warn("idempotency: commit failed: rolled back, key released", zap.Error(err))
+		// Complete or Commit answered: nothing was committed, and the
+		// rollback freed the key.
+		m.log(rk).Warn("idempotency: commit failed: rolled back, key freed", zap.Error(err))
 		writeProblem(w, http.StatusServiceUnavailable, TypeCommitFailed, "the request's work could not be committed; nothing was committed", 1)
 		m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
 	}
@@ -646,13 +816,17 @@ func (m *Middleware) keep(rk, token string, until time.Time, cancel context.Canc
 			return
 		case <-t.C:
 		}
+		// The store dates the new lease from when it got the call, at the
+		// earliest now: dated from the answer, the lease could end here a
+		// whole settle timeout after it ended in the store.
+		sent := m.cfg.NowFunc()
 		ctx, done := context.WithTimeout(context.Background(), m.cfg.SettleTimeout)
 		err := m.cfg.Store.Extend(ctx, rk, token, m.cfg.Lease)
 		done()
 		now := m.cfg.NowFunc()
 		switch {
 		case err == nil:
-			until = now.Add(m.cfg.Lease)
+			until = sent.Add(m.cfg.Lease)
 		case errors.Is(err, ErrNotOwner):
 			m.log(rk).Warn("idempotency: lease lost: another request took the key over", zap.Error(err))
 			cancel(ErrLeaseLost)

@@ -604,9 +604,10 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 }
 
-// TestResponseTooLargeDelivered: a response over the cap reaches the client
-// whole but is not stored: the key is released and the case counted.
-func TestResponseTooLargeDelivered(t *testing.T) {
+// TestResponseTooLargeNotRetained: a response over the cap reaches the
+// client whole; the record is completed without it, so a retry gets its
+// status and a problem saying it was not retained, and never runs again.
+func TestResponseTooLargeNotRetained(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
 	var events []idempotency.Event
@@ -615,18 +616,27 @@ func TestResponseTooLargeDelivered(t *testing.T) {
 	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
 		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Location", "/exports/1")
+		w.Header().Set("ETag", `"v1"`)
 		for i := 0; i < len(big); i += 100 {
 			w.Write(big[i:min(i+100, len(big))])
 		}
 	}))
-	for i := range 2 {
-		w := post(h, http.MethodPost, "/x", "k", "alice", "")
-		if w.Code != http.StatusOK || !bytes.Equal(w.Body.Bytes(), big) || w.Header().Get("Content-Type") != "application/octet-stream" {
-			t.Fatalf("request %d: %d, %d bytes", i, w.Code, w.Body.Len())
-		}
+	w := post(h, http.MethodPost, "/x", "k", "alice", "")
+	if w.Code != http.StatusOK || !bytes.Equal(w.Body.Bytes(), big) || w.Header().Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("first: %d, %d bytes", w.Code, w.Body.Len())
 	}
-	if runs.Load() != 2 || m.Count(idempotency.OutcomeNotStored) != 2 {
-		t.Fatalf("runs %d, not_stored %d: want each run delivered and released", runs.Load(), m.Count(idempotency.OutcomeNotStored))
+	w = post(h, http.MethodPost, "/x", "k", "alice", "")
+	if runs.Load() != 1 {
+		t.Fatalf("retry: %d, %d bytes after %d runs; the request ran again", w.Code, w.Body.Len(), runs.Load())
+	}
+	notRetained(t, w, http.StatusOK)
+	// Location still holds; the ETag described the body that is gone.
+	if w.Header().Get("Location") != "/exports/1" || w.Header().Get("ETag") != "" {
+		t.Fatalf("replayed headers %v", w.Header())
+	}
+	if m.Count(idempotency.OutcomeNotStored) != 1 || m.Count(idempotency.OutcomeReplayed) != 1 {
+		t.Fatalf("not_stored %d, replayed %d", m.Count(idempotency.OutcomeNotStored), m.Count(idempotency.OutcomeReplayed))
 	}
 	if len(events) != 2 || events[0].Outcome != idempotency.OutcomeNotStored || events[0].Status != http.StatusOK {
 		t.Fatalf("events %+v", events)
@@ -646,8 +656,8 @@ func TestTransactOnMemory(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	w := post(h, http.MethodPost, "/x", "k", "alice", "")
-	if typ := problemType(t, w, http.StatusServiceUnavailable); typ != idempotency.TypeCommitFailed {
-		t.Fatalf("type %s", typ)
+	if typ := problemType(t, w, http.StatusInternalServerError); typ != idempotency.TypeCommitRefused || w.Header().Get("Retry-After") != "" {
+		t.Fatalf("type %s, Retry-After %q: want a 500 that does not invite a retry", typ, w.Header().Get("Retry-After"))
 	}
 	post(h, http.MethodPost, "/x", "k", "alice", "")
 	if runs.Load() != 2 {
@@ -666,7 +676,7 @@ func TestTransactOnMemory(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
-	problemType(t, post(h, http.MethodPost, "/x", "k", "alice", ""), http.StatusServiceUnavailable)
+	problemType(t, post(h, http.MethodPost, "/x", "k", "alice", ""), http.StatusInternalServerError)
 }
 
 // TestExpiry: a record expires after the TTL (24 h by default), judged on
@@ -806,9 +816,10 @@ func (failingComplete) Complete(context.Context, string, string, idempotency.Com
 	return errors.New("store down")
 }
 
-// TestLargeHeadersNotStored: headers alone over the cap make the response
-// too large to store, even with an empty body.
-func TestLargeHeadersNotStored(t *testing.T) {
+// TestLargeHeadersNotRetained: headers alone over the cap make the
+// response too large to store, even with an empty body: the retry gets
+// the status, without them.
+func TestLargeHeadersNotRetained(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
 	m := newMiddleware(t, idempotency.Config{MaxResponseBytes: 100, ReplayHeaders: []string{"Location"}})
@@ -817,13 +828,19 @@ func TestLargeHeadersNotStored(t *testing.T) {
 		w.Header().Set("Location", "/"+strings.Repeat("l", 200))
 		w.WriteHeader(http.StatusCreated)
 	}))
-	for range 2 {
-		if w := post(h, http.MethodPost, "/x", "k", "alice", ""); w.Code != http.StatusCreated || len(w.Header().Get("Location")) != 201 {
-			t.Fatalf("%d %v", w.Code, w.Header())
-		}
+	if w := post(h, http.MethodPost, "/x", "k", "alice", ""); w.Code != http.StatusCreated || len(w.Header().Get("Location")) != 201 {
+		t.Fatalf("first: %d %v", w.Code, w.Header())
 	}
-	if runs.Load() != 2 || m.Count(idempotency.OutcomeNotStored) != 2 {
-		t.Fatalf("runs %d, not_stored %d", runs.Load(), m.Count(idempotency.OutcomeNotStored))
+	w := post(h, http.MethodPost, "/x", "k", "alice", "")
+	if runs.Load() != 1 {
+		t.Fatalf("retry: %d after %d runs; the request ran again", w.Code, runs.Load())
+	}
+	notRetained(t, w, http.StatusCreated)
+	if w.Header().Get("Location") != "" {
+		t.Fatalf("replayed headers over the cap: %v", w.Header())
+	}
+	if m.Count(idempotency.OutcomeNotStored) != 1 {
+		t.Fatalf("not_stored %d", m.Count(idempotency.OutcomeNotStored))
 	}
 }
 
@@ -862,15 +879,19 @@ func TestClientHangsUp(t *testing.T) {
 	}
 }
 
+// tooLargeStore refuses every response with a body as too large.
 type tooLargeStore struct{ idempotency.Store }
 
-func (tooLargeStore) Complete(context.Context, string, string, idempotency.Completion) error {
-	return fmt.Errorf("store: %w", idempotency.ErrTooLarge)
+func (s tooLargeStore) Complete(ctx context.Context, key, token string, c idempotency.Completion) error {
+	if len(c.Response.Body) > 0 {
+		return fmt.Errorf("store: %w", idempotency.ErrTooLarge)
+	}
+	return s.Store.Complete(ctx, key, token, c)
 }
 
 // TestStoreTooLarge: a store's own size limit makes a response unstored
-// like the middleware's cap: delivered and released, or with writes, not
-// committed.
+// like the middleware's cap: delivered and completed without its body, or
+// with writes, not committed.
 func TestStoreTooLarge(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
@@ -884,16 +905,21 @@ func TestStoreTooLarge(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, "big")
 	}))
-	for range 2 {
-		if w := post(h, http.MethodPost, "/x", "k", "alice", ""); w.Code != http.StatusCreated || w.Body.String() != "big" {
-			t.Fatalf("%d %q", w.Code, w.Body)
-		}
+	if w := post(h, http.MethodPost, "/x", "k", "alice", ""); w.Code != http.StatusCreated || w.Body.String() != "big" {
+		t.Fatalf("first: %d %q", w.Code, w.Body)
 	}
+	w := post(h, http.MethodPost, "/x", "k", "alice", "")
+	if runs.Load() != 1 {
+		t.Fatalf("retry: %d %q after %d runs; the request ran again", w.Code, w.Body, runs.Load())
+	}
+	notRetained(t, w, http.StatusCreated)
 	tx = true
-	if typ := problemType(t, post(h, http.MethodPost, "/x", "k", "alice", ""), http.StatusInternalServerError); typ != idempotency.TypeResponseTooLarge {
+	if typ := problemType(t, post(h, http.MethodPost, "/x", "k2", "alice", ""), http.StatusInternalServerError); typ != idempotency.TypeResponseTooLarge {
 		t.Fatalf("with writes: type %s", typ)
 	}
+	// Nothing was committed: the key was released and runs again.
+	post(h, http.MethodPost, "/x", "k2", "alice", "")
 	if runs.Load() != 3 || m.Count(idempotency.OutcomeNotStored) != 3 {
-		t.Fatalf("runs %d, not_stored %d: want every run released", runs.Load(), m.Count(idempotency.OutcomeNotStored))
+		t.Fatalf("runs %d, not_stored %d", runs.Load(), m.Count(idempotency.OutcomeNotStored))
 	}
 }

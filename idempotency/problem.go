@@ -11,8 +11,9 @@ import (
 const (
 	// TypeKeyMissing: 400, the request has no Idempotency-Key.
 	TypeKeyMissing = "urn:sqsonce:idempotency:key-missing"
-	// TypeKeyInvalid: 400, the key is not 1–255 visible ASCII characters
-	// (or the header appears twice).
+	// TypeKeyInvalid: 400, the key is not 1–255 visible ASCII characters,
+	// bare, or printable ones in a quoted string (or the header appears
+	// twice).
 	TypeKeyInvalid = "urn:sqsonce:idempotency:key-invalid"
 	// TypeScope: 401, Config.ScopeFunc could not name the caller.
 	TypeScope = "urn:sqsonce:idempotency:scope"
@@ -37,6 +38,20 @@ const (
 	// TypeLeaseLost: 409 with Retry-After, the request's lease was taken
 	// over before its transactional completion; nothing was committed.
 	TypeLeaseLost = "urn:sqsonce:idempotency:lease-lost"
+	// TypeCommitRefused: 500 without Retry-After, the store refused the
+	// handler's writes for a reason no retry can fix (more writes than one
+	// transaction takes, an invalid item, a store that cannot commit
+	// writes); nothing was committed and the key was released.
+	TypeCommitRefused = "urn:sqsonce:idempotency:commit-refused"
+	// TypeOutcomeUnknown: 503 with Retry-After, the commit was sent but
+	// its answer was lost: it may have committed. A retry with the same
+	// key gets the stored response if it did, and runs if it did not.
+	TypeOutcomeUnknown = "urn:sqsonce:idempotency:outcome-unknown"
+	// TypeNotRetained: a replay of a request that ran but whose response
+	// could not be stored (too large, or its completion failed): the
+	// original status, Idempotent-Replayed: true, and this problem in
+	// place of the body. The request does not run again.
+	TypeNotRetained = "urn:sqsonce:idempotency:response-not-retained"
 	// TypeResponseTooLarge: 500, a transactional handler's response is over
 	// Config.MaxResponseBytes, so it could not be stored with its writes;
 	// nothing was committed and the key was released.

@@ -15,7 +15,7 @@ type recorder struct {
 	w      http.ResponseWriter
 	st     *state
 	max    int
-	replay []string
+	replay headerSet
 
 	header      http.Header
 	status      int
@@ -26,7 +26,7 @@ type recorder struct {
 	discarded   bool
 }
 
-func newRecorder(w http.ResponseWriter, st *state, max int, replay []string) *recorder {
+func newRecorder(w http.ResponseWriter, st *state, max int, replay headerSet) *recorder {
 	return &recorder{w: w, st: st, max: max, replay: replay, header: http.Header{}}
 }
 
@@ -38,9 +38,11 @@ func (r *recorder) WriteHeader(code int) {
 	}
 	r.wroteHeader = true
 	r.status = code
-	for _, k := range r.replay {
-		for _, v := range r.header[k] {
-			r.hsize += len(k) + len(v)
+	for k, vs := range r.header {
+		if r.replay.has(http.CanonicalHeaderKey(k)) {
+			for _, v := range vs {
+				r.hsize += len(k) + len(v)
+			}
 		}
 	}
 }
@@ -104,12 +106,13 @@ func (r *recorder) deliver() {
 	_, _ = r.w.Write(r.buf.Bytes())
 }
 
-// stored is resp with only the allow-listed headers.
-func stored(resp Response, replay []string) Response {
+// stored is resp with only the allow-listed headers, under their
+// canonical names.
+func stored(resp Response, replay headerSet) Response {
 	h := http.Header{}
-	for _, k := range replay {
-		if vs, ok := resp.Header[k]; ok {
-			h[k] = slices.Clone(vs)
+	for k, vs := range resp.Header {
+		if k = http.CanonicalHeaderKey(k); replay.has(k) {
+			h[k] = append(h[k], vs...)
 		}
 	}
 	return Response{Status: resp.Status, Header: h, Body: resp.Body}

@@ -40,6 +40,10 @@ type Store interface {
 	// committing c.Writes and the writes of c.Builds in the same
 	// transaction: all or nothing. A store that cannot commit writes
 	// returns [ErrWritesUnsupported] when given some, and commits nothing.
+	// Its errors wrap [ErrPermanent] when no retry can succeed and
+	// [ErrOutcomeUnknown] when the write may have been applied.
+	// c.Response.NotRetained is stored with the record and given back by
+	// Claim.
 	Complete(ctx context.Context, key, token string, c Completion) error
 	// Release deletes the IN_PROGRESS claim holding token, so the next
 	// claim of key runs at once.
@@ -96,6 +100,11 @@ type Response struct {
 	// Header holds the allow-listed headers only (never Set-Cookie).
 	Header http.Header
 	Body   []byte
+	// NotRetained marks a response the request produced but that could
+	// not be kept (too large, or its completion failed): the record holds
+	// its status and headers, no body, and a retry is told so instead of
+	// running the request again. A Store keeps the mark with the record.
+	NotRetained bool
 }
 
 // Size is the response's size as counted against Config.MaxResponseBytes:
@@ -154,6 +163,18 @@ var ErrWritesUnsupported = errors.New("idempotency: this store cannot commit Dyn
 // response (the DynamoDB store's 400 KB item limit); nothing was written.
 // The middleware then treats the response as too large to store.
 var ErrTooLarge = errors.New("idempotency: the response is too large for the store")
+
+// ErrPermanent is wrapped by Complete when the store refused the
+// completion for a reason no retry can fix (more writes than one
+// transaction takes, a request the database rejects as invalid): nothing
+// was written.
+var ErrPermanent = errors.New("idempotency: the store refused the completion; retrying cannot help")
+
+// ErrOutcomeUnknown is wrapped by Complete and [Tx.Commit] when the write
+// was sent but no answer came back (a timeout, a broken connection): it
+// may have been applied. A fenced Release then tells: it fails on a record
+// that was completed.
+var ErrOutcomeUnknown = errors.New("idempotency: the outcome of the commit is unknown")
 
 // ConditionError reports a condition on one of the handler's own writes
 // failing at completion: nothing was committed, the record included.

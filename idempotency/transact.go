@@ -13,7 +13,10 @@ import (
 // the handler's response only once they have. If the commit fails, nothing
 // was written, the key is released and the client gets a problem: 409
 // (TypeWriteConflict, a condition on one of these writes failed; or
-// TypeLeaseLost) or 503 (TypeCommitFailed).
+// TypeLeaseLost), 500 without Retry-After (TypeCommitRefused: writes
+// DynamoDB can never accept, such as more than a transaction holds) or
+// 503 (TypeCommitFailed). A commit whose answer was lost answers 503
+// TypeOutcomeUnknown: it may have happened, and the retry learns which.
 //
 // Any TransactWriteItem may be added, outbox events included: call
 // Transact once per source of writes, e.g.

@@ -26,7 +26,9 @@ type Tx interface {
 	// the transaction. It returns an error wrapping [ErrNotOwner] when the
 	// claim was lost, [ErrTooLarge] when resp cannot be stored.
 	Complete(ctx context.Context, key, token string, resp Response) error
-	// Commit commits the transaction.
+	// Commit commits the transaction. An error that leaves the outcome
+	// unknown (the connection broke after the commit was sent) wraps
+	// [ErrOutcomeUnknown]; any other error means nothing was committed.
 	Commit(ctx context.Context) error
 	// Rollback rolls the transaction back; after Commit it does nothing.
 	Rollback(ctx context.Context) error

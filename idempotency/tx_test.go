@@ -3,10 +3,12 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,5 +187,100 @@ func TestTxModeHeldKeyAndGoexit(t *testing.T) {
 	}
 	if c, err := store.Claim(context.Background(), idempotency.RecordKey("alice", "k-2"), "fp", time.Minute); err != nil || c.Status != idempotency.Claimed {
 		t.Fatalf("after runtime.Goexit: %+v %v, want the key free", c, err)
+	}
+}
+
+// TestTxModeCommitOutcomeUnknown: a commit that timed out may have been
+// applied: the client is told the outcome is unknown (and to retry with
+// the same key), never that nothing was committed.
+func TestTxModeCommitOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	store := idempotency.NewMemory(idempotency.MemoryConfig{})
+	m := newMiddleware(t, idempotency.Config{Store: store, BeginTxFunc: func(context.Context) (idempotency.Tx, error) {
+		return &fakeTx{store: store, commitErr: fmt.Errorf("commit: %w", context.DeadlineExceeded)}, nil
+	}})
+	w := post(m.Wrap(&credits{}), http.MethodPost, "/credits", "k", "alice", "{}")
+	if typ := problemType(t, w, http.StatusServiceUnavailable); typ != idempotency.TypeOutcomeUnknown ||
+		strings.Contains(w.Body.String(), "nothing was committed") || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("commit timed out: %d %s (Retry-After %q), want 503 outcome-unknown with Retry-After", w.Code, w.Body, w.Header().Get("Retry-After"))
+	}
+}
+
+// TestTxModeCommitRefused: a commit the store refuses for good (its error
+// wraps ErrPermanent) is rolled back and answered 500 TypeCommitRefused
+// without Retry-After: retrying the same request cannot help. The
+// rollback frees the key.
+func TestTxModeCommitRefused(t *testing.T) {
+	t.Parallel()
+	store := idempotency.NewMemory(idempotency.MemoryConfig{})
+	var tx *fakeTx
+	m := newMiddleware(t, idempotency.Config{Store: store, BeginTxFunc: func(context.Context) (idempotency.Tx, error) {
+		tx = &fakeTx{store: store, commitErr: fmt.Errorf("commit: %w", idempotency.ErrPermanent)}
+		return tx, nil
+	}})
+	w := post(m.Wrap(&credits{}), http.MethodPost, "/credits", "k", "alice", "{}")
+	if typ := problemType(t, w, http.StatusInternalServerError); typ != idempotency.TypeCommitRefused || w.Header().Get("Retry-After") != "" {
+		t.Fatalf("commit refused: %d %s (Retry-After %q), want 500 commit-refused without Retry-After", w.Code, w.Body, w.Header().Get("Retry-After"))
+	}
+	if got := strings.Join(tx.log, ","); got != "claim,complete,commit,rollback" {
+		t.Fatalf("transaction calls %s, want claim,complete,commit,rollback", got)
+	}
+	if c, err := store.Claim(context.Background(), idempotency.RecordKey("alice", "k"), "fp", time.Minute); err != nil || c.Status != idempotency.Claimed {
+		t.Fatalf("after a refused commit: %+v %v, want the key free", c, err)
+	}
+}
+
+// TestTxModeTooManyRequestsNotStored: a 429 says the request did not run:
+// its transaction rolls back, and the retry runs.
+func TestTxModeTooManyRequestsNotStored(t *testing.T) {
+	t.Parallel()
+	store := idempotency.NewMemory(idempotency.MemoryConfig{})
+	var tx *fakeTx
+	m := newMiddleware(t, idempotency.Config{Store: store, BeginTxFunc: func(context.Context) (idempotency.Tx, error) {
+		tx = &fakeTx{store: store}
+		return tx, nil
+	}})
+	var runs atomic.Int64
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	if w := post(h, http.MethodPost, "/credits", "k", "alice", "{}"); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("first: %d %s", w.Code, w.Body)
+	}
+	if got := strings.Join(tx.log, ","); got != "claim,rollback" {
+		t.Fatalf("the 429's transaction calls %s, want claim,rollback", got)
+	}
+	if w := post(h, http.MethodPost, "/credits", "k", "alice", "{}"); w.Code != http.StatusCreated || w.Header().Get(idempotency.HeaderReplayed) != "" || runs.Load() != 2 {
+		t.Fatalf("retry after a 429: %d replayed=%q after %d runs, want a fresh 201", w.Code, w.Header().Get(idempotency.HeaderReplayed), runs.Load())
+	}
+}
+
+// TestTxModeReplaysNotRetained: a record completed "not retained" is
+// answered in the transactional mode as in the lease mode: its status and
+// a TypeNotRetained problem, and the request does not run again.
+func TestTxModeReplaysNotRetained(t *testing.T) {
+	t.Parallel()
+	store := idempotency.NewMemory(idempotency.MemoryConfig{})
+	// The lease mode completes a record not retained when its response is
+	// over MaxResponseBytes; the transactional mode replays it.
+	big := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(strings.Repeat("x", 2048)))
+	})
+	if w := post(newMiddleware(t, idempotency.Config{Store: store, MaxResponseBytes: 1024}).Wrap(big), http.MethodPost, "/exports", "k", "alice", "{}"); w.Code != http.StatusAccepted {
+		t.Fatalf("first: %d", w.Code)
+	}
+	c := &credits{}
+	m := newMiddleware(t, idempotency.Config{Store: store, BeginTxFunc: func(context.Context) (idempotency.Tx, error) {
+		return &fakeTx{store: store}, nil
+	}})
+	w := post(m.Wrap(c), http.MethodPost, "/exports", "k", "alice", "{}")
+	notRetained(t, w, http.StatusAccepted)
+	if c.runs.Load() != 0 {
+		t.Fatalf("the request ran again %d times", c.runs.Load())
 	}
 }

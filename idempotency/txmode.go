@@ -16,7 +16,7 @@ import (
 func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, rk, fp string) {
 	m := h.m
 	// A client that hangs up mid-claim must not leave a transaction open.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
+	ctx, cancel := m.settleContext(r)
 	defer cancel()
 	tx, err := m.cfg.BeginTxFunc(ctx)
 	if err != nil {
@@ -67,28 +67,29 @@ func (h *handler) runTx(w http.ResponseWriter, r *http.Request, rk, token string
 	// response is stored for the retry a dropped connection brings.
 	ctx := context.WithValue(context.WithValue(context.WithoutCancel(r.Context()), stateKey{}, st), txKey{}, tx)
 	rec := newRecorder(w, st, m.cfg.MaxResponseBytes, m.replay)
-	returned := false
+	exited := true
 	defer func() {
-		if !returned {
-			// runtime.Goexit in the handler: nothing of it commits, and
-			// the rollback frees the key.
-			sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
-			defer scancel()
-			m.rollback(sctx, rk, tx)
-			m.observe(OutcomeReleased, http.StatusInternalServerError)
+		if !exited {
+			return
 		}
+		// The handler called runtime.Goexit (t.FailNow in a test server,
+		// for one): its request was abandoned, as by a panic. Nothing of
+		// it commits, and the rollback frees the key.
+		sctx, scancel := m.settleContext(r)
+		defer scancel()
+		m.rollback(sctx, rk, tx)
+		m.log(rk).Warn("idempotency: the handler called runtime.Goexit: rolled back, key freed")
+		m.observe(OutcomeReleased, http.StatusInternalServerError)
 	}()
 	panicked := call(h.next, rec, r.WithContext(ctx))
-	returned = true
+	exited = false
 
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
+	sctx, scancel := m.settleContext(r)
 	defer scancel()
 	if panicked != nil {
 		m.rollback(sctx, rk, tx)
 		m.observe(OutcomeReleased, http.StatusInternalServerError)
 		panic(panicked)
 	}
-	// Nothing to release on failure: the key is the transaction's, and its
-	// rollback frees it.
-	m.settleTx(sctx, w, rec, st, rk, token, func() {})
+	m.settleTx(sctx, w, rec, st, rk, token)
 }

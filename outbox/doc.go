@@ -27,9 +27,11 @@
 // the send and the removal of the event publishes it again; a relay that
 // stalls past its lease may publish an event that its successor has also
 // published. Consumers dedupe on sqsonce-id, which is why those copies are
-// harmless. An event whose sends keep failing is parked after MaxAttempts
-// (see [Stats] and [Store.Requeue]); its entity's later events wait
-// behind it, other entities carry on.
+// harmless. An event whose sends keep failing is parked after MaxAttempts,
+// and one SQS can never take as it is at its first failure (see [Stats]);
+// its entity's later events wait behind it, other entities carry on, until
+// an operator sends it again ([Store.Requeue]), fixes its payload
+// ([Store.Edit]) or drops it ([Store.Discard]).
 //
 // The record layouts are in docs/architecture.md.
 package outbox

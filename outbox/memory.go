@@ -201,6 +201,43 @@ func (m *Memory) Requeue(context.Context) (int, error) {
 	return n, nil
 }
 
+// Discard implements [Store].
+func (m *Memory) Discard(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	found := false
+	for h, e := range m.events {
+		if e.ev.ID == id && e.ev.Dead {
+			delete(m.events, h)
+			found = true
+		}
+	}
+	if !found {
+		return ErrNotDead
+	}
+	return nil
+}
+
+// Edit implements [Store].
+func (m *Memory) Edit(_ context.Context, id, payload string) error {
+	if payload == "" {
+		return ErrNoPayload
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	found := false
+	for _, e := range m.events {
+		if e.ev.ID == id && e.ev.Dead {
+			e.ev.Payload, e.ev.Dead, e.ev.Attempts, e.retryAt = payload, false, 0, time.Time{}
+			found = true
+		}
+	}
+	if !found {
+		return ErrNotDead
+	}
+	return nil
+}
+
 // Release implements [Store].
 func (m *Memory) Release(_ context.Context, owner string) error {
 	m.mu.Lock()

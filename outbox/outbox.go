@@ -67,6 +67,11 @@ var (
 	ErrNoPayload = errors.New("outbox: Event.Payload is required")
 )
 
+// ErrNotDead is the error of [Store.Discard] and [Store.Edit] when no
+// parked (dead) event has the id: it is unknown, published, or pending
+// (only a dead event is never in a relay's hands).
+var ErrNotDead = errors.New("outbox: no dead event has that id")
+
 // Prepare checks ev and fills ID and CreatedAt, as every writer does before
 // storing an event.
 func Prepare(ev *Event, now time.Time) error {
@@ -115,6 +120,15 @@ type Store interface {
 	// Requeue makes parked (dead) events pending again and returns how
 	// many.
 	Requeue(ctx context.Context) (int, error)
+	// Discard deletes the parked (dead) event id without publishing it, so
+	// that its entity's later events go out: for an event SQS can never
+	// take. It returns [ErrNotDead] when no dead event has that id.
+	Discard(ctx context.Context, id string) error
+	// Edit replaces the payload of the parked (dead) event id and makes it
+	// pending again, in its place in its entity's order, with its attempts
+	// reset. It returns [ErrNotDead] when no dead event has that id, and
+	// [ErrNoPayload] for an empty payload.
+	Edit(ctx context.Context, id, payload string) error
 	// Release gives up owner's partitions, so that another relay takes them
 	// at once (a clean shutdown).
 	Release(ctx context.Context, owner string) error

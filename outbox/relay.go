@@ -28,7 +28,8 @@ const AttrType = "sqsonce-event-type"
 type RelayConfig struct {
 	// Store holds the events.
 	Store Store
-	// Client sends to SQS.
+	// Client sends to SQS; it also reads the queue's MaximumMessageSize
+	// (GetQueueAttributes) once, before the first step publishes.
 	Client producer.SQSAPI
 	// QueueURL is where events are published. On a FIFO queue the entity is
 	// the MessageGroupId and the event id the MessageDeduplicationId.
@@ -52,8 +53,11 @@ type RelayConfig struct {
 	WaitFunc func(ctx context.Context, d time.Duration) (woken bool, err error)
 	// BatchSize is the most events taken per poll. Defaults to 100.
 	BatchSize int
-	// MaxAttempts is how many failed sends park an event as dead. Defaults
-	// to 10.
+	// MaxAttempts is how many failed sends park an event as dead. An event
+	// SQS can never take as it is (producer.ErrInvalid: too large for the
+	// queue, characters or an entity SQS refuses as a group id, refused by
+	// SQS as the sender's fault) is parked at its first failed send.
+	// Defaults to 10.
 	MaxAttempts int
 	// BackoffBase and BackoffMax bound the full-jitter wait before an
 	// event's next attempt. Default to 1s and 5m.
@@ -212,6 +216,11 @@ func (r *Relay) wait(ctx context.Context) {
 
 // Step publishes one batch of due events and returns how many it took.
 func (r *Relay) Step(ctx context.Context) (int, error) {
+	// Before taking events: a queue that cannot be read is no fault of
+	// theirs, and counts as no attempt.
+	if _, err := r.prod.MaxMessageBytes(ctx); err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
 	evs, err := r.cfg.Store.Due(ctx, r.cfg.Owner, r.cfg.BatchSize)
 	if err != nil || len(evs) == 0 {
 		return 0, err
@@ -246,11 +255,11 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 			continue // not a failure of the event: it stays as it is
 		}
 		attempts := ev.Attempts + 1
-		dead := attempts >= r.cfg.MaxAttempts || errors.Is(res.Err, producer.ErrTooLarge)
+		dead := attempts >= r.cfg.MaxAttempts || errors.Is(res.Err, producer.ErrInvalid)
 		retryAt := r.cfg.NowFunc().Add(backoff.FullJitter(r.cfg.BackoffBase, r.cfg.BackoffMax, attempts, nil))
 		ev.Attempts = attempts
 		if dead {
-			r.cfg.Logger.Error("outbox: event parked as dead after failed sends; `Requeue` sends it again",
+			r.cfg.Logger.Error("outbox: event parked as dead after failed sends, holding back its entity's later events; `Requeue` sends it again, `Edit` replaces its payload, `Discard` drops it",
 				zap.String("event_id", ev.ID), zap.Int("attempts", attempts), zap.Error(res.Err))
 		} else {
 			r.cfg.Logger.Warn("outbox: send failed, will retry", zap.String("event_id", ev.ID),

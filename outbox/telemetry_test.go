@@ -38,6 +38,11 @@ func (f *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchIn
 	return out, nil
 }
 
+// GetQueueAttributes answers SQS's default MaximumMessageSize.
+func (f *fakeSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"MaximumMessageSize": "1048576"}}, nil
+}
+
 // A relay with a MeterProvider: three events published, an entity whose
 // sends always fail parked after two attempts with its second event held
 // back; the counters say so exactly, and the gauges show what waits.

@@ -13,6 +13,11 @@
 // middleware applies it once. On a FIFO queue the id is also the
 // MessageDeduplicationId, so SQS itself drops a re-send within 5 minutes.
 //
+// A message SQS would refuse (over the queue's MaximumMessageSize, which
+// the producer reads once, or with characters or a group id SQS refuses)
+// is refused before sending, and one SQS refuses as the sender's fault is
+// not retried: both match [ErrInvalid].
+//
 // What it cannot do: a message whose every attempt failed is returned as
 // failed, not kept; a process that must not lose events it has committed
 // elsewhere writes them to the outbox in the same transaction instead.

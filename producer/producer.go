@@ -11,7 +11,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/internal/backoff"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
+	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
@@ -36,15 +39,30 @@ const (
 	// MaxBatchEntries is the most entries one SendMessageBatch takes.
 	MaxBatchEntries = sqslimits.MaxBatchEntries
 	// MaxMessageBytes is SQS's largest message (body plus attribute names,
-	// types and values), and also the largest SendMessageBatch payload.
+	// types and values), and also the largest SendMessageBatch payload. A
+	// queue's MaximumMessageSize may be lower.
 	MaxMessageBytes = sqslimits.MaxMessageBytes
+	// MinMessageBytes is the lowest MaximumMessageSize a queue can have.
+	MinMessageBytes = 1024
 	// MaxMessageAttributes is the most message attributes one message carries.
 	MaxMessageAttributes = sqslimits.MaxMessageAttributes
+	// MaxGroupIDLength is the longest MessageGroupId SQS takes.
+	MaxGroupIDLength = 128
 )
 
 var (
-	// ErrTooLarge is the error of a message over [MaxMessageBytes] or with
-	// more than [MaxMessageAttributes] attributes; it is never sent.
+	// ErrInvalid is matched (errors.Is) by the error of a message that can
+	// never be sent as it is, so it is not retried: too large for the
+	// queue ([ErrTooLarge]), without a group on a FIFO queue
+	// ([ErrNoGroup]), with a group id or body characters SQS refuses, or
+	// refused by SQS as the sender's fault ([EntryError] with SenderFault
+	// and a code about the message, not about access, keys, throttling or
+	// the queue).
+	ErrInvalid = errors.New("producer: SQS refuses the message as it is")
+	// ErrTooLarge is the error of a message over the queue's
+	// MaximumMessageSize (at most [MaxMessageBytes]), counting the body and
+	// every attribute as SQS does, or with more than [MaxMessageAttributes]
+	// attributes; it is never sent.
 	ErrTooLarge = errors.New("producer: message too large")
 	// ErrGroupBlocked is the error of a FIFO message not sent because an
 	// earlier message of its group failed: sending it would break the
@@ -55,9 +73,11 @@ var (
 )
 
 // SQSAPI is the part of the SQS client a Producer uses. *sqs.Client
-// satisfies it.
+// satisfies it. GetQueueAttributes reads the queue's MaximumMessageSize,
+// once, unless Config.MaxMessageBytes is set.
 type SQSAPI interface {
 	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
 var _ SQSAPI = (*sqs.Client)(nil)
@@ -71,12 +91,19 @@ type Config struct {
 	// FIFO says the queue is a FIFO queue. Defaults to whether QueueURL ends
 	// in ".fifo".
 	FIFO *bool
+	// MaxMessageBytes is the largest message the queue takes (its
+	// MaximumMessageSize, 1024 to [MaxMessageBytes]): a larger one fails
+	// with [ErrTooLarge] without being sent. Defaults to reading the
+	// queue's MaximumMessageSize with GetQueueAttributes, once, at the
+	// first send (which then needs sqs:GetQueueAttributes); set it to make
+	// no such call.
+	MaxMessageBytes int
 	// NewIDFunc makes the sqsonce-id of a message sent without one.
 	// Defaults to a UUIDv7 (time-ordered, random).
 	NewIDFunc func() string
 	// MaxAttempts is how many times a message is sent before its failure is
-	// returned (a refused entry the sender caused is not retried). Defaults
-	// to 5.
+	// returned (a message SQS refuses as the sender's fault is not retried:
+	// see [ErrInvalid]). Defaults to 5.
 	MaxAttempts int
 	// BackoffBase and BackoffMax bound the full-jitter wait between
 	// attempts. Default to 100ms and 5s.
@@ -91,9 +118,10 @@ type Config struct {
 	// NoTraceContext stops the producer from adding the W3C trace context
 	// (traceparent, tracestate attributes) of the ctx passed to Send and
 	// SendBatch. By default it is added whenever ctx carries a span and the
-	// message has room for it under SQS's 10 attributes: the message's own
-	// attributes always win, the trace context is what is left out. (The
-	// AWSTraceHeader system attribute, X-Ray's, is not set.)
+	// message has room for it under SQS's 10 attributes and the queue's
+	// MaximumMessageSize: the message's own attributes always win, the
+	// trace context is what is left out. (The AWSTraceHeader system
+	// attribute, X-Ray's, is not set.)
 	NoTraceContext bool
 }
 
@@ -103,11 +131,15 @@ type Message struct {
 	// job was made, so that a re-send is recognised downstream. Empty
 	// means a new one from Config.NewIDFunc.
 	ID string
-	// Body is the message body. Required.
+	// Body is the message body. Required; only the characters SQS allows
+	// (#x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to
+	// #x10FFFF, in valid UTF-8).
 	Body string
 	// Attributes are sent as they are, plus sqsonce-id.
 	Attributes map[string]types.MessageAttributeValue
-	// GroupID is the MessageGroupId; required on a FIFO queue.
+	// GroupID is the MessageGroupId; required on a FIFO queue, where it is
+	// 1 to 128 characters, each a letter, a digit or one of
+	// !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~.
 	GroupID string
 	// DeduplicationID is the MessageDeduplicationId on a FIFO queue.
 	// Defaults to the sqsonce-id, so that SQS drops a re-send within its
@@ -138,6 +170,9 @@ type Result struct {
 type Producer struct {
 	cfg  Config
 	fifo bool
+
+	limitMu sync.Mutex
+	limit   int // the largest message the queue takes; 0 until read
 }
 
 // New checks cfg and fills its defaults.
@@ -150,6 +185,9 @@ func New(cfg Config) (*Producer, error) {
 	}
 	if cfg.MaxAttempts < 0 || cfg.Concurrency < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 {
 		return nil, errors.New("producer: MaxAttempts, Concurrency and the backoff bounds must not be negative")
+	}
+	if cfg.MaxMessageBytes != 0 && (cfg.MaxMessageBytes < MinMessageBytes || cfg.MaxMessageBytes > MaxMessageBytes) {
+		return nil, fmt.Errorf("producer: Config.MaxMessageBytes must be the queue's MaximumMessageSize, %d to %d (or 0 to read it from the queue)", MinMessageBytes, MaxMessageBytes)
 	}
 	fifo := strings.HasSuffix(cfg.QueueURL, ".fifo")
 	if cfg.FIFO != nil {
@@ -165,7 +203,33 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &Producer{cfg: cfg, fifo: fifo}, nil
+	return &Producer{cfg: cfg, fifo: fifo, limit: cfg.MaxMessageBytes}, nil
+}
+
+// MaxMessageBytes returns the largest message the queue takes:
+// Config.MaxMessageBytes, else the queue's MaximumMessageSize, read with
+// GetQueueAttributes on the first call that needs it and kept. An error
+// (the call failed) is not kept: the next call tries again.
+func (p *Producer) MaxMessageBytes(ctx context.Context) (int, error) {
+	p.limitMu.Lock()
+	defer p.limitMu.Unlock()
+	if p.limit > 0 {
+		return p.limit, nil
+	}
+	out, err := p.cfg.Client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(p.cfg.QueueURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
+	}, sdkhttp.SQS)
+	if err != nil {
+		return 0, fmt.Errorf("producer: read the queue's MaximumMessageSize (allow sqs:GetQueueAttributes, or set Config.MaxMessageBytes): %w", err)
+	}
+	raw := out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)]
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < MinMessageBytes {
+		return 0, fmt.Errorf("producer: the queue's MaximumMessageSize is %q, not a size of at least %d bytes (set Config.MaxMessageBytes)", raw, MinMessageBytes)
+	}
+	p.limit = min(n, MaxMessageBytes)
+	return p.limit, nil
 }
 
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
@@ -178,8 +242,12 @@ func (p *Producer) Send(ctx context.Context, m Message) (Result, error) {
 
 // SendBatch sends msgs in as few SendMessageBatch calls as SQS's limits
 // allow (10 entries, 1 MiB a call) and returns one Result per message, in
-// order. A message is retried until it is accepted, the sender is at fault
-// (a refused attribute, say), MaxAttempts is reached or ctx ends. On a FIFO
+// order. A message is retried until it is accepted, it cannot be sent as
+// it is ([ErrInvalid]: checked before sending where the producer can, else
+// refused by SQS as the sender's fault), MaxAttempts is reached or ctx
+// ends. When the queue's MaximumMessageSize cannot be read (see
+// [Producer.MaxMessageBytes]) nothing is sent and every Result has that
+// error. On a FIFO
 // queue MessageDeduplicationId is the sqsonce-id (so a retry after a lost
 // response is not enqueued twice), calls go one at a time in the order of
 // msgs with at most one message of each group per call, and once a message
@@ -189,12 +257,21 @@ func (p *Producer) Send(ctx context.Context, m Message) (Result, error) {
 func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 	results := make([]Result, len(msgs))
 	msgs = slices.Clone(msgs) // trace context is added to the copies
-	var pending []int
 	for i, m := range msgs {
 		results[i].ID = m.ID
 		if m.ID == "" {
 			results[i].ID = p.cfg.NewIDFunc()
 		}
+	}
+	limit, err := p.MaxMessageBytes(ctx)
+	if err != nil {
+		for i := range results {
+			results[i].Err = err
+		}
+		return results
+	}
+	var pending []int
+	for i, m := range msgs {
 		if !p.cfg.NoTraceContext && trace.SpanContextFromContext(ctx).IsValid() {
 			attrs := maps.Clone(m.Attributes)
 			if attrs == nil {
@@ -205,11 +282,15 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 			if _, ok := attrs[AttrID]; !ok {
 				room--
 			}
-			if telemetry.Inject(ctx, attrs, room) {
-				msgs[i].Attributes = attrs
+			traced := m
+			traced.Attributes = attrs
+			// The trace context is left out, as when there is no slot
+			// for it, when the message would not fit with it.
+			if telemetry.Inject(ctx, attrs, room) && messageSize(traced, results[i].ID) <= limit {
+				msgs[i] = traced
 			}
 		}
-		if err := p.check(m); err != nil {
+		if err := p.check(msgs[i], results[i].ID, limit); err != nil {
 			results[i].Err = err
 			continue
 		}
@@ -235,11 +316,24 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 // blocked for the rest of the call.
 func (p *Producer) sendFIFO(ctx context.Context, msgs []Message, results []Result, pending []int) {
 	blocked := map[string]error{}
+	// A message refused before sending blocks its group's later ones.
+	refused := map[string]int{} // group → index of its first refused message
+	for i := len(results) - 1; i >= 0; i-- {
+		if results[i].Err != nil {
+			refused[msgs[i].GroupID] = i
+		}
+	}
 	for len(pending) > 0 {
 		var live []int
 		for _, idx := range pending {
-			if err, ok := blocked[msgs[idx].GroupID]; ok {
-				results[idx].Err = fmt.Errorf("%w: %w", ErrGroupBlocked, err)
+			g := msgs[idx].GroupID
+			if first, ok := refused[g]; ok && first < idx {
+				blocked[g] = results[first].Err
+			}
+			// The cause as text: the blocked message itself is not at
+			// fault (it must not match ErrInvalid).
+			if err, ok := blocked[g]; ok {
+				results[idx].Err = fmt.Errorf("%w: %v", ErrGroupBlocked, err)
 				continue
 			}
 			live = append(live, idx)
@@ -275,32 +369,88 @@ func (p *Producer) sendFIFO(ctx context.Context, msgs []Message, results []Resul
 	}
 }
 
-// check refuses what SQS would refuse for the message itself.
-func (p *Producer) check(m Message) error {
+// check refuses what SQS would refuse for the message itself, as it will
+// be sent (with sqsonce-id id) to a queue that takes messages of up to
+// limit bytes. Every error it returns matches [ErrInvalid].
+func (p *Producer) check(m Message, id string, limit int) error {
 	if p.fifo && m.GroupID == "" {
-		return ErrNoGroup
+		return invalidError{ErrNoGroup}
+	}
+	if p.fifo {
+		if err := checkGroupID(m.GroupID); err != nil {
+			return invalidError{err}
+		}
 	}
 	if p.fifo && m.Delay > 0 {
-		return errors.New("producer: per-message delay is not supported on FIFO queues")
+		return invalidError{errors.New("producer: per-message delay is not supported on FIFO queues")}
 	}
 	if m.Delay < 0 || m.Delay > 15*time.Minute {
-		return errors.New("producer: delay must be between 0 and 15 minutes")
+		return invalidError{errors.New("producer: delay must be between 0 and 15 minutes")}
+	}
+	if m.Body == "" {
+		return invalidError{errors.New("producer: the message body is empty")}
+	}
+	if i := invalidChar(m.Body); i >= 0 {
+		return invalidError{fmt.Errorf("producer: the message body has a character SQS refuses at byte %d (it allows #x9, #xA, #xD, #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF in valid UTF-8)", i)}
 	}
 	n := len(m.Attributes)
 	if _, ok := m.Attributes[AttrID]; !ok {
 		n++
 	}
 	if n > MaxMessageAttributes {
-		return fmt.Errorf("%w: %d message attributes with sqsonce-id (SQS allows %d)", ErrTooLarge, n, MaxMessageAttributes)
+		return invalidError{fmt.Errorf("%w: %d message attributes with sqsonce-id (SQS allows %d)", ErrTooLarge, n, MaxMessageAttributes)}
 	}
-	if size := messageSize(m, m.ID); size > MaxMessageBytes {
-		return fmt.Errorf("%w: %d bytes (SQS allows %d)", ErrTooLarge, size, MaxMessageBytes)
+	if size := messageSize(m, id); size > limit {
+		return invalidError{fmt.Errorf("%w: %d bytes with its attributes (the queue's MaximumMessageSize is %d)", ErrTooLarge, size, limit)}
 	}
 	return nil
 }
 
-// messageSize is the size SQS counts: the body plus each attribute's name,
-// data type and value.
+// checkGroupID refuses a MessageGroupId SQS refuses: empty, over 128
+// characters, or with a character that is not a letter, a digit or ASCII
+// punctuation.
+func checkGroupID(g string) error {
+	if len(g) > MaxGroupIDLength {
+		return fmt.Errorf("producer: the group id is %d characters long (SQS allows %d)", len(g), MaxGroupIDLength)
+	}
+	for i := 0; i < len(g); i++ {
+		if g[i] <= ' ' || g[i] >= 0x7f {
+			return fmt.Errorf("producer: the group id has a character SQS refuses at byte %d (letters, digits and ASCII punctuation only)", i)
+		}
+	}
+	return nil
+}
+
+// invalidChar returns the byte offset of the first character of s that SQS
+// refuses in a message body, or -1.
+func invalidChar(s string) int {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				return i // not UTF-8
+			}
+		case r == 0x9 || r == 0xA || r == 0xD,
+			r >= 0x20 && r <= 0xD7FF,
+			r >= 0xE000 && r <= 0xFFFD,
+			r >= 0x10000 && r <= 0x10FFFF:
+		default:
+			return i
+		}
+	}
+	return -1
+}
+
+// invalidError marks an error the message itself causes: it matches
+// [ErrInvalid] and what it wraps.
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string      { return e.err.Error() }
+func (e invalidError) Unwrap() error      { return e.err }
+func (invalidError) Is(target error) bool { return target == ErrInvalid }
+
+// messageSize is the size SQS counts, as the message is sent with
+// sqsonce-id id: the body plus each attribute's name, data type and value.
 func messageSize(m Message, id string) int {
 	n := len(m.Body)
 	for name, v := range m.Attributes {
@@ -309,7 +459,7 @@ func messageSize(m Message, id string) int {
 		}
 		n += len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
 	}
-	return n + len(AttrID) + len("String") + max(len(id), 36)
+	return n + len(AttrID) + len("String") + len(id)
 }
 
 // split groups idxs into batches of at most 10 entries and 1 MiB, in order.
@@ -370,6 +520,20 @@ func (p *Producer) sendOnce(ctx context.Context, msgs []Message, results []Resul
 		Entries:  entries,
 	}, sdkhttp.SQS)
 	if err != nil {
+		if ctx.Err() == nil && refusesMessage(err) {
+			if len(batch) == 1 {
+				results[batch[0]].Err = invalidError{fmt.Errorf("producer: send: SQS refused the message: %w", err)}
+				p.cfg.Logger.Warn("producer: message refused", zap.String("sqsonce_id", results[batch[0]].ID), zap.Error(err))
+				return nil
+			}
+			// A refusal of the whole call for what one of its messages
+			// holds: send each alone, to find which.
+			var retry []int
+			for _, idx := range batch {
+				retry = append(retry, p.sendOnce(ctx, msgs, results, []int{idx})...)
+			}
+			return retry
+		}
 		err = fmt.Errorf("producer: send batch: %w", err)
 		for _, idx := range batch {
 			results[idx].Err = err
@@ -457,6 +621,40 @@ type EntryError struct {
 
 func (e *EntryError) Error() string {
 	return fmt.Sprintf("producer: SQS refused the message: %s: %s", e.Code, e.Message)
+}
+
+// Is reports whether e matches [ErrInvalid]: a sender fault whose code
+// is about the message, not about access, keys, throttling or the queue
+// (those can heal without changing the message).
+func (e *EntryError) Is(target error) bool {
+	return target == ErrInvalid && e.SenderFault && !notTheMessage(e.Code)
+}
+
+// refusesMessage reports whether a SendMessageBatch call failed as a whole
+// for what one of its messages holds (a body, an attribute, a size), by
+// its error code.
+func refusesMessage(err error) bool {
+	var long *types.BatchRequestTooLong
+	return sqserr.MessageRefused(err) || errors.As(err, &long)
+}
+
+// notTheMessage reports whether an SQS error code says the send failed
+// for a reason that is not the message's own: access, credentials, the
+// queue's KMS key, throttling, the queue itself.
+func notTheMessage(code string) bool {
+	code = strings.TrimPrefix(code, "AWS.SimpleQueueService.")
+	if strings.HasPrefix(code, "Kms") || strings.HasPrefix(code, "KMS.") {
+		return true
+	}
+	switch code {
+	case "AccessDenied", "AccessDeniedException", "InvalidSecurity", "InvalidClientTokenId",
+		"UnrecognizedClientException", "SignatureDoesNotMatch", "ExpiredToken", "RequestExpired",
+		"RequestThrottled", "ThrottlingException", "Throttling", "OverLimit",
+		"QueueDoesNotExist", "NonExistentQueue", "InvalidAddress",
+		"InternalError", "InternalFailure", "ServiceUnavailable":
+		return true
+	}
+	return false
 }
 
 func hashID(id string) string {

@@ -1,6 +1,7 @@
 package producer_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,11 +19,31 @@ import (
 	"github.com/sqsonce/sqsonce/producer"
 )
 
-// stub answers SendMessageBatch through fn and records every call.
+// stub answers SendMessageBatch through fn and records every call. Its
+// queue's MaximumMessageSize is maxSize (1 MiB when empty).
 type stub struct {
-	mu    sync.Mutex
-	calls []*sqs.SendMessageBatchInput
-	fn    func(call int, in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error)
+	mu         sync.Mutex
+	calls      []*sqs.SendMessageBatchInput
+	fn         func(call int, in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error)
+	maxSize    string
+	attrCalls  int
+	attrsError error
+}
+
+func (s *stub) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attrCalls++
+	if s.attrsError != nil {
+		return nil, s.attrsError
+	}
+	out := &sqs.GetQueueAttributesOutput{Attributes: map[string]string{}}
+	for _, a := range in.AttributeNames {
+		if a == types.QueueAttributeNameMaximumMessageSize {
+			out.Attributes[string(a)] = cmp.Or(s.maxSize, "1048576")
+		}
+	}
+	return out, nil
 }
 
 func (s *stub) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {

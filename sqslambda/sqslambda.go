@@ -299,9 +299,18 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 			r.msg = toMessage(*r.ev, url, start)
 			r.ctx, r.cancel = context.WithCancelCause(hctx)
 			h.obs.Received(r.msg)
-			r.received = receivedAt(r.msg, start)
-			if hb != nil {
+			var dated bool
+			r.received, dated = receivedAt(r.msg, start)
+			switch {
+			case hb == nil:
+			case dated:
+				// Extended at once if its visibility ends within two
+				// intervals (a long batching window), else on the ticks.
 				hb.Add(r.ev.ReceiptHandle, r.received, h.lostFunc(r))
+			default:
+				// Received again at a time SQS does not give: its
+				// visibility may be about to end. Extended at once.
+				hb.AddDue(r.ev.ReceiptHandle, r.received, h.lostFunc(r))
 			}
 		}
 	}
@@ -462,11 +471,16 @@ func settleMessage(m *consumer.Message) settle.Message {
 }
 
 // changeVisibility takes a record reported as a failure off the heartbeat
-// and sets its visibility. When that fails the message keeps its current
-// visibility: it comes back later than asked, never lost.
+// and sets its visibility, once an extension of it in flight has returned
+// (else that extension could land after, and undo, the change). When
+// that fails the message keeps its current visibility: it comes back
+// later than asked, never lost.
 func (h *Handler) changeVisibility(ctx context.Context, r *record, secs int32) {
 	if r.hb != nil {
-		r.hb.Remove(r.ev.ReceiptHandle)
+		select {
+		case <-r.hb.Detach(r.ev.ReceiptHandle):
+		case <-ctx.Done():
+		}
 	}
 	if r.url == "" || r.ev.ReceiptHandle == "" {
 		return
@@ -527,13 +541,22 @@ func (h *Handler) prepare(ctx context.Context, q *queue) *heartbeat.Heartbeat {
 	return hb
 }
 
-// receivedAt estimates when the event source mapping received msg: its
-// first-receive time when this is its first receive, else now.
-func receivedAt(msg *consumer.Message, now time.Time) time.Time {
+// receivedAt estimates when the event source mapping received msg, and
+// reports whether that is known. On a first receive it is
+// ApproximateFirstReceiveTimestamp (a stamp after now, from a clock a
+// little ahead, is taken as now). A message received again carries only
+// its first receive's time: its last receive, when its visibility began,
+// is somewhere before now, and now is returned with false (now bounds
+// the visibility's end from above, and SQS's 12 hours are counted from
+// it); so is a first receive without the stamp.
+func receivedAt(msg *consumer.Message, now time.Time) (time.Time, bool) {
 	if msg.ReceiveCount == 1 {
-		if t, ok := systemTime(msg, "ApproximateFirstReceiveTimestamp"); ok && !t.After(now) {
-			return t
+		if t, ok := systemTime(msg, "ApproximateFirstReceiveTimestamp"); ok {
+			if t.After(now) {
+				t = now
+			}
+			return t, true
 		}
 	}
-	return now
+	return now, false
 }

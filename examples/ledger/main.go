@@ -13,7 +13,8 @@
 //	ledger relay [-log-level L]       publish the API's credits from the outbox to the queue
 //	ledger post -servers URL[,URL] [-n N] [-accounts K] [-sequential] [-json]
 //	                                  a client of serve, retrying keys as real clients do
-//	ledger outbox [-requeue] [-json]  pending and parked events of the outbox
+//	ledger outbox [-requeue] [-discard ID] [-json]
+//	                                  pending and parked events of the outbox
 //
 // Every subcommand takes -queue NAME (default "ledger"), -fifo and -store
 // (dynamodb, the default, or postgres); every resource name derives from
@@ -57,7 +58,8 @@ commands:
   relay      publish accepted credits from the outbox to the queue until SIGTERM [-log-level L]
   post       a client of serve: POST credits with retries of the same keys and report the answers:
              -servers URL[,URL] [-n N] [-accounts K] [-concurrency C] [-sequential] [-json]
-  outbox     what waits in the outbox: pending, oldest, dead [-requeue] [-json]
+  outbox     what waits in the outbox: pending, oldest, dead [-requeue] [-discard ID] [-json];
+             -discard drops the parked (dead) event ID unsent, so its account's later credits go out
 `
 
 // run is the whole program; exit codes: 0 ok, 1 failure, 2 usage.

@@ -16,6 +16,7 @@
 //	response_status   N  the stored status (COMPLETED)
 //	response_headers  M  the allow-listed headers: name → L of S
 //	response_body     B  the body, byte for byte (absent when empty)
+//	response_not_retained  BOOL  true when the response could not be kept (no body)
 //
 // A claim is one PutItem with the condition "attribute_not_exists(pk) OR
 // expires_at < :now OR (status = IN_PROGRESS AND lease_until < :now_ms AND
@@ -52,8 +53,14 @@
 // besides the record, 4 MB per transaction, 400 KB per item: a response
 // that would not fit in the record is refused with
 // idempotency.ErrTooLarge, which the middleware treats like a response
-// over its MaxResponseBytes (256 KiB by default): delivered and released,
-// or, with writes, not committed.
+// over its MaxResponseBytes (256 KiB by default): delivered and the record
+// completed without it, or, with writes, not committed. Writes DynamoDB
+// can never accept (over 99, over 4 MB, a ValidationException) are
+// refused with idempotency.ErrPermanent (the client gets 500, no
+// Retry-After); a transaction whose answer never came (a timeout, a
+// broken connection, an internal error) returns
+// idempotency.ErrOutcomeUnknown (503, "outcome unknown"). Errors are
+// told apart by error code, never by message.
 //
 // # Table
 //

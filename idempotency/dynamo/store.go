@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"go.uber.org/zap"
 
 	dedupedynamo "github.com/sqsonce/sqsonce/dedupe/dynamo"
@@ -46,6 +47,7 @@ const (
 	AttrResponseStatus  = "response_status"            // N: the stored status
 	AttrResponseHeaders = "response_headers"           // M: header name → L of S
 	AttrResponseBody    = "response_body"              // B: the stored body (absent when empty)
+	AttrNotRetained     = "response_not_retained"      // BOOL: true when the response was not retained (no body)
 )
 
 // DynamoDBAPI is the part of the DynamoDB client the store uses (the dedupe
@@ -181,6 +183,9 @@ func parseResponse(item map[string]types.AttributeValue) idempotency.Response {
 	if v, ok := item[AttrResponseBody].(*types.AttributeValueMemberB); ok {
 		resp.Body = v.Value
 	}
+	if v, ok := item[AttrNotRetained].(*types.AttributeValueMemberBOOL); ok {
+		resp.NotRetained = v.Value
+	}
 	if m, ok := item[AttrResponseHeaders].(*types.AttributeValueMemberM); ok {
 		resp.Header = http.Header{}
 		for name, v := range m.Value {
@@ -221,6 +226,11 @@ func (s *Store) completeUpdate(key, token string, resp idempotency.Response) *ty
 		vals[":rb"] = &types.AttributeValueMemberB{Value: resp.Body}
 		names["#rb"] = AttrResponseBody
 		set += ", #rb = :rb"
+	}
+	if resp.NotRetained {
+		vals[":nr"] = &types.AttributeValueMemberBOOL{Value: true}
+		names["#nr"] = AttrNotRetained
+		set += ", #nr = :nr"
 	}
 	return s.lease().CompleteUpdate(s.PK(key), token, set, names, vals)
 }
@@ -264,7 +274,8 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 			return fmt.Errorf("dynamo: complete: build writes: %w", err)
 		}
 		if n := len(writes) + 1; n > MaxTransactItems {
-			return fmt.Errorf("dynamo: complete: %d writes with the key record, DynamoDB takes at most %d in one transaction", n, MaxTransactItems)
+			return fmt.Errorf("dynamo: complete: %d writes with the key record, DynamoDB takes at most %d in one transaction: %w",
+				n, MaxTransactItems, idempotency.ErrPermanent)
 		}
 		err = s.commit(ctx, key, token, writes, c.Response)
 		if err == nil {
@@ -272,7 +283,7 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 		}
 		var can *types.TransactionCanceledException
 		if !errors.As(err, &can) {
-			return fmt.Errorf("dynamo: complete: transaction: %w", err)
+			return fmt.Errorf("dynamo: complete: transaction: %w", classify(err))
 		}
 		reasons := can.CancellationReasons
 		if len(reasons) != len(writes)+1 {
@@ -298,6 +309,8 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 				return &idempotency.ConditionError{Index: i, Reason: aws.ToString(r.Message), Err: err}
 			case dynamolease.ReasonTransactionConflict:
 				conflict = true
+			case dynamolease.ReasonValidation:
+				return fmt.Errorf("dynamo: complete: write %d is invalid: %s: %w", i, aws.ToString(r.Message), permanent{err})
 			}
 		}
 		if !conflict || conflicts >= s.conflicts {
@@ -310,6 +323,41 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 		case <-time.After(time.Duration(rand.Int64N(int64(20*time.Millisecond) << conflicts))):
 		}
 	}
+}
+
+// permanent marks err as one no retry can fix.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+
+func (p permanent) Unwrap() []error { return []error{p.err, idempotency.ErrPermanent} }
+
+// unknown marks err as one after which the commit may have been applied.
+type unknown struct{ err error }
+
+func (u unknown) Error() string { return u.err.Error() }
+
+func (u unknown) Unwrap() []error { return []error{u.err, idempotency.ErrOutcomeUnknown} }
+
+// classify marks a TransactWriteItems error (other than a cancellation)
+// by what it says of the commit, by error code: a request DynamoDB
+// rejects as invalid (ValidationException, a transaction over 4 MB among
+// them) or a missing table is permanent; an answer that never came (a
+// timeout, a broken connection), an internal error and a transaction
+// still in progress leave the outcome unknown; any other error code
+// (throttling) is an answer: nothing was committed.
+func classify(err error) error {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return unknown{err}
+	}
+	switch ae.ErrorCode() {
+	case "ValidationException", "ResourceNotFoundException", "SerializationException":
+		return permanent{err}
+	case "InternalServerError", "InternalFailure", "ServiceUnavailable", "TransactionInProgressException":
+		return unknown{err}
+	}
+	return err
 }
 
 // maxRebuilds is how many attempts a completion with builds makes when

@@ -295,8 +295,8 @@ func TestConcurrentRetries(t *testing.T) {
 }
 
 // TestResponseTooLargeForItem: a response past DynamoDB's item limit (the
-// middleware's cap raised above it) is delivered, not stored, and the key
-// released: no record is left behind.
+// middleware's cap raised above it) is delivered; the record is completed
+// without it, so the retry learns its status and does not run again.
 func TestResponseTooLargeForItem(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t)
@@ -308,13 +308,23 @@ func TestResponseTooLargeForItem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var runs atomic.Int64
 	big := strings.Repeat("x", 500<<10)
-	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) }))
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Location", "/exports/1")
+		io.WriteString(w, big)
+	}))
 	if w := send(h, "k1", ""); w.Code != http.StatusOK || w.Body.Len() != len(big) {
 		t.Fatalf("%d, %d bytes", w.Code, w.Body.Len())
 	}
-	if rec := a.record(t, "k1"); rec != nil {
-		t.Fatalf("record left behind: status %v", rec["status"])
+	w := send(h, "k1", "")
+	if runs.Load() != 1 {
+		t.Fatalf("retry: %d, %d bytes after %d runs; the request ran again", w.Code, w.Body.Len(), runs.Load())
+	}
+	if typ, _ := problemOf(t, w); w.Code != http.StatusOK || typ != idempotency.TypeNotRetained ||
+		w.Header().Get(idempotency.HeaderReplayed) != "true" || w.Header().Get("Location") != "/exports/1" {
+		t.Fatalf("retry: %d %s %v, want the not-retained replay", w.Code, typ, w.Header())
 	}
 	if m.Count(idempotency.OutcomeNotStored) != 1 {
 		t.Fatalf("not_stored %d", m.Count(idempotency.OutcomeNotStored))

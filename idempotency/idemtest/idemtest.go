@@ -49,12 +49,20 @@ func Response() idempotency.Response {
 // emptyResult names the response with neither headers nor body.
 const emptyResult = "empty"
 
+// notRetainedResult names a response that was not retained: a status, a
+// header, no body, and the mark.
+const notRetainedResult = "not-retained"
+
 // responseFor is the response stored for the result named result:
 // [Response] with the name appended to its body, or, for emptyResult, a
-// bare 204.
+// bare 204, or, for notRetainedResult, a 201 with a Location marked not
+// retained.
 func responseFor(result string) idempotency.Response {
-	if result == emptyResult {
+	switch result {
+	case emptyResult:
 		return idempotency.Response{Status: http.StatusNoContent}
+	case notRetainedResult:
+		return idempotency.Response{Status: http.StatusCreated, Header: http.Header{"Location": {"/exports/e-1"}}, NotRetained: true}
 	}
 	r := Response()
 	r.Body = append(r.Body, result...)
@@ -82,6 +90,17 @@ func Run(t *testing.T, newStore NewStore) {
 		c := e.Claim(leasetest.FP, leasetest.Claimed)
 		e.Complete(c.Token, emptyResult)
 		e.Completed(leasetest.FP, emptyResult)
+	})
+
+	// A response the middleware could not keep: the record holds its
+	// status, its headers and the mark, which a claim gives back. (An
+	// empty body, above, is not that mark.)
+	t.Run("NotRetained", func(t *testing.T) {
+		t.Parallel()
+		e := leasetest.Setup(t, cfg)
+		c := e.Claim(leasetest.FP, leasetest.Claimed)
+		e.Complete(c.Token, notRetainedResult)
+		e.Completed(leasetest.FP, notRetainedResult)
 	})
 }
 
@@ -121,11 +140,11 @@ func (s *store) result(r idempotency.Response) string {
 			return name
 		}
 	}
-	return fmt.Sprintf("no stored response: %d %v %q", r.Status, r.Header, r.Body)
+	return fmt.Sprintf("no stored response: %d %v %q not retained: %v", r.Status, r.Header, r.Body, r.NotRetained)
 }
 
 func sameResponse(a, b idempotency.Response) bool {
-	if a.Status != b.Status || !bytes.Equal(a.Body, b.Body) {
+	if a.Status != b.Status || !bytes.Equal(a.Body, b.Body) || a.NotRetained != b.NotRetained {
 		return false
 	}
 	return len(a.Header) == 0 && len(b.Header) == 0 || reflect.DeepEqual(a.Header, b.Header)

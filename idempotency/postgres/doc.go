@@ -19,7 +19,8 @@
 //	    fingerprint     text NOT NULL,
 //	    lease_until     timestamptz,
 //	    expires_at      timestamptz NOT NULL,
-//	    response_status integer, response_header jsonb, response_body bytea
+//	    response_status integer, response_header jsonb,
+//	    response_body bytea  -- NULL on a COMPLETED row: the response was not retained
 //	);
 //	CREATE INDEX sqsonce_idempotency_expires_at ON sqsonce_idempotency (expires_at);
 //
@@ -33,11 +34,13 @@
 // middleware opens a transaction per keyed request, the transaction claims
 // the key, the handler does its work in it ([TxFromContext]), and the
 // middleware stores the response in it and commits: the work and the
-// stored response are durable together or not at all. A 5xx, a panic,
-// idempotency.Release, a killed connection or a failed commit leave
-// neither, and the retry runs the handler again. A commit whose outcome is
-// unknown (the connection died after sending it) is safe too: the retry
-// finds the COMPLETED record if it happened, and nothing if not.
+// stored response are durable together or not at all. A 5xx, a 429, a
+// panic, idempotency.Release, a response too large to store, a killed
+// connection or a failed commit leave neither, and the retry runs the
+// handler again. A commit whose outcome is unknown (the connection died
+// after sending it; Commit's error wraps idempotency.ErrOutcomeUnknown)
+// is answered as such (503) and is safe too: the retry finds the
+// COMPLETED record if it happened, and nothing if not.
 //
 //	mw, err := idempotency.New(idempotency.Config{Store: store, BeginTxFunc: store.BeginTx, ScopeFunc: apiKeyID})
 //	...

@@ -156,7 +156,9 @@ func (r record) conflict(fingerprint string, now time.Time) (c idempotency.Claim
 		c.Status = idempotency.KeyReused
 	case r.status == idempotency.StatusCompleted:
 		c.Status = idempotency.Completed
-		c.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody}
+		// A completed row always has a body, empty or not; NULL marks one
+		// that was not retained.
+		c.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody, NotRetained: r.respBody == nil}
 		if r.respStatus != nil {
 			c.Response.Status = int(*r.respStatus)
 		}
@@ -198,7 +200,10 @@ func (s *Store) complete(ctx context.Context, db execer, key, token string, resp
 		header = http.Header{}
 	}
 	body := resp.Body
-	if body == nil {
+	switch {
+	case resp.NotRetained:
+		body = nil // stored as NULL: the mark
+	case body == nil:
 		body = []byte{}
 	}
 	tag, err := db.Exec(ctx, `UPDATE `+Table+` SET status = 'COMPLETED', lease_until = NULL, expires_at = $3,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
@@ -109,10 +110,18 @@ func (t *requestTx) Complete(ctx context.Context, key, token string, resp idempo
 }
 
 func (t *requestTx) Commit(ctx context.Context) error {
-	if err := t.tx.Commit(ctx); err != nil {
+	err := t.tx.Commit(ctx)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pgErr), errors.Is(err, pgx.ErrTxCommitRollback), errors.Is(err, pgx.ErrTxClosed), pgconn.SafeToRetry(err):
+		// The server answered, or nothing was sent: not committed.
 		return fmt.Errorf("idempotency/postgres: commit: %w", err)
 	}
-	return nil
+	// The COMMIT may have reached the server: a broken connection, a
+	// timeout.
+	return fmt.Errorf("idempotency/postgres: commit: %w: %w", idempotency.ErrOutcomeUnknown, err)
 }
 
 func (t *requestTx) Rollback(ctx context.Context) error {

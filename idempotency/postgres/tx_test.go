@@ -145,6 +145,26 @@ func TestTxModeCommitsWorkWithResponse(t *testing.T) {
 	}
 }
 
+// A record completed "not retained" (response_body NULL: the lease mode
+// completes one so when a response cannot be stored) is answered by the
+// transaction's claim as such: its status and a TypeNotRetained problem,
+// never an empty body passed off as the response, and nothing runs again.
+func TestTxModeReplaysNotRetained(t *testing.T) {
+	t.Parallel()
+	a := newTxAPI(t)
+	if w := a.post("k-1"); w.Code != http.StatusCreated {
+		t.Fatalf("first POST: %d %s", w.Code, w.Body)
+	}
+	if _, err := a.pool.Exec(context.Background(), `UPDATE `+postgres.Table+` SET response_body = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	w := a.post("k-1")
+	if w.Code != http.StatusCreated || w.Header().Get(idempotency.HeaderReplayed) != "true" ||
+		!strings.Contains(w.Body.String(), idempotency.TypeNotRetained) || a.runs.Load() != 1 {
+		t.Fatalf("retry: %d %v %s after %d runs, want the 201 replayed as not retained and 1 run", w.Code, w.Header(), w.Body, a.runs.Load())
+	}
+}
+
 // A request that fails after its insert (a 5xx, a panic, an aborted
 // transaction, its connection killed before the commit, Release) leaves
 // neither the credit nor a stored response; the retry then runs once.

@@ -17,6 +17,8 @@
 //	go hb.Run(ctx)
 //	// The visibility counts from the response, SQS's 12 hours from the call.
 //	hb.AddReceived(handle, receiveCalledAt, receiveReturnedAt, func(err error) { cancelHandler(err) })
-//	// ... handle the message ...
-//	hb.Remove(handle) // before deleting or changing its visibility
+//	// ... handle the message; then, before deleting it:
+//	hb.Remove(handle) // returns at once
+//	// or, before changing its visibility instead:
+//	<-hb.Detach(handle) // once no extension of it is in flight
 package heartbeat

@@ -49,6 +49,12 @@ func (e *EntryError) Error() string {
 // DefaultParallel is Config.Parallel's default.
 const DefaultParallel = 4
 
+// DefaultCallTimeout caps Config.CallTimeout's default: an extension
+// call that hangs is given up after this long, as the consumer gives up a
+// settle call, and the handles it carried are tried again on the next
+// tick.
+const DefaultCallTimeout = 20 * time.Second
+
 // Config configures a Heartbeat.
 type Config struct {
 	// Client makes the ChangeMessageVisibilityBatch calls. Required.
@@ -67,8 +73,10 @@ type Config struct {
 	// passed to Add. Defaults to SQS's limit on a message's visibility
 	// counted from its receive, sqslimits.MaxVisibility (12h).
 	MaxLifetime time.Duration
-	// CallTimeout bounds each ChangeMessageVisibilityBatch call. Defaults
-	// to Interval.
+	// CallTimeout bounds each ChangeMessageVisibilityBatch call. A call
+	// that hangs holds up the next tick (never a delete: see Remove), so
+	// it must be short beside the Interval. Defaults to
+	// DefaultCallTimeout, or to Interval when that is shorter.
 	CallTimeout time.Duration
 	// Parallel is how many batch calls a tick makes at once. Defaults to
 	// DefaultParallel.
@@ -90,6 +98,10 @@ type Heartbeat struct {
 	cfg Config
 	log *zap.Logger
 
+	// kick asks Run for a round at once: a handle was added that is due
+	// for extension before the next tick could extend it in time.
+	kick chan struct{}
+
 	mu      sync.Mutex
 	entries map[string]*entry
 }
@@ -97,10 +109,14 @@ type Heartbeat struct {
 type entry struct {
 	handle    string
 	limit     time.Time // never visible-until past this
-	deadline  time.Time // when the current visibility runs out
+	deadline  time.Time // when the current visibility runs out (at the latest, when due)
 	lost      Owner
 	inflight  chan struct{} // closed when the extension carrying this entry returns
 	suspended bool          // neither extended nor expired until resumed
+	// due: extend at the next round, however far deadline seems; set for
+	// a handle whose visibility may run out sooner than deadline says, or
+	// before a regular tick could extend it in time.
+	due bool
 }
 
 // New checks cfg and returns a Heartbeat. Call Run to start ticking.
@@ -122,7 +138,10 @@ func New(cfg Config) (*Heartbeat, error) {
 	if cfg.MaxLifetime < 0 || cfg.MaxLifetime > sqslimits.MaxVisibility {
 		return nil, fmt.Errorf("heartbeat: MaxLifetime %s must be between 0 and 12h", cfg.MaxLifetime)
 	}
-	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, cfg.Interval)
+	cfg.CallTimeout = cmp.Or(cfg.CallTimeout, min(cfg.Interval, DefaultCallTimeout))
+	if cfg.CallTimeout < 0 {
+		return nil, fmt.Errorf("heartbeat: CallTimeout %s must not be negative", cfg.CallTimeout)
+	}
 	cfg.Parallel = cmp.Or(cfg.Parallel, DefaultParallel)
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
@@ -131,7 +150,7 @@ func New(cfg Config) (*Heartbeat, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Heartbeat{cfg: cfg, log: log, entries: map[string]*entry{}}, nil
+	return &Heartbeat{cfg: cfg, log: log, kick: make(chan struct{}, 1), entries: map[string]*entry{}}, nil
 }
 
 // Owner is what the heartbeat tells when a handle's visibility can no
@@ -160,8 +179,33 @@ type Received struct {
 // most once, from the heartbeat's goroutine, if the handle's visibility can
 // no longer be kept; the handle is then no longer tracked. For a handle
 // from a long poll, use [Heartbeat.AddReceived].
+//
+// A handle whose visibility ends within two intervals (received a while
+// before it is added) is extended at once: Run makes a round as soon as
+// it is added, without waiting for the next tick, which might come too
+// late.
 func (h *Heartbeat) Add(handle string, receivedAt time.Time, lost func(error)) {
-	h.AddReceived(handle, receivedAt, receivedAt, lost)
+	h.add(receivedAt, receivedAt, []Received{{Handle: handle, Owner: ownerOf(lost)}}, dueIfNear)
+}
+
+// AddDue tracks handle, whose visibility began at some time not known,
+// no later than receivedAt: a message received again, whose last receive
+// SQS does not date (it reports only the first). Its visibility may be
+// about to run out, so it is extended at once: Run makes a round as soon
+// as it is added. Until an extension succeeds it is counted as invisible
+// until receivedAt plus the visibility at the latest, and SQS's 12 hours
+// are counted from receivedAt. lost is as for [Heartbeat.Add]; an
+// extension SQS refuses (the visibility had run out) reports it lost.
+func (h *Heartbeat) AddDue(handle string, receivedAt time.Time, lost func(error)) {
+	h.add(receivedAt, receivedAt, []Received{{Handle: handle, Owner: ownerOf(lost)}}, dueNow)
+}
+
+// ownerOf is lost as an Owner (nil when lost is nil).
+func ownerOf(lost func(error)) Owner {
+	if lost == nil {
+		return nil
+	}
+	return LostFunc(lost)
 }
 
 // AddReceived tracks handle, returned by a receive call made at callStart
@@ -171,16 +215,26 @@ func (h *Heartbeat) Add(handle string, receivedAt time.Time, lost func(error)) {
 // receive picks it, which in a long poll can be up to WaitTimeSeconds after
 // the call was made. lost is as for [Heartbeat.Add].
 func (h *Heartbeat) AddReceived(handle string, callStart, returned time.Time, lost func(error)) {
-	var o Owner
-	if lost != nil {
-		o = LostFunc(lost)
-	}
-	h.AddBatch(callStart, returned, []Received{{Handle: handle, Owner: o}})
+	h.AddBatch(callStart, returned, []Received{{Handle: handle, Owner: ownerOf(lost)}})
 }
 
 // AddBatch tracks the handles one receive call returned, as AddReceived
 // does each, under one hold of the lock and in one allocation.
 func (h *Heartbeat) AddBatch(callStart, returned time.Time, rs []Received) {
+	h.add(callStart, returned, rs, fresh)
+}
+
+// addKind says when added handles are due for extension.
+type addKind int
+
+const (
+	fresh     addKind = iota // just received: on the ticks
+	dueIfNear                // at once if within a round's horizon
+	dueNow                   // at once
+)
+
+// add tracks rs and, when they are due at once, asks Run for a round.
+func (h *Heartbeat) add(callStart, returned time.Time, rs []Received, kind addKind) {
 	if len(rs) == 0 {
 		return
 	}
@@ -192,81 +246,90 @@ func (h *Heartbeat) AddBatch(callStart, returned time.Time, rs []Received) {
 	if deadline.After(limit) {
 		deadline = limit
 	}
+	// Near: the next tick might come too late to extend it with an
+	// interval to spare.
+	due := kind == dueNow || kind == dueIfNear && deadline.Before(h.cfg.NowFunc().Add(2*h.cfg.Interval))
 	es := make([]entry, len(rs))
 	h.mu.Lock()
 	for i, r := range rs {
 		e := &es[i]
-		e.handle, e.limit, e.deadline, e.lost = r.Handle, limit, deadline, r.Owner
+		e.handle, e.limit, e.deadline, e.lost, e.due = r.Handle, limit, deadline, r.Owner, due
 		h.entries[r.Handle] = e
 	}
 	h.mu.Unlock()
+	if due {
+		select {
+		case h.kick <- struct{}{}:
+		default: // a round is asked for already
+		}
+	}
 }
 
-// Remove stops tracking handle and reports whether it was tracked. When an
-// extension that includes handle is in flight, Remove waits for it to
-// return, so a delete or visibility change made after Remove never races
-// an extension.
+// Remove stops tracking handle and reports whether it was tracked. It
+// returns at once, even while an extension that includes handle is in
+// flight, so a delete made after Remove never waits for the heartbeat.
+// That extension's outcome is then ignored: a refusal is not reported
+// lost (the handle may have been deleted meanwhile, and an extension that
+// reaches SQS after the delete is harmless). Before changing the
+// handle's visibility, use [Heartbeat.Detach] instead.
 func (h *Heartbeat) Remove(handle string) bool {
 	h.mu.Lock()
-	wait, ok := h.forget(handle)
-	h.mu.Unlock()
-	if wait != nil {
-		<-wait
-	}
+	defer h.mu.Unlock()
+	_, ok := h.entries[handle]
+	delete(h.entries, handle)
 	return ok
+}
+
+// closed is a closed channel: no extension in flight.
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Detach stops tracking handle, as Remove does, at once, and returns a
+// channel that is closed once no extension that includes handle is in
+// flight (at once when none is; at the latest after CallTimeout). A
+// caller that changes the handle's visibility waits on it first: an
+// extension that reached SQS after the change would undo it (a retry's
+// delay, a release's 0) and keep the message invisible for Visibility.
+// A delete need not wait.
+func (h *Heartbeat) Detach(handle string) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.entries[handle]
+	delete(h.entries, handle)
+	if ok && e.inflight != nil {
+		return e.inflight
+	}
+	return closed
 }
 
 // RemoveBatch stops tracking handles, as Remove does each, under one hold
 // of the lock.
 func (h *Heartbeat) RemoveBatch(handles []string) {
-	var waits []chan struct{}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, handle := range handles {
-		if wait, _ := h.forget(handle); wait != nil {
-			waits = append(waits, wait)
-		}
+		delete(h.entries, handle)
 	}
-	h.mu.Unlock()
-	for _, w := range waits {
-		<-w
-	}
-}
-
-// forget stops tracking handle and reports whether it was tracked, with
-// the channel of an extension in flight that includes it (nil when none);
-// h.mu is held.
-func (h *Heartbeat) forget(handle string) (inflight chan struct{}, ok bool) {
-	e, ok := h.entries[handle]
-	if !ok {
-		return nil, false
-	}
-	delete(h.entries, handle)
-	return e.inflight, true
 }
 
 // Suspend stops extending handle without forgetting it, and reports
-// whether it is still tracked. Like Remove, it waits for an extension in
-// flight that includes handle, so a delete made after Suspend never races
-// an extension. A suspended handle is neither extended nor reported lost
+// whether it is still tracked. Like Remove, it returns at once, even while
+// an extension that includes handle is in flight; should that extension
+// be refused (the handle was deleted meanwhile), the handle is not
+// reported lost. A suspended handle is neither extended nor reported lost
 // until [Heartbeat.Resume]; use it while a delete is tried, so that a
 // delete that fails can be handed back to the heartbeat.
 func (h *Heartbeat) Suspend(handle string) bool {
 	h.mu.Lock()
-	e, ok := h.entries[handle]
-	if !ok {
-		h.mu.Unlock()
-		return false
-	}
-	e.suspended = true
-	wait := e.inflight
-	h.mu.Unlock()
-	if wait == nil {
-		return true
-	}
-	<-wait
-	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.entries[handle] == e
+	e, ok := h.entries[handle]
+	if ok {
+		e.suspended = true
+	}
+	return ok
 }
 
 // Resume extends a suspended handle again from the next tick (reporting
@@ -303,7 +366,9 @@ func (h *Heartbeat) Len() int {
 }
 
 // Run ticks every Interval until ctx is done, then returns ctx's error.
-// An extension in flight when ctx is cancelled is cut short.
+// Between ticks it makes a round at once for handles added due (see
+// [Heartbeat.AddDue]), extending only those. An extension in flight when
+// ctx is cancelled is cut short.
 func (h *Heartbeat) Run(ctx context.Context) error {
 	t := time.NewTicker(h.cfg.Interval)
 	defer t.Stop()
@@ -313,6 +378,8 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 			h.Tick(ctx)
+		case <-h.kick:
+			h.round(ctx, true)
 		}
 	}
 }
@@ -323,8 +390,18 @@ type lostCall struct {
 }
 
 // Tick runs one round: it extends every handle within two intervals of
-// running out (in batches of 10), reports lost handles, then calls OnTick.
+// running out, or due (in batches of 10), reports lost handles, then calls
+// OnTick.
 func (h *Heartbeat) Tick(ctx context.Context) {
+	h.round(ctx, false)
+	if h.cfg.OnTick != nil {
+		h.cfg.OnTick(ctx)
+	}
+}
+
+// round extends the handles due, and, unless dueOnly, those within two
+// intervals of running out; it reports the lost ones among them.
+func (h *Heartbeat) round(ctx context.Context, dueOnly bool) {
 	now := h.cfg.NowFunc()
 	horizon := now.Add(2 * h.cfg.Interval)
 	var lost []lostCall
@@ -333,7 +410,7 @@ func (h *Heartbeat) Tick(ctx context.Context) {
 
 	h.mu.Lock()
 	for _, e := range h.entries {
-		if e.inflight != nil || e.suspended || !e.deadline.Before(horizon) {
+		if e.inflight != nil || e.suspended || (dueOnly && !e.due) || (!e.due && !e.deadline.Before(horizon)) {
 			continue
 		}
 		if !now.Before(e.deadline) {
@@ -376,9 +453,6 @@ func (h *Heartbeat) Tick(ctx context.Context) {
 		})
 	}
 	wg.Wait()
-	if h.cfg.OnTick != nil {
-		h.cfg.OnTick(ctx)
-	}
 }
 
 // extend makes one ChangeMessageVisibilityBatch call for b.
@@ -405,18 +479,24 @@ func (h *Heartbeat) extend(ctx context.Context, now time.Time, b []*entry) {
 		}
 	}
 	var lost []lostCall
-	refused := 0
+	refused, unextended := 0, 0
 	h.mu.Lock()
 	done := b[0].inflight
 	for i, e := range b {
 		e.inflight = nil
 		if h.entries[e.handle] != e {
-			continue // removed while the call was in flight
+			continue // removed while the call was in flight: no longer ours to judge
 		}
 		if err != nil {
+			if !e.suspended {
+				unextended++
+			}
 			continue // the next tick tries again; ErrExpired if it never works
 		}
 		if f, ok := failed[strconv.Itoa(i)]; ok {
+			if e.suspended {
+				continue // its delete may have gone through meanwhile: Resume tells
+			}
 			if f.SenderFault {
 				delete(h.entries, e.handle)
 				lost = append(lost, lostCall{e.lost, &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message)}})
@@ -425,14 +505,17 @@ func (h *Heartbeat) extend(ctx context.Context, now time.Time, b []*entry) {
 			continue
 		}
 		e.deadline = now.Add(time.Duration(secs[i]) * time.Second)
+		e.due = false
 	}
 	close(done)
 	h.mu.Unlock()
 
 	if err != nil {
-		if ctx.Err() == nil {
-			h.log.Warn("heartbeat: extend visibility", zap.Int("handles", len(b)), zap.Error(err))
-			h.failure(len(b), fmt.Errorf("heartbeat: change visibility batch: %w", err))
+		// Only the handles still kept count: those removed or suspended
+		// meanwhile are being settled.
+		if ctx.Err() == nil && unextended > 0 {
+			h.log.Warn("heartbeat: extend visibility", zap.Int("handles", unextended), zap.Error(err))
+			h.failure(unextended, fmt.Errorf("heartbeat: change visibility batch: %w", err))
 		}
 		return
 	}

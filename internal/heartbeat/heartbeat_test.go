@@ -165,36 +165,50 @@ func TestTwelveHourCap(t *testing.T) {
 	})
 }
 
-// TestRemoveWaitsForExtension: Remove (or RemoveBatch) called while an
-// extension that includes the handle is in flight returns only after that
-// call returns.
-func TestRemoveWaitsForExtension(t *testing.T) {
+// TestRemoveDoesNotWaitForExtension (issue 42, defect 2): Remove,
+// RemoveBatch, Detach or Suspend called while an extension that includes the
+// handle hangs returns at once, so the caller's delete goes out at once.
+// The delete goes through; when the hung call then reaches SQS, the
+// refusal of the deleted handle is neither reported lost nor counted as a
+// failure, and the other handle of the call is extended.
+func TestRemoveDoesNotWaitForExtension(t *testing.T) {
 	removers := map[string]func(h *heartbeat.Heartbeat, handle string){
 		"Remove": func(h *heartbeat.Heartbeat, handle string) { h.Remove(handle) },
 		"RemoveBatch": func(h *heartbeat.Heartbeat, handle string) {
 			h.RemoveBatch([]string{"unknown", handle})
 		},
+		"Detach": func(h *heartbeat.Heartbeat, handle string) { h.Detach(handle) },
+		"Suspend": func(h *heartbeat.Heartbeat, handle string) {
+			if !h.Suspend(handle) {
+				panic("Suspend = false for a tracked handle")
+			}
+		},
 	}
 	for name, remove := range removers {
-		t.Run(name, func(t *testing.T) { testRemoveWaitsForExtension(t, remove) })
+		t.Run(name, func(t *testing.T) { testRemoveDoesNotWait(t, remove) })
 	}
 }
 
-func testRemoveWaitsForExtension(t *testing.T, remove func(h *heartbeat.Heartbeat, handle string)) {
+func testRemoveDoesNotWait(t *testing.T, remove func(h *heartbeat.Heartbeat, handle string)) {
 	synctest.Test(t, func(t *testing.T) {
-		f, q, handles := queueWith(t, 3, 3)
-		a, b, c := handles[0], handles[1], handles[2]
+		f, q, handles := queueWith(t, 3, 2)
+		a, b := handles[0], handles[1]
 		block, inCall := make(chan struct{}), make(chan struct{}, 1)
 		f.Inject(func(op string, _ any) sqsfake.Fault {
 			if op == "ChangeMessageVisibilityBatch" {
 				inCall <- struct{}{}
-				<-block
+				<-block // hangs until the test lets it reach SQS
 			}
 			return sqsfake.Fault{}
 		})
-		h := newHBOn(t, f, q, heartbeat.Config{Visibility: 3 * time.Second, Interval: time.Second})
-		h.Add(a, time.Now(), nil)
-		h.Add(b, time.Now(), nil)
+		var mu sync.Mutex
+		var failures []error
+		h := newHBOn(t, f, q, heartbeat.Config{
+			Visibility: 3 * time.Second, Interval: time.Second,
+			OnFailure: func(_ int, err error) { mu.Lock(); failures = append(failures, err); mu.Unlock() },
+		})
+		oa, ob := &owner{}, &owner{}
+		h.AddBatch(time.Now(), time.Now(), []heartbeat.Received{{Handle: a, Owner: oa}, {Handle: b, Owner: ob}})
 		tickDone := make(chan struct{})
 		time.Sleep(1500 * time.Millisecond) // due: 1.5s left < 2 intervals
 		go func() { h.Tick(context.Background()); close(tickDone) }()
@@ -205,35 +219,128 @@ func testRemoveWaitsForExtension(t *testing.T, remove func(h *heartbeat.Heartbea
 		synctest.Wait()
 		select {
 		case <-removed:
-			t.Fatal("Remove returned while the extension carrying the handle was in flight")
 		default:
+			close(block)
+			<-tickDone
+			t.Fatal("removing the handle waits for the extension in flight")
 		}
-		// A handle not in the in-flight call is removed at once.
-		h.Add(c, time.Now(), nil)
-		remove(h, c)
-		if h.Tracked(c) {
-			t.Fatal("c tracked after it was removed")
+		// The settle the caller makes next: the delete goes through.
+		if _, err := f.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(q), ReceiptHandle: aws.String(a)}); err != nil {
+			t.Fatal(err)
 		}
 		close(block)
-		<-removed
 		<-tickDone
-		if h.Len() != 1 {
-			t.Errorf("%d handles tracked, want 1 (b)", h.Len())
+		if err := oa.lost(); err != nil {
+			t.Errorf("the deleted handle was reported lost: %v", err)
 		}
-		// The removed handle is never extended again.
+		if err := ob.lost(); err != nil {
+			t.Errorf("the other handle was reported lost: %v", err)
+		}
+		mu.Lock()
+		if len(failures) != 0 {
+			t.Errorf("failures reported: %v", failures)
+		}
+		mu.Unlock()
+		if m := f.Messages(q); len(m) != 1 || m[0].State != sqsfake.InFlight {
+			t.Errorf("messages left: %+v, want b only, in flight", m)
+		}
+		// The removed (or suspended) handle is never extended again.
 		f.Inject(nil)
 		for range 5 {
 			time.Sleep(time.Second)
 			h.Tick(context.Background())
 		}
-		n := 0
 		for _, e := range f.VisibilityLog() {
-			if e.Handle == a {
-				n++
+			if e.Handle == a && e.Err == "" {
+				t.Errorf("the deleted handle was extended: %+v", e)
 			}
 		}
-		if n != 1 {
-			t.Errorf("handle a extended %d times, want once (the call in flight when Remove was called)", n)
+		checkProblems(t, f)
+	})
+}
+
+// TestDetachTellsWhenTheExtensionReturned: Detach stops tracking the
+// handle at once; its channel is closed only once the extension in flight
+// that carries the handle has returned, and at once for a handle with
+// none (or not tracked).
+func TestDetachTellsWhenTheExtensionReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, q, handles := queueWith(t, 3, 2)
+		a, b := handles[0], handles[1]
+		block, inCall := make(chan struct{}), make(chan struct{}, 1)
+		f.Inject(func(op string, _ any) sqsfake.Fault {
+			if op == "ChangeMessageVisibilityBatch" {
+				inCall <- struct{}{}
+				<-block
+			}
+			return sqsfake.Fault{}
+		})
+		h := newHBOn(t, f, q, heartbeat.Config{Visibility: 3 * time.Second, Interval: time.Second})
+		h.Add(a, time.Now(), nil)
+		time.Sleep(1500 * time.Millisecond) // a is due
+		h.Add(b, time.Now(), nil)           // b is not
+		tickDone := make(chan struct{})
+		go func() { h.Tick(context.Background()); close(tickDone) }()
+		<-inCall
+
+		wa := h.Detach(a)
+		if h.Tracked(a) {
+			t.Error("a tracked after Detach")
+		}
+		select {
+		case <-wa:
+			t.Fatal("Detach(a)'s channel closed while a's extension is in flight")
+		default:
+		}
+		for _, handle := range []string{b, "unknown"} {
+			select {
+			case <-h.Detach(handle):
+			default:
+				t.Errorf("Detach(%s)'s channel open with no extension of it in flight", handle)
+			}
+		}
+		close(block)
+		<-wa
+		<-tickDone
+		checkProblems(t, f)
+	})
+}
+
+// TestHungCallIsGivenUpSoon (issue 42, defect 2): with a 15-minute
+// visibility and one extension call at a time, the first call of the tick
+// at 10m hangs. It is given up after DefaultCallTimeout, not after the
+// 5-minute interval, so the tick's other batch still goes out well before
+// the visibility ends: its handle is kept, only the hung call's handles
+// are lost.
+func TestHungCallIsGivenUpSoon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 11 // two batches
+		f, q, handles := queueWith(t, 900, n)
+		var hung sync.Once
+		f.Inject(func(op string, _ any) sqsfake.Fault {
+			ft := sqsfake.Fault{}
+			if op == "ChangeMessageVisibilityBatch" {
+				hung.Do(func() { ft.Delay = 24 * time.Hour }) // until the caller gives up
+			}
+			return ft
+		})
+		h := newHBOn(t, f, q, heartbeat.Config{Visibility: 15 * time.Minute, Parallel: 1})
+		var mu sync.Mutex
+		lost := map[string]error{}
+		for _, handle := range handles {
+			h.Add(handle, time.Now(), func(err error) { mu.Lock(); lost[handle] = err; mu.Unlock() })
+		}
+		runFor(h, 16*time.Minute)
+		inFlight := 0
+		for _, m := range f.Messages(q) {
+			if m.State == sqsfake.InFlight {
+				inFlight++
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if inFlight == 0 || inFlight+len(lost) != n {
+			t.Errorf("16m on: %d of %d messages in flight, %d handles lost; want the batch that was not hung kept, the rest lost", inFlight, n, len(lost))
 		}
 		checkProblems(t, f)
 	})

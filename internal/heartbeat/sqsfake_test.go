@@ -93,9 +93,10 @@ func TestAddReceivedCountsFromResponse(t *testing.T) {
 }
 
 // TestSuspendResume: a suspended handle is neither extended nor reported
-// lost, however long; Suspend waits for an extension in flight; Resume
-// hands the handle back (reported expired at the next tick if its
-// visibility ran out meanwhile, extended otherwise).
+// lost, however long; Suspend returns at once while an extension is in
+// flight (TestRemoveDoesNotWaitForExtension); Resume hands the handle
+// back (reported expired at the next tick if its visibility ran out
+// meanwhile, extended otherwise).
 func TestSuspendResume(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := sqsfake.New()
@@ -114,7 +115,8 @@ func TestSuspendResume(t *testing.T) {
 			t.Error("Suspend of an unknown handle = true")
 		}
 
-		// An extension of a is in flight: Suspend waits for it.
+		// An extension of a is in flight: Suspend returns at once, and the
+		// extension, applied after, changes nothing for the heartbeat.
 		inCall, release := make(chan struct{}), make(chan struct{})
 		f.Inject(func(op string, _ any) sqsfake.Fault {
 			if op == "ChangeMessageVisibilityBatch" {
@@ -127,18 +129,10 @@ func TestSuspendResume(t *testing.T) {
 		tickDone := make(chan struct{})
 		go func() { h.Tick(context.Background()); close(tickDone) }()
 		<-inCall
-		suspended := make(chan bool)
-		go func() { suspended <- h.Suspend(ha) }()
-		synctest.Wait()
-		select {
-		case <-suspended:
-			t.Fatal("Suspend returned while an extension carrying the handle was in flight")
-		default:
-		}
-		close(release)
-		if !<-suspended {
+		if !h.Suspend(ha) {
 			t.Fatal("Suspend(a) = false, want true")
 		}
+		close(release)
 		<-tickDone
 		f.Inject(nil)
 
@@ -177,6 +171,58 @@ func TestSuspendResume(t *testing.T) {
 		time.Sleep(time.Minute)
 		if m := f.Messages(q); len(m) != 2 || m[1].State != sqsfake.InFlight || m[1].ReceiveCount != 1 {
 			t.Errorf("b after resume: %+v, want in flight, received once", m)
+		}
+		for _, p := range f.Problems() {
+			t.Error(p)
+		}
+	})
+}
+
+// TestAddedLateIsExtendedAtOnce (issue 42, defect 3): handles whose
+// visibility began 25s before they were added, on a queue with a 30s
+// visibility (the first tick would come 10s on, too late): one added
+// with AddDue (its last receive not known), one with Add dated from its
+// receive. Run extends both at once, so they stay in flight for a minute,
+// received once; a due handle whose visibility had already ended is
+// reported lost, not kept.
+func TestAddedLateIsExtendedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := sqsfake.New()
+		q := f.AddQueue("q", map[string]string{"VisibilityTimeout": "30"})
+		f.Put(q, "gone", "")
+		gone, _, _ := receiveOne(t, f, q, 0)
+		time.Sleep(10 * time.Second)
+		f.Put(q, "due", "")
+		due, _, _ := receiveOne(t, f, q, 0)
+		f.Put(q, "dated", "")
+		dated, receivedAt, _ := receiveOne(t, f, q, 0)
+		time.Sleep(25 * time.Second) // gone's visibility has ended; 5s left for the others
+
+		h := newHBOn(t, f, q, heartbeat.Config{Visibility: 30 * time.Second})
+		var mu sync.Mutex
+		lost := map[string]error{}
+		onLost := func(handle string) func(error) {
+			return func(err error) { mu.Lock(); lost[handle] = err; mu.Unlock() }
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		running := make(chan struct{})
+		go func() { _ = h.Run(ctx); close(running) }()
+		h.AddDue(due, time.Now(), onLost(due))
+		h.Add(dated, receivedAt, onLost(dated))
+		h.AddDue(gone, time.Now(), onLost(gone))
+		<-running
+
+		mu.Lock()
+		defer mu.Unlock()
+		var ee *heartbeat.EntryError
+		if len(lost) != 1 || !errors.As(lost[gone], &ee) {
+			t.Errorf("lost %v; want only the handle whose visibility had ended, refused", lost)
+		}
+		for _, m := range f.Messages(q) {
+			if m.Body != "gone" && (m.State != sqsfake.InFlight || m.ReceiveCount != 1) {
+				t.Errorf("%s: %s, received %d times; want in flight, received once", m.Body, m.State, m.ReceiveCount)
+			}
 		}
 		for _, p := range f.Problems() {
 			t.Error(p)

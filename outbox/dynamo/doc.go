@@ -11,11 +11,12 @@
 //	pk = r        sk = OWNER                                    a live relay (until)
 //
 // Commit order: each transaction that writes events of an entity also sets
-// the entity's order record to its stamp, on condition that the stored
-// stamp is lower. Two writers of one entity are serialised by DynamoDB; a
-// writer whose stamp is not above the last committed one is cancelled
-// ([Store.IsOrderConflict]) and writes again with a later stamp
-// ([Store.Commit] does this). So stamps rise in commit order, and the
+// the entity's order record to the last of its stamps for that entity, on
+// condition that the stored stamp is lower than the first. Two writers of
+// one entity are serialised by DynamoDB; a writer with any stamp of the
+// entity not above the last committed one is cancelled
+// ([Store.IsOrderConflict]) and writes again with later stamps
+// ([Store.Commit] does this), so two transactions' events never interleave. So stamps rise in commit order, and the
 // relay publishes each entity's events by stamp.
 //
 // CloudFormation:
@@ -30,7 +31,8 @@
 //
 // IAM: writers need dynamodb:TransactWriteItems (and the writes of their
 // own tables); relays need dynamodb:Query, PutItem, UpdateItem, DeleteItem
-// and BatchWriteItem on the table, and sqs:SendMessage on the queue;
+// and BatchWriteItem on the table, and sqs:SendMessage and
+// sqs:GetQueueAttributes (its MaximumMessageSize) on the queue;
 // CreateTable/Check need DescribeTable, CreateTable, DescribeTimeToLive and
 // UpdateTimeToLive.
 package dynamo

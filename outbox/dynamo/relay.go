@@ -545,6 +545,105 @@ func (st *Store) Requeue(ctx context.Context) (int, error) {
 	return count, nil
 }
 
+// deadByID returns the dead events whose id is id, reading every
+// partition (with a filter), readers at once.
+func (st *Store) deadByID(ctx context.Context, id string) ([]map[string]types.AttributeValue, error) {
+	parts := make([][]map[string]types.AttributeValue, st.cfg.Partitions)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readers)
+	for p := range parts {
+		g.Go(func() error {
+			var start map[string]types.AttributeValue
+			for {
+				res, err := st.cfg.Client.Query(gctx, &dynamodb.QueryInput{
+					TableName:                 aws.String(st.cfg.Table),
+					KeyConditionExpression:    aws.String("pk = :pk"),
+					FilterExpression:          aws.String("#id = :id AND dead = :t"),
+					ExpressionAttributeNames:  map[string]string{"#id": "id"},
+					ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(partitionPK(p)), ":id": s(id), ":t": &types.AttributeValueMemberBOOL{Value: true}},
+					ConsistentRead:            aws.Bool(true),
+					ExclusiveStartKey:         start,
+				}, sdkhttp.DynamoDB)
+				if err != nil {
+					return fmt.Errorf("outbox/dynamo: find dead event %s: %w", id, err)
+				}
+				parts[p] = append(parts[p], res.Items...)
+				if len(res.LastEvaluatedKey) == 0 {
+					return nil
+				}
+				start = res.LastEvaluatedKey
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return slices.Concat(parts...), nil
+}
+
+// Discard implements [outbox.Store]. It reads every partition to find
+// the event.
+func (st *Store) Discard(ctx context.Context, id string) error {
+	items, err := st.deadByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, item := range items {
+		_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName:                 aws.String(st.cfg.Table),
+			Key:                       map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]},
+			ConditionExpression:       aws.String("dead = :t"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberBOOL{Value: true}},
+		}, sdkhttp.DynamoDB)
+		switch {
+		case err == nil:
+			found = true
+		case !isConditionFailed(err): // requeued meanwhile: not dead any more
+			return fmt.Errorf("outbox/dynamo: discard %s: %w", id, err)
+		}
+	}
+	if !found {
+		return outbox.ErrNotDead
+	}
+	return nil
+}
+
+// Edit implements [outbox.Store]. It reads every partition to find the
+// event.
+func (st *Store) Edit(ctx context.Context, id, payload string) error {
+	if payload == "" {
+		return outbox.ErrNoPayload
+	}
+	items, err := st.deadByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, item := range items {
+		_, err := st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:           aws.String(st.cfg.Table),
+			Key:                 map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]},
+			UpdateExpression:    aws.String("SET payload = :p, attempts = :z, next_at = :z, dead = :f"),
+			ConditionExpression: aws.String("dead = :t"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":p": s(payload), ":z": n(0),
+				":t": &types.AttributeValueMemberBOOL{Value: true}, ":f": &types.AttributeValueMemberBOOL{Value: false},
+			},
+		}, sdkhttp.DynamoDB)
+		switch {
+		case err == nil:
+			found = true
+		case !isConditionFailed(err):
+			return fmt.Errorf("outbox/dynamo: edit %s: %w", id, err)
+		}
+	}
+	if !found {
+		return outbox.ErrNotDead
+	}
+	return nil
+}
+
 // Release implements [outbox.Store].
 func (st *Store) Release(ctx context.Context, owner string) error {
 	st.leaseMu.Lock()

@@ -136,15 +136,18 @@ func (st *Store) saw(stamp int64) {
 // Put returns the writes that store evs: put them in the same
 // TransactWriteItems as the change they describe (at most 100 writes in
 // all). For each entity it adds one more write, to the entity's order
-// record, conditional on no later event of that entity having committed
-// first; that is what makes the relay publish each entity's events in
-// commit order. When that condition fails the transaction is cancelled:
+// record: conditional on the record's stamp being below the entity's first
+// stamp in this transaction (no event of that entity stamped at or after
+// any of this transaction's events has committed first), it sets the
+// record to the entity's last stamp. That is what makes the relay publish
+// each entity's events in commit order, never one transaction's events
+// interleaved with another's. When that condition fails the transaction is cancelled:
 // [Store.IsOrderConflict] says so, and a new Put (and transaction)
 // succeeds. [Store.Commit] does that loop for you.
 func (st *Store) Put(evs ...outbox.Event) ([]types.TransactWriteItem, error) {
 	now := st.cfg.NowFunc()
 	var items []types.TransactWriteItem
-	lastOf := map[string]int64{}
+	firstOf, lastOf := map[string]int64{}, map[string]int64{}
 	var order []string
 	for i := range evs {
 		ev := evs[i]
@@ -152,8 +155,9 @@ func (st *Store) Put(evs ...outbox.Event) ([]types.TransactWriteItem, error) {
 			return nil, err
 		}
 		ts := st.stamp(now)
-		if _, ok := lastOf[ev.Entity]; !ok {
+		if _, ok := firstOf[ev.Entity]; !ok {
 			order = append(order, ev.Entity)
+			firstOf[ev.Entity] = ts
 		}
 		lastOf[ev.Entity] = ts
 		item := map[string]types.AttributeValue{
@@ -186,9 +190,9 @@ func (st *Store) Put(evs ...outbox.Event) ([]types.TransactWriteItem, error) {
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
 			TableName:                           aws.String(st.cfg.Table),
 			Key:                                 map[string]types.AttributeValue{attrPK: s("h#" + entityKey(entity)), attrSK: s("h")},
-			UpdateExpression:                    aws.String("SET stamp = :ts, expires_at = :exp"),
-			ConditionExpression:                 aws.String("attribute_not_exists(stamp) OR stamp < :ts"),
-			ExpressionAttributeValues:           map[string]types.AttributeValue{":ts": n(lastOf[entity]), ":exp": n(exp)},
+			UpdateExpression:                    aws.String("SET stamp = :last, expires_at = :exp"),
+			ConditionExpression:                 aws.String("attribute_not_exists(stamp) OR stamp < :first"),
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":first": n(firstOf[entity]), ":last": n(lastOf[entity]), ":exp": n(exp)},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}})
 	}

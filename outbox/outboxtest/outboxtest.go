@@ -1,6 +1,7 @@
 // Package outboxtest is the conformance suite every outbox [outbox.Store]
 // passes: commit order per entity, retries and parked events holding back
-// their entity only, partitions shared between relays and taken over when a
+// their entity only, parked events discarded or edited so that their
+// entity moves on, partitions shared between relays and taken over when a
 // relay stops, the counts of [outbox.Store.Stats], and each event's trace
 // context kept as written.
 //
@@ -47,6 +48,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("CommitOrderPerEntity", func(t *testing.T) { commitOrder(t, newHarness(t)) })
 	t.Run("RetryHoldsBackItsEntityOnly", func(t *testing.T) { retryHoldsBack(t, newHarness(t)) })
 	t.Run("DeadIsParkedCountedAndRequeued", func(t *testing.T) { deadParked(t, newHarness(t)) })
+	t.Run("DeadIsDiscardedOrEdited", func(t *testing.T) { deadDiscardedOrEdited(t, newHarness(t)) })
 	t.Run("OwnersSharePartitions", func(t *testing.T) { ownersShare(t, newHarness(t)) })
 	t.Run("TakeoverAfterLease", func(t *testing.T) { takeover(t, newHarness(t)) })
 	t.Run("ReleaseHandsOver", func(t *testing.T) { release(t, newHarness(t)) })
@@ -191,6 +193,77 @@ func deadParked(t *testing.T, h Harness) {
 	got = drain(t, h, "r1")
 	if fmt.Sprint(got["a"]) != "[a-000 a-001]" {
 		t.Fatalf("after Requeue: %v", got)
+	}
+}
+
+// park fails the due event id for good.
+func park(t *testing.T, h Harness, id string) {
+	t.Helper()
+	for _, e := range due(t, h, "r1") {
+		if e.ID != id {
+			continue
+		}
+		e.Attempts = 1
+		if err := h.Store.Failed(context.Background(), e, "InvalidMessageContents", h.Clock.Now(), true); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("%s is not due", id)
+}
+
+// deadDiscardedOrEdited: Discard drops a dead event, Edit replaces its
+// payload and makes it pending in its place; either lets its entity's later
+// events go out, and neither touches an event that is not dead.
+func deadDiscardedOrEdited(t *testing.T, h Harness) {
+	ctx := context.Background()
+	commit(t, h, ev("a", 0), ev("a", 1), ev("a", 2), ev("b", 0), ev("b", 1))
+	park(t, h, "a-000")
+	park(t, h, "b-000")
+	for _, id := range []string{"a-001", "nope"} {
+		if err := h.Store.Discard(ctx, id); !errors.Is(err, outbox.ErrNotDead) {
+			t.Fatalf("Discard(%s): %v, want ErrNotDead", id, err)
+		}
+		if err := h.Store.Edit(ctx, id, "x"); !errors.Is(err, outbox.ErrNotDead) {
+			t.Fatalf("Edit(%s): %v, want ErrNotDead", id, err)
+		}
+	}
+	if err := h.Store.Edit(ctx, "b-000", ""); !errors.Is(err, outbox.ErrNoPayload) {
+		t.Fatalf("Edit with an empty payload: %v, want ErrNoPayload", err)
+	}
+	if err := h.Store.Discard(ctx, "a-000"); err != nil {
+		t.Fatalf("Discard(a-000): %v", err)
+	}
+	if err := h.Store.Discard(ctx, "a-000"); !errors.Is(err, outbox.ErrNotDead) {
+		t.Fatalf("Discard(a-000) again: %v, want ErrNotDead", err)
+	}
+	if err := h.Store.Edit(ctx, "b-000", `{"fixed":true}`); err != nil {
+		t.Fatalf("Edit(b-000): %v", err)
+	}
+	s, err := h.Store.Stats(ctx)
+	if err != nil || s.Dead != 0 || s.Pending != 4 {
+		t.Fatalf("stats %+v %v, want none dead and 4 pending", s, err)
+	}
+	var edited outbox.Event
+	got := map[string][]string{}
+	for range 10 {
+		evs := due(t, h, "r1")
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			if e.ID == "b-000" {
+				edited = e
+			}
+			got[e.Entity] = append(got[e.Entity], e.ID)
+		}
+		published(t, h, evs)
+	}
+	if fmt.Sprint(got["a"]) != "[a-001 a-002]" || fmt.Sprint(got["b"]) != "[b-000 b-001]" {
+		t.Fatalf("published %v; want a-001 a-002 (a-000 discarded) and b-000 b-001 (b-000 edited, in its place)", got)
+	}
+	if edited.Payload != `{"fixed":true}` || edited.Attempts != 0 || edited.Dead {
+		t.Fatalf("edited event %+v, want the new payload, 0 attempts, not dead", edited)
 	}
 }
 

@@ -47,8 +47,9 @@
 // time, in sequence order. Published events are deleted; a crash between
 // the send and the delete publishes again (a duplicate consumers dedupe
 // on sqsonce-id, never a loss). After RelayConfig.MaxAttempts failed
-// sends an event is parked (dead) and holds back its entity only, until
-// [Store.Requeue].
+// sends (at once when SQS can never take it) an event is parked (dead) and
+// holds back its entity only, until [Store.Requeue], [Store.Edit] or
+// [Store.Discard].
 //
 // The sequence rows outlive their events (one row per entity ever
 // written) until [Store.PruneEntities] deletes those of drained entities;
@@ -78,9 +79,9 @@
 // Writers: SELECT, INSERT, UPDATE on sqsonce_outbox_entities and INSERT on
 // sqsonce_outbox. Relays: SELECT, UPDATE, DELETE on sqsonce_outbox and
 // SELECT, INSERT, UPDATE, DELETE on sqsonce_outbox_leases and
-// sqsonce_outbox_relays, plus sqs:SendMessage on the queue; PruneEntities
-// also needs SELECT, UPDATE, DELETE on sqsonce_outbox_entities (UPDATE for
-// its row locks). Both need USAGE
+// sqsonce_outbox_relays, plus sqs:SendMessage and sqs:GetQueueAttributes
+// on the queue; PruneEntities also needs SELECT, UPDATE, DELETE on
+// sqsonce_outbox_entities (UPDATE for its row locks). Both need USAGE
 // on the schema; [Migrate] needs CREATE on it (a deploy role).
 //
 //	GRANT SELECT, INSERT, UPDATE ON sqsonce_outbox_entities TO writer;

@@ -229,6 +229,34 @@ func (st *Store) Requeue(ctx context.Context) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
+// Discard implements [outbox.Store].
+func (st *Store) Discard(ctx context.Context, id string) error {
+	tag, err := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableEvents+` WHERE id = $1 AND dead`, id)
+	if err != nil {
+		return fmt.Errorf("outbox/postgres: discard %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return outbox.ErrNotDead
+	}
+	return nil
+}
+
+// Edit implements [outbox.Store].
+func (st *Store) Edit(ctx context.Context, id, payload string) error {
+	if payload == "" {
+		return outbox.ErrNoPayload
+	}
+	tag, err := st.cfg.DB.Exec(ctx, `UPDATE `+tableEvents+` SET payload = $2, dead = false, attempts = 0, next_at = NULL
+		WHERE id = $1 AND dead`, id, payload)
+	if err != nil {
+		return fmt.Errorf("outbox/postgres: edit %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return outbox.ErrNotDead
+	}
+	return nil
+}
+
 // Release implements [outbox.Store].
 func (st *Store) Release(ctx context.Context, owner string) error {
 	st.leaseMu.Lock()

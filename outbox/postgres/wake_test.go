@@ -34,6 +34,11 @@ func (s sent) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput,
 	return out, nil
 }
 
+// GetQueueAttributes answers SQS's default MaximumMessageSize.
+func (s sent) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"MaximumMessageSize": "1048576"}}, nil
+}
+
 var _ producer.SQSAPI = sent(nil)
 
 // listenerPID returns the backend of the connection listening on channel,
