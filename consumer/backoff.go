@@ -10,7 +10,8 @@ import (
 // Backoff is the retry policy for transient failures: exponential from Base,
 // capped at Cap, with full jitter (the delay is drawn uniformly from
 // [0, min(Cap, Base·2^(attempt-1))]), where attempt is the message's
-// ApproximateReceiveCount.
+// [Message.Attempt] (its ApproximateReceiveCount, less the FIFO receives
+// in which it waited behind its group and did not run).
 type Backoff struct {
 	// Base is the ceiling of the first retry's delay. Defaults to 1s.
 	Base time.Duration

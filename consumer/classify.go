@@ -71,7 +71,7 @@ func defaultVerdict(backoff Backoff, maxAttempts int, msg *Message, err error) V
 	if _, ok := errors.AsType[*PermanentError](err); ok {
 		return Verdict{Outcome: OutcomeDeadLetter, Class: ClassPermanent}
 	}
-	attempt := max(msg.ReceiveCount, 1)
+	attempt := msg.Attempt()
 	if maxAttempts > 0 && attempt >= maxAttempts {
 		return Verdict{Outcome: OutcomeDeadLetter, Class: ClassMaxAttempts}
 	}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -40,8 +41,9 @@ type Config struct {
 	//   - [RetryError] ([RetryAfter]) → retry after its Delay
 	//   - [PermanentError] ([Permanent]) → dead-letter, class "permanent"
 	//   - any other error, a recovered panic included → retry after
-	//     Backoff.Delay(ApproximateReceiveCount); from the MaxAttempts-th
-	//     receive (when MaxAttempts > 0) → dead-letter, class "max_attempts"
+	//     Backoff.Delay(attempt), attempt being [Message.Attempt]; from
+	//     the MaxAttempts-th attempt (when MaxAttempts > 0) → dead-letter,
+	//     class "max_attempts"
 	//
 	// So a Classifier answers only for the errors it knows; use
 	// [ClassifierChain] to combine several. Defaults to nil: the consumer's
@@ -99,12 +101,23 @@ type Config struct {
 	// Backoff{} (1s base, 15m cap, full jitter).
 	Backoff Backoff
 	// MaxAttempts dead-letters a message (class "max_attempts") whose
-	// MaxAttempts-th receive fails transiently. Defaults to 0: no limit
-	// (the queue's RedrivePolicy maxReceiveCount still applies).
+	// MaxAttempts-th attempt ([Message.Attempt]: its runs, not the FIFO
+	// receives in which it waited behind its group and did not run) fails
+	// transiently. Defaults to 0: no limit (the queue's RedrivePolicy
+	// maxReceiveCount still applies; on a FIFO queue see "FIFO queues" in
+	// docs/architecture.md for how it must allow for a group's depth).
 	MaxAttempts int
 	// DeadLetterQueueURL receives permanent failures. Defaults to the
 	// queue's RedrivePolicy target. Run fails when neither is set.
 	DeadLetterQueueURL string
+	// DeadLetterSigningKey, when set, signs the failure record of every
+	// dead letter (HMAC-SHA256; see deadletter.Failure.Sign). sqs-redrive
+	// given the same key (--signing-key-env) then trusts the source queue a
+	// signed record names, and so can move the messages of a DLQ that
+	// several queues share back to the queue each failed on; a record a
+	// producer wrote cannot be signed. At least 32 random bytes, kept like a
+	// credential (never logged). Defaults to nil: records are not signed.
+	DeadLetterSigningKey []byte
 
 	// ShutdownTimeout is how long Run waits, after its context is
 	// cancelled, for running handlers to finish before it cancels their
@@ -185,6 +198,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Concurrency < 0 || cfg.Prefetch < NoPrefetch || cfg.Receivers < 0 || cfg.MaxAttempts < 0 {
 		bad("Concurrency (%d), Prefetch (%d), Receivers (%d) and MaxAttempts (%d) must not be negative (Prefetch may be NoPrefetch)",
 			cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.MaxAttempts)
+	}
+	if len(cfg.DeadLetterSigningKey) > 0 {
+		if err := deadletter.CheckSigningKey(cfg.DeadLetterSigningKey); err != nil {
+			bad("DeadLetterSigningKey: %v", err)
+		}
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	switch {

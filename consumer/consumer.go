@@ -51,6 +51,9 @@ type queueInfo struct {
 	// dlqMaxSize is the dead-letter queue's MaximumMessageSize; 0 when
 	// not known.
 	dlqMaxSize int
+	// maxReceives is the queue's RedrivePolicy maxReceiveCount; 0 for
+	// none.
+	maxReceives int
 }
 
 // Validate makes the start-up checks Run makes (the queue exists, the
@@ -91,6 +94,7 @@ func (c *Consumer) setup(ctx context.Context) (queueInfo, error) {
 	}
 	attrs := out.Attributes
 	q.fifo = attrs[string(types.QueueAttributeNameFifoQueue)] == "true" || strings.HasSuffix(q.url, ".fifo")
+	q.maxReceives = settle.MaxReceiveCount(attrs[string(types.QueueAttributeNameRedrivePolicy)])
 	q.visibility = cfg.VisibilityTimeout
 	if q.visibility == 0 {
 		secs, err := strconv.Atoi(attrs[string(types.QueueAttributeNameVisibilityTimeout)])
@@ -225,6 +229,10 @@ type runner struct {
 	beating map[*inflight]struct{}
 	lanes   map[string]*lane
 	spare   []*lane // lanes to reuse (dispatch)
+
+	// unrun counts the receives in which FIFO messages did not run (nil
+	// on standard queues): see Message.Attempt.
+	unrun *settle.Unrun
 }
 
 // inflight is one received, not yet settled message.
@@ -232,6 +240,12 @@ type inflight struct {
 	r         *runner
 	msg       *Message
 	recvStart time.Time
+
+	// lastBehind is set, on a FIFO queue, when a message waiting behind
+	// this one in its lane is at its last receive (settle.AtReceiveLimit):
+	// put back, SQS would move it to the DLQ without it having run. Set
+	// under r.mu when the message becomes its lane's head (pop).
+	lastBehind bool
 
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc // set while the handler runs
@@ -279,6 +293,7 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		// receiver would take the first few (when the workers idle) and
 		// ask for that many, a short receive, each a call.
 		r.slotDone = func() { r.freed.Add(1) }
+		r.unrun = new(settle.Unrun)
 	}
 	if cfg.adaptReceivers {
 		r.pollers = newPollers(cfg.Receivers+cfg.aheadReceivers, cfg.WaitTime, q.fifo)
@@ -585,6 +600,7 @@ func (r *runner) dispatch(batch []*inflight) {
 	ready := buf[:0]
 	r.mu.Lock()
 	for _, m := range batch {
+		m.msg.unrun = r.unrun.Count(m.msg.ID)
 		l, ok := r.lanes[m.msg.GroupID]
 		if !ok {
 			if n := len(r.spare); n > 0 {
@@ -602,7 +618,7 @@ func (r *runner) dispatch(batch []*inflight) {
 		}
 	}
 	for _, l := range ready {
-		l.pop()
+		l.pop(r.q.maxReceives)
 	}
 	r.mu.Unlock()
 	for _, l := range ready {
@@ -610,8 +626,10 @@ func (r *runner) dispatch(batch []*inflight) {
 	}
 }
 
-// pop moves the first queued message to head; r.mu is held.
-func (l *lane) pop() {
+// pop moves the first queued message to head, noting whether a message
+// left waiting behind it is at its last receive by the queue's
+// maxReceiveCount (maxReceives, 0 for none); r.mu is held.
+func (l *lane) pop(maxReceives int) {
 	n := len(l.queue)
 	// Shifted down rather than resliced, so that the lane keeps its array
 	// when it is reused.
@@ -619,6 +637,16 @@ func (l *lane) pop() {
 	copy(l.queue, l.queue[1:])
 	l.queue[n-1] = nil
 	l.queue = l.queue[:n-1]
+	l.head.lastBehind = false
+	if maxReceives == 0 {
+		return
+	}
+	for _, m := range l.queue {
+		if settle.AtReceiveLimit(m.msg.ReceiveCount, maxReceives) {
+			l.head.lastBehind = true
+			break
+		}
+	}
 }
 
 // work is one of the Concurrency workers of a standard queue: it runs
@@ -669,9 +697,10 @@ func takeWaiting[T any](ch <-chan T, f func(T)) {
 // workLanes is one of the Concurrency workers of a FIFO queue: it takes a
 // ready lane, runs its head, and puts the lane back at the end of the
 // ready queue while it has more, so one group's messages run one at a
-// time, in order, and groups take turns. After a message fails, the
-// group's other received messages are released so that they are not run
-// out of order; once the consumer is stopping, taken lanes are released.
+// time, in order, and groups take turns. After a message is retried or
+// released, the group's other received messages are put back so that
+// they are not run out of order (see stopLane); once the consumer is
+// stopping, taken lanes are released.
 func (r *runner) workLanes(worker int) {
 	for {
 		l := next(r.capacity, r.ready)
@@ -687,13 +716,13 @@ func (r *runner) workLanes(worker int) {
 		default:
 			res := r.process(worker, m)
 			if settle.StopsGroup(settle.Outcome(res.Outcome)) {
-				r.releaseLane(l, fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome))
+				r.stopLane(l, res)
 			}
 		}
 
 		r.mu.Lock()
 		if len(l.queue) > 0 {
-			l.pop()
+			l.pop(r.q.maxReceives)
 			r.ready <- l // never full: see dispatch
 		} else {
 			l.active = false
@@ -719,9 +748,36 @@ func (r *runner) releaseLane(l *lane, why error) {
 	}
 }
 
+// stopLane puts back the messages queued in l, which were received with
+// its head, after the head ended with res (settle.StopsGroup): after a
+// retry they are kept invisible for the head's delay, so the group comes
+// back together, head first (settle.Behind); else they are visible again
+// at once.
+func (r *runner) stopLane(l *lane, res Result) {
+	r.mu.Lock()
+	rest := l.queue
+	l.queue = nil
+	r.mu.Unlock()
+	if len(rest) == 0 {
+		return
+	}
+	why := fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome)
+	now := time.Now()
+	for _, m := range rest {
+		act := settle.Behind(settle.Outcome(res.Outcome), res.Delay, m.recvStart, now)
+		r.putBack(m, why, act.Visibility)
+	}
+}
+
 // release settles a message that was not run: visibility 0.
-func (r *runner) release(m *inflight, why error) {
-	res := Result{Outcome: OutcomeRelease, Err: why}
+func (r *runner) release(m *inflight, why error) { r.putBack(m, why, 0) }
+
+// putBack settles a message that was not run (OutcomeRelease): its
+// visibility is set to secs, and on a FIFO queue the receive is counted as
+// one in which it did not run (see Message.Attempt).
+func (r *runner) putBack(m *inflight, why error, secs int32) {
+	res := Result{Outcome: OutcomeRelease, Err: why, Delay: time.Duration(secs) * time.Second}
+	r.unrun.Set(m.msg.ID, m.msg.unrun+1, time.Now())
 	m.mu.Lock()
 	lost := m.lost
 	m.mu.Unlock()
@@ -729,10 +785,11 @@ func (r *runner) release(m *inflight, why error) {
 		// The heartbeat dropped it already: the message is visible again
 		// (or with another consumer); the old handle is best left alone.
 		res.Err = lost
+		res.Delay = 0
 		r.settled(m, res, false)
 		return
 	}
-	r.settle(m, 0)
+	r.settle(m, secs)
 	r.settled(m, res, true)
 }
 
@@ -747,6 +804,9 @@ func (r *runner) release(m *inflight, why error) {
 // after settleCallTimeout), lest the extension land after it and undo it.
 func (r *runner) settle(m *inflight, secs int32) {
 	if secs < 0 {
+		if m.msg.unrun > 0 {
+			r.unrun.Forget(m.msg.ID)
+		}
 		r.hb.Suspend(m.handle())
 		r.settler.delete(m.handle(), m.msg, r.slotDone)
 	} else {
@@ -812,6 +872,9 @@ func (r *runner) process(worker int, m *inflight) Result {
 	m.msg.mu.Unlock()
 
 	res := r.pipeline.process(ctx, m.msg)
+	if m.lastBehind && res.Outcome == OutcomeRetry {
+		res = r.lastReceive(m, res)
+	}
 
 	m.msg.mu.Lock()
 	m.msg.run = nil
@@ -844,6 +907,36 @@ func (r *runner) process(worker int, m *inflight) Result {
 	return res
 }
 
+// lastReceive turns the retry of a FIFO message into a dead letter (class
+// max_attempts) when a later message of its group, received with it and
+// waiting behind it, is at its last receive by the queue's
+// maxReceiveCount (m.lastBehind): put back, that message would be moved
+// to the DLQ by SQS on its next receive without ever having run. Only
+// when m is at its last receive too (SQS returns a group's later messages
+// only with the earlier ones, so it has been received at least as often):
+// SQS would move it on its next receive anyway, without its failure, so
+// nothing is taken from it; dead-lettered here, the messages behind it
+// run now. Not when m's lease was lost: it may be another consumer's.
+func (r *runner) lastReceive(m *inflight, res Result) Result {
+	if !settle.AtReceiveLimit(m.msg.ReceiveCount, r.q.maxReceives) {
+		return res
+	}
+	m.mu.Lock()
+	lost := m.lost
+	m.mu.Unlock()
+	if lost != nil {
+		return res
+	}
+	r.log.Warn("consumer: a later message of the group is at the queue's maxReceiveCount: dead-lettering this one instead of retrying it, so that message runs",
+		zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()), zap.String("group", m.msg.GroupID),
+		zap.Int("receive_count", m.msg.ReceiveCount), zap.Int("max_receive_count", r.q.maxReceives))
+	res.Outcome = OutcomeDeadLetter
+	res.Class = ClassMaxAttempts
+	res.Delay = 0
+	res.Reason = fmt.Sprintf("max receive count (%d) reached, with a later message of its group waiting: %s", r.q.maxReceives, handlerText(res.Err))
+	return res
+}
+
 // deadLetter sends m to the DLQ (the heartbeat keeps it invisible
 // meanwhile).
 func (r *runner) deadLetter(m *inflight, res Result) error {
@@ -851,7 +944,7 @@ func (r *runner) deadLetter(m *inflight, res Result) error {
 	defer cancel()
 	err := settle.Send(ctx, r.cfg.Client, r.log, "consumer", settle.Letter{
 		Msg: settleMessage(m.msg), Reason: deadLetterReason(res), Class: res.Class,
-		SourceQueue: r.q.url, DLQ: r.q.dlqURL, FIFO: r.q.fifo, MaxSize: r.q.dlqMaxSize, Now: r.cfg.NowFunc(),
+		SourceQueue: r.q.url, DLQ: r.q.dlqURL, FIFO: r.q.fifo, MaxSize: r.q.dlqMaxSize, Now: r.cfg.NowFunc(), SigningKey: r.cfg.DeadLetterSigningKey,
 	})
 	r.obs.DeadLettered(m.msg, err)
 	return err

@@ -30,6 +30,9 @@ type Message struct {
 	// SentTimestamp, MessageGroupId, ...), keyed by name.
 	SystemAttributes map[string]string
 	// ReceiveCount is ApproximateReceiveCount (1 on the first delivery).
+	// On a FIFO queue it also counts the receives in which the message
+	// waited behind an earlier message of its group and did not run:
+	// [Message.Attempt] leaves those out.
 	ReceiveCount int
 	// SentAt is SentTimestamp; zero when SQS did not send it.
 	SentAt time.Time
@@ -47,6 +50,11 @@ type Message struct {
 	Raw types.Message
 
 	key string
+
+	// unrun counts the receives in which the message did not run, as far
+	// as this process knows (settle.Unrun): set by the consumer on FIFO
+	// queues.
+	unrun int
 
 	beatEvery time.Duration // set by the consumer: see HeartbeatInterval
 
@@ -92,6 +100,17 @@ func (m *Message) init(raw types.Message, queueURL string, receivedAt time.Time)
 	m.DeduplicationID = sa[string(types.MessageSystemAttributeNameMessageDeduplicationId)]
 	m.key = DefaultKey(m)
 }
+
+// Attempt is how many times the message has run, this run included (1
+// on the first): its ReceiveCount less the receives in which the consumer
+// knows it did not run (on a FIFO queue, received behind an earlier
+// message of its group that was then retried, so put back with it). The
+// consumer's Backoff and MaxAttempts count attempts. Only the consumer
+// process that put the message back knows: one received next by another
+// process, or after a restart, counts those receives as attempts, as
+// ReceiveCount does. Outside the consumer (the Lambda adapter,
+// consumertest) it is ReceiveCount. It is at least 1.
+func (m *Message) Attempt() int { return max(m.ReceiveCount-m.unrun, 1) }
 
 // Key is the message's dedupe id, as the consumer's KeyFunc returned it
 // (without any store namespace).

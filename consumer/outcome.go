@@ -20,8 +20,11 @@ const (
 	OutcomeRetry
 	// OutcomeDeadLetter: sent to the DLQ with its failure, then deleted.
 	OutcomeDeadLetter
-	// OutcomeRelease: visibility set to 0 (shutdown, or a FIFO group's later
-	// messages after a failure).
+	// OutcomeRelease: not run, or its run cut short by shutdown, and put
+	// back: visibility set to 0 (shutdown, or a FIFO group's later messages
+	// after an earlier one was released), or to Result.Delay (a FIFO
+	// group's later messages after an earlier one was retried: they come
+	// back with it).
 	OutcomeRelease
 )
 

@@ -71,7 +71,9 @@ func newProcessor(cfg Config) *processor {
 type Result struct {
 	// Outcome is how the message must be settled.
 	Outcome Outcome
-	// Delay is the visibility timeout to set for OutcomeRetry.
+	// Delay is the visibility timeout to set for OutcomeRetry; for
+	// OutcomeRelease, the one the consumer set (0, or an earlier retried
+	// message's delay for a FIFO group's later messages).
 	Delay time.Duration
 	// Err is the handler's error (nil for a plain ack).
 	Err error
@@ -129,7 +131,7 @@ func (p *processor) classify(ctx context.Context, msg *Message, err error) Resul
 		}
 		res.Reason = handlerText(err)
 		if res.Class == ClassMaxAttempts {
-			res.Reason = fmt.Sprintf("max attempts (%d): %s", max(msg.ReceiveCount, 1), res.Reason)
+			res.Reason = fmt.Sprintf("max attempts (%d): %s", msg.Attempt(), res.Reason)
 		}
 	}
 	return res

@@ -60,6 +60,10 @@ type Failure struct {
 	// OriginalMessageID is the MessageId on the source queue.
 	OriginalMessageID string    `json:"original_message_id"`
 	FailedAt          time.Time `json:"failed_at"`
+	// Signature is set when the consumer that wrote the record has a
+	// signing key: see [Failure.Sign]. Without one, nothing tells this
+	// record from one a producer wrote.
+	Signature string `json:"signature,omitempty"`
 }
 
 // ParseFailure reads the sqsonce-failure attribute from a message's

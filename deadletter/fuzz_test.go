@@ -66,5 +66,5 @@ func FuzzParseFailure(f *testing.F) {
 
 func sameFailure(a, b deadletter.Failure) bool {
 	return a.Error == b.Error && a.Class == b.Class && a.SourceQueue == b.SourceQueue && a.Attempts == b.Attempts &&
-		a.OriginalMessageID == b.OriginalMessageID && a.FailedAt.Equal(b.FailedAt)
+		a.OriginalMessageID == b.OriginalMessageID && a.FailedAt.Equal(b.FailedAt) && a.Signature == b.Signature
 }

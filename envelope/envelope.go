@@ -9,11 +9,23 @@
 //	})
 //
 // Put it first, before dedupe: it sets the message's key. The key is the
-// sqsonce-id attribute inside the envelope, else the SNS MessageId or the
-// EventBridge event id: both are the publisher's, the same on every SQS
-// delivery of that publication. A body that is not an envelope (SNS raw
-// message delivery, a direct send, a message redriven from the DLQ) passes
-// through unchanged, unless Options.Require is set. An envelope that
+// sqsonce-id attribute inside the envelope (the SNS MessageAttributes),
+// else the SNS MessageId or the EventBridge event id. The fallback is the
+// same on every SQS delivery of one publication, but not across
+// publications: a publisher that retries a Publish (its first call timed
+// out after SNS took the message) or a PutEvents makes a second
+// publication with a new id, and the job is handled twice. Publish with
+// [github.com/sqsonce/sqsonce/producer.Publisher], which stamps
+// sqsonce-id as a message attribute, or stamp it yourself, or read the
+// publisher's own id from the body with Options.KeyFunc. The first
+// envelope keyed by the fallback on each queue is logged once, at warn
+// level, to Options.Logger (its ids and topic, never its body).
+//
+// A body that is not an envelope (SNS raw message delivery, a direct
+// send, a message redriven from the DLQ) passes through unchanged, unless
+// Options.Require is set; with raw delivery the SNS message attributes
+// are SQS message attributes, so the consumer's own key (sqsonce-id, else
+// the SQS MessageId, new on every delivery) applies. An envelope that
 // cannot be read is a permanent failure whose reason says what is wrong.
 //
 // While the handler runs, msg.Body and msg.Attributes are the inner ones
@@ -78,6 +90,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -121,15 +134,20 @@ type Options struct {
 	// Require makes a body that is not an SNS or EventBridge envelope a
 	// permanent failure. Defaults to false: such bodies pass through.
 	Require bool
-	// KeyFunc computes the key from the unwrapped message. Defaults to the
-	// inner sqsonce-id attribute, else the envelope's id.
+	// KeyFunc computes the key from the unwrapped message; "" means the
+	// default. Defaults to the inner sqsonce-id attribute, else the
+	// envelope's id (which a publisher's retry does not keep: see the
+	// package doc).
 	KeyFunc consumer.KeyFunc
 	// Verifier checks the signature of every SNS envelope (see the package
 	// doc, "Signatures"). Defaults to nil: SNS envelopes are trusted as
 	// they arrive, and [Envelope.Verified] is false.
 	Verifier *Verifier
 	// Logger receives one info line per SubscriptionConfirmation or
-	// UnsubscribeConfirmation acked. Defaults to a no-op logger.
+	// UnsubscribeConfirmation acked, and one warning per queue when the
+	// first envelope without sqsonce-id (keyed by the envelope's id, which
+	// does not cover publisher retries) arrives. Set it to the consumer's
+	// Logger. Defaults to a no-op logger.
 	Logger *zap.Logger
 }
 
@@ -164,6 +182,10 @@ func Unwrap(opts Options) consumer.Middleware {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	// Per middleware, not per package: two consumers (or tests) each
+	// warn for their own queues. Not per wrapped handler either: the
+	// consumer wraps its chain for every message.
+	fallback := &fallbackWarning{logger: logger, warned: map[string]bool{}}
 	return func(next consumer.Handler) consumer.Handler {
 		return consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 			env, body, attrs, sns, err := parse(msg.Body)
@@ -205,11 +227,45 @@ func Unwrap(opts Options) consumer.Middleware {
 			}
 			if key == "" {
 				key = env.ID
+				fallback.warn(msg, env)
 			}
 			msg.SetKey(key)
 			return next.Handle(context.WithValue(ctx, ctxKey{}, env), msg)
 		})
 	}
+}
+
+// fallbackWarning says, once per queue, that messages arrive keyed by
+// their envelope's id: SNS gives a publisher's retry of a Publish a new
+// MessageId (and EventBridge a retried PutEvents a new event id), so a job
+// published twice is handled twice. Only the publisher's own id
+// (sqsonce-id, or one read from the body by Options.KeyFunc) is the same
+// on both copies.
+type fallbackWarning struct {
+	logger *zap.Logger
+	mu     sync.Mutex
+	warned map[string]bool // queue URL → said
+}
+
+func (w *fallbackWarning) warn(msg *consumer.Message, env *Envelope) {
+	w.mu.Lock()
+	said := w.warned[msg.QueueURL]
+	w.warned[msg.QueueURL] = true
+	w.mu.Unlock()
+	if said {
+		return
+	}
+	fields := []zap.Field{zap.String("queue_url", msg.QueueURL), zap.String("message_id", msg.ID)}
+	if env.Kind == EventBridge {
+		w.logger.Warn("envelope: EventBridge event keyed by its event id, which a retried PutEvents does not keep: "+
+			"an event put twice is handled twice; set Options.KeyFunc to read the publisher's id from the detail (said once per queue)",
+			append(fields, zap.String("event_id", env.ID), zap.String("source", env.Source))...)
+		return
+	}
+	w.logger.Warn("envelope: SNS message without sqsonce-id, keyed by its SNS MessageId, which a publisher's retry does not keep: "+
+		"a job published twice is handled twice; publish with producer.Publisher (or stamp sqsonce-id yourself), "+
+		"or set Options.KeyFunc to read the publisher's id from the message (said once per queue)",
+		append(fields, zap.String("sns_message_id", env.ID), zap.String("topic", env.Topic))...)
 }
 
 type snsAttr struct {

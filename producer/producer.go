@@ -21,9 +21,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/sqsonce/sqsonce/internal/backoff"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
@@ -53,23 +51,24 @@ const (
 var (
 	// ErrInvalid is matched (errors.Is) by the error of a message that can
 	// never be sent as it is, so it is not retried: too large for the
-	// queue ([ErrTooLarge]), without a group on a FIFO queue
-	// ([ErrNoGroup]), with a group id or body characters SQS refuses, or
-	// refused by SQS as the sender's fault ([EntryError] with SenderFault
-	// and a code about the message, not about access, keys, throttling or
-	// the queue).
-	ErrInvalid = errors.New("producer: SQS refuses the message as it is")
-	// ErrTooLarge is the error of a message over the queue's
-	// MaximumMessageSize (at most [MaxMessageBytes]), counting the body and
-	// every attribute as SQS does, or with more than [MaxMessageAttributes]
-	// attributes; it is never sent.
+	// queue or topic ([ErrTooLarge]), without a group on a FIFO queue or
+	// topic ([ErrNoGroup]), with a group id, subject or body characters
+	// SQS or SNS refuses, or refused by SQS or SNS as the sender's fault
+	// ([EntryError] with SenderFault and a code about the message, not
+	// about access, keys, throttling or the queue or topic).
+	ErrInvalid = errors.New("producer: the message cannot be sent as it is")
+	// ErrTooLarge is the error of a message over the queue's (or topic's)
+	// MaximumMessageSize, counting the body and every attribute as SQS and
+	// SNS do, or with more than [MaxMessageAttributes] attributes; it is
+	// never sent.
 	ErrTooLarge = errors.New("producer: message too large")
 	// ErrGroupBlocked is the error of a FIFO message not sent because an
 	// earlier message of its group failed: sending it would break the
 	// group's order.
 	ErrGroupBlocked = errors.New("producer: an earlier message of the group failed")
-	// ErrNoGroup is the error of a message without a GroupID on a FIFO queue.
-	ErrNoGroup = errors.New("producer: a FIFO queue needs a GroupID")
+	// ErrNoGroup is the error of a message without a GroupID on a FIFO
+	// queue or topic.
+	ErrNoGroup = errors.New("producer: a FIFO queue or topic needs a GroupID")
 )
 
 // SQSAPI is the part of the SQS client a Producer uses. *sqs.Client
@@ -151,13 +150,14 @@ type Message struct {
 }
 
 // Result is what happened to one message, at the same index as the
-// message in [Producer.SendBatch].
+// message in [Producer.SendBatch] or [Publisher.PublishBatch].
 type Result struct {
 	// ID is the sqsonce-id the message was sent with.
 	ID string
-	// MessageID is SQS's id for the sent message (empty if not sent).
+	// MessageID is SQS's (or SNS's) id for the sent message (empty if
+	// not sent).
 	MessageID string
-	// SequenceNumber is set on FIFO queues.
+	// SequenceNumber is set on FIFO queues and topics.
 	SequenceNumber string
 	// Attempts is how many times the message was sent.
 	Attempts int
@@ -170,6 +170,7 @@ type Result struct {
 type Producer struct {
 	cfg  Config
 	fifo bool
+	send sender
 
 	limitMu sync.Mutex
 	limit   int // the largest message the queue takes; 0 until read
@@ -203,7 +204,10 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &Producer{cfg: cfg, fifo: fifo, limit: cfg.MaxMessageBytes}, nil
+	return &Producer{cfg: cfg, fifo: fifo, limit: cfg.MaxMessageBytes, send: sender{
+		fifo: fifo, maxAttempts: cfg.MaxAttempts, backoffBase: cfg.BackoffBase, backoffMax: cfg.BackoffMax,
+		concurrency: cfg.Concurrency, callBytes: MaxMessageBytes,
+	}}, nil
 }
 
 // MaxMessageBytes returns the largest message the queue takes:
@@ -296,77 +300,8 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 		}
 		pending = append(pending, i)
 	}
-	if p.fifo {
-		p.sendFIFO(ctx, msgs, results, pending)
-		return results
-	}
-	g := new(errgroup.Group)
-	g.SetLimit(p.cfg.Concurrency)
-	for _, batch := range p.split(msgs, results, pending) {
-		g.Go(func() error {
-			p.sendWithRetries(ctx, msgs, results, batch)
-			return nil
-		})
-	}
-	_ = g.Wait()
+	p.send.send(ctx, &sqsCall{p: p, msgs: msgs, results: results}, results, pending)
 	return results
-}
-
-// sendFIFO sends batch after batch; a group whose message failed is
-// blocked for the rest of the call.
-func (p *Producer) sendFIFO(ctx context.Context, msgs []Message, results []Result, pending []int) {
-	blocked := map[string]error{}
-	// A message refused before sending blocks its group's later ones.
-	refused := map[string]int{} // group → index of its first refused message
-	for i := len(results) - 1; i >= 0; i-- {
-		if results[i].Err != nil {
-			refused[msgs[i].GroupID] = i
-		}
-	}
-	for len(pending) > 0 {
-		var live []int
-		for _, idx := range pending {
-			g := msgs[idx].GroupID
-			if first, ok := refused[g]; ok && first < idx {
-				blocked[g] = results[first].Err
-			}
-			// The cause as text: the blocked message itself is not at
-			// fault (it must not match ErrInvalid).
-			if err, ok := blocked[g]; ok {
-				results[idx].Err = fmt.Errorf("%w: %v", ErrGroupBlocked, err)
-				continue
-			}
-			live = append(live, idx)
-		}
-		if len(live) == 0 {
-			return
-		}
-		// One message per group per call: SQS settles each entry of a
-		// batch on its own, so a group's later entry could be stored while
-		// an earlier one of the same call was refused.
-		var next, rest []int
-		inCall := map[string]bool{}
-		for _, idx := range live {
-			if g := msgs[idx].GroupID; !inCall[g] && len(next) < MaxBatchEntries {
-				inCall[g] = true
-				next = append(next, idx)
-				continue
-			}
-			rest = append(rest, idx)
-		}
-		batch := p.split(msgs, results, next)[0]
-		rest = append(next[len(batch):], rest...)
-		slices.SortFunc(rest, cmp.Compare)
-		p.sendWithRetries(ctx, msgs, results, batch)
-		for _, idx := range batch {
-			if err := results[idx].Err; err != nil {
-				if _, ok := blocked[msgs[idx].GroupID]; !ok {
-					blocked[msgs[idx].GroupID] = err
-				}
-			}
-		}
-		pending = rest
-	}
 }
 
 // check refuses what SQS would refuse for the message itself, as it will
@@ -457,59 +392,25 @@ func messageSize(m Message, id string) int {
 		if name == AttrID {
 			continue
 		}
-		n += len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+		n += attrSize(name, aws.ToString(v.DataType), aws.ToString(v.StringValue), v.BinaryValue)
 	}
-	return n + len(AttrID) + len("String") + len(id)
+	return n + attrSize(AttrID, "String", id, nil)
 }
 
-// split groups idxs into batches of at most 10 entries and 1 MiB, in order.
-func (p *Producer) split(msgs []Message, results []Result, idxs []int) [][]int {
-	var batches [][]int
-	var cur []int
-	size := 0
-	for _, idx := range idxs {
-		s := messageSize(msgs[idx], results[idx].ID)
-		if len(cur) == MaxBatchEntries || (len(cur) > 0 && size+s > MaxMessageBytes) {
-			batches = append(batches, cur)
-			cur, size = nil, 0
-		}
-		cur = append(cur, idx)
-		size += s
-	}
-	if len(cur) > 0 {
-		batches = append(batches, cur)
-	}
-	return batches
+// sqsCall is one SendBatch call's messages.
+type sqsCall struct {
+	p       *Producer
+	msgs    []Message
+	results []Result
 }
 
-// sendWithRetries sends one batch, then its retriable failures again with
-// backoff, until each message is settled in results.
-func (p *Producer) sendWithRetries(ctx context.Context, msgs []Message, results []Result, batch []int) {
-	for attempt := 1; len(batch) > 0; attempt++ {
-		retry := p.sendOnce(ctx, msgs, results, batch)
-		if len(retry) == 0 {
-			return
-		}
-		if attempt >= p.cfg.MaxAttempts || ctx.Err() != nil {
-			return
-		}
-		t := time.NewTimer(backoff.FullJitter(p.cfg.BackoffBase, p.cfg.BackoffMax, attempt, nil))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			for _, idx := range retry {
-				results[idx].Err = fmt.Errorf("producer: send: %w (last failure: %w)", ctx.Err(), results[idx].Err)
-			}
-			return
-		case <-t.C:
-		}
-		batch = retry
-	}
-}
+func (c *sqsCall) group(idx int) string { return c.msgs[idx].GroupID }
+func (c *sqsCall) size(idx int) int     { return messageSize(c.msgs[idx], c.results[idx].ID) }
 
 // sendOnce makes one SendMessageBatch call and returns the entries worth
 // another attempt; every entry's Result is updated.
-func (p *Producer) sendOnce(ctx context.Context, msgs []Message, results []Result, batch []int) []int {
+func (c *sqsCall) sendOnce(ctx context.Context, batch []int) []int {
+	p, msgs, results := c.p, c.msgs, c.results
 	entries := make([]types.SendMessageBatchRequestEntry, len(batch))
 	for i, idx := range batch {
 		entries[i] = p.entry(strconv.Itoa(i), msgs[idx], results[idx].ID)
@@ -520,62 +421,19 @@ func (p *Producer) sendOnce(ctx context.Context, msgs []Message, results []Resul
 		Entries:  entries,
 	}, sdkhttp.SQS)
 	if err != nil {
-		if ctx.Err() == nil && refusesMessage(err) {
-			if len(batch) == 1 {
-				results[batch[0]].Err = invalidError{fmt.Errorf("producer: send: SQS refused the message: %w", err)}
-				p.cfg.Logger.Warn("producer: message refused", zap.String("sqsonce_id", results[batch[0]].ID), zap.Error(err))
-				return nil
-			}
-			// A refusal of the whole call for what one of its messages
-			// holds: send each alone, to find which.
-			var retry []int
-			for _, idx := range batch {
-				retry = append(retry, p.sendOnce(ctx, msgs, results, []int{idx})...)
-			}
-			return retry
-		}
-		err = fmt.Errorf("producer: send batch: %w", err)
-		for _, idx := range batch {
-			results[idx].Err = err
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		p.cfg.Logger.Warn("producer: send batch failed", zap.Int("entries", len(batch)), zap.Error(err))
-		return batch
+		return callFailed(ctx, c, results, batch, err, refusesMessage(err), "SQS", p.cfg.Logger)
 	}
-	var retry []int
-	settled := make([]bool, len(batch))
-	for _, ok := range out.Successful {
-		i, err := strconv.Atoi(aws.ToString(ok.Id))
-		if err != nil || i < 0 || i >= len(batch) {
-			continue
-		}
-		settled[i] = true
-		r := &results[batch[i]]
-		r.Err, r.MessageID, r.SequenceNumber = nil, aws.ToString(ok.MessageId), aws.ToString(ok.SequenceNumber)
+	oks := make([]entryOK, len(out.Successful))
+	for i, ok := range out.Successful {
+		oks[i] = entryOK{aws.ToString(ok.Id), aws.ToString(ok.MessageId), aws.ToString(ok.SequenceNumber)}
 	}
-	for _, f := range out.Failed {
-		i, err := strconv.Atoi(aws.ToString(f.Id))
-		if err != nil || i < 0 || i >= len(batch) || settled[i] {
-			continue
-		}
-		settled[i] = true
-		idx := batch[i]
-		results[idx].Err = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
-		p.cfg.Logger.Warn("producer: message refused", zap.String("sqsonce_id", results[idx].ID),
-			zap.String("code", aws.ToString(f.Code)), zap.Bool("sender_fault", f.SenderFault))
-		if !f.SenderFault {
-			retry = append(retry, idx)
-		}
+	fails := make([]EntryError, len(out.Failed))
+	ids := make([]string, len(out.Failed))
+	for i, f := range out.Failed {
+		ids[i] = aws.ToString(f.Id)
+		fails[i] = EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
 	}
-	for i, ok := range settled {
-		if !ok { // SQS answered for neither: try again
-			results[batch[i]].Err = errors.New("producer: SQS returned no result for the entry")
-			retry = append(retry, batch[i])
-		}
-	}
-	return retry
+	return settle(results, batch, oks, ids, fails, "SQS", p.cfg.Logger)
 }
 
 func (p *Producer) entry(id string, m Message, sqsonceID string) types.SendMessageBatchRequestEntry {
@@ -612,15 +470,17 @@ func dedupeID(id string) string {
 	return hashID(id)
 }
 
-// EntryError is SQS's refusal of one entry of a batch.
+// EntryError is SQS's or SNS's refusal of one entry of a batch.
 type EntryError struct {
 	Code, Message string
 	// SenderFault is true when the request itself was wrong (not retried).
 	SenderFault bool
+	// Service is the service that refused it: "SQS" (when empty) or "SNS".
+	Service string
 }
 
 func (e *EntryError) Error() string {
-	return fmt.Sprintf("producer: SQS refused the message: %s: %s", e.Code, e.Message)
+	return fmt.Sprintf("producer: %s refused the message: %s: %s", cmp.Or(e.Service, "SQS"), e.Code, e.Message)
 }
 
 // Is reports whether e matches [ErrInvalid]: a sender fault whose code
@@ -638,12 +498,12 @@ func refusesMessage(err error) bool {
 	return sqserr.MessageRefused(err) || errors.As(err, &long)
 }
 
-// notTheMessage reports whether an SQS error code says the send failed
-// for a reason that is not the message's own: access, credentials, the
-// queue's KMS key, throttling, the queue itself.
+// notTheMessage reports whether an SQS or SNS error code says the send
+// failed for a reason that is not the message's own: access, credentials,
+// the queue's or topic's KMS key, throttling, the queue or topic itself.
 func notTheMessage(code string) bool {
 	code = strings.TrimPrefix(code, "AWS.SimpleQueueService.")
-	if strings.HasPrefix(code, "Kms") || strings.HasPrefix(code, "KMS.") {
+	if strings.HasPrefix(code, "Kms") || strings.HasPrefix(code, "KMS") {
 		return true
 	}
 	switch code {
@@ -651,7 +511,10 @@ func notTheMessage(code string) bool {
 		"UnrecognizedClientException", "SignatureDoesNotMatch", "ExpiredToken", "RequestExpired",
 		"RequestThrottled", "ThrottlingException", "Throttling", "OverLimit",
 		"QueueDoesNotExist", "NonExistentQueue", "InvalidAddress",
-		"InternalError", "InternalFailure", "ServiceUnavailable":
+		"InternalError", "InternalFailure", "ServiceUnavailable",
+		// SNS's.
+		"AuthorizationError", "NotFound", "ResourceNotFound", "Throttled", "ConcurrentAccess",
+		"EndpointDisabled", "PlatformApplicationDisabled", "InvalidState":
 		return true
 	}
 	return false

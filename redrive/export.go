@@ -16,6 +16,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
@@ -67,6 +68,18 @@ type Attribute struct {
 	StringValue *string `json:"string_value,omitempty"`
 	// BinaryValue is set for Binary types (base64 in JSON).
 	BinaryValue []byte `json:"binary_value,omitempty"`
+}
+
+// messageAttributes returns the record's attributes as SQS takes them.
+func (rec Record) messageAttributes() map[string]types.MessageAttributeValue {
+	if len(rec.Attributes) == 0 {
+		return nil
+	}
+	out := make(map[string]types.MessageAttributeValue, len(rec.Attributes))
+	for k, a := range rec.Attributes {
+		out[k] = types.MessageAttributeValue{DataType: aws.String(a.DataType), StringValue: a.StringValue, BinaryValue: a.BinaryValue}
+	}
+	return out
 }
 
 // recordOf builds the export record of an entry.
@@ -252,7 +265,9 @@ type ImportOptions struct {
 // CheckRecords reads an export file to its end and returns how many
 // records it holds, or an error wrapping [ErrBadRecord] naming the first
 // bad line. A FIFO destination needs a group id on every record; a standard
-// one accepts none.
+// one accepts none. A record SQS cannot take is bad too: more than 10
+// message attributes, or over SQS's 1 MiB counted as SQS counts it (the
+// body plus each attribute's name, data type and value).
 func CheckRecords(r io.Reader, fifo bool) (int, error) {
 	n := 0
 	err := eachRecord(r, func(line int, rec Record) error {
@@ -311,6 +326,12 @@ func eachRecord(r io.Reader, fn func(line int, rec Record) error) error {
 					return fmt.Errorf("%w: line %d: attribute %q needs a data_type and a value", ErrBadRecord, line, k)
 				}
 			}
+			if n := len(rec.Attributes); n > sqslimits.MaxMessageAttributes {
+				return fmt.Errorf("%w: line %d: %d message attributes (SQS allows %d)", ErrBadRecord, line, n, sqslimits.MaxMessageAttributes)
+			}
+			if n := sqslimits.MessageSize(rec.Body, rec.messageAttributes()); n > sqslimits.MaxMessageBytes {
+				return fmt.Errorf("%w: line %d: %d bytes with its attributes (SQS allows %d per message)", ErrBadRecord, line, n, sqslimits.MaxMessageBytes)
+			}
 			if ferr := fn(line, rec); ferr != nil {
 				return ferr
 			}
@@ -359,13 +380,7 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 		}
 		entries := make([]types.SendMessageBatchRequestEntry, len(batch))
 		for i, rec := range batch {
-			e := types.SendMessageBatchRequestEntry{Id: aws.String(batchID(i)), MessageBody: aws.String(rec.Body)}
-			if len(rec.Attributes) > 0 {
-				e.MessageAttributes = make(map[string]types.MessageAttributeValue, len(rec.Attributes))
-				for k, a := range rec.Attributes {
-					e.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String(a.DataType), StringValue: a.StringValue, BinaryValue: a.BinaryValue}
-				}
-			}
+			e := types.SendMessageBatchRequestEntry{Id: aws.String(batchID(i)), MessageBody: aws.String(rec.Body), MessageAttributes: rec.messageAttributes()}
 			if to.FIFO {
 				e.MessageGroupId = aws.String(rec.GroupID)
 				e.MessageDeduplicationId = aws.String(fmt.Sprintf("%s-%d", runID, sum.Received-len(batch)+i))
@@ -420,7 +435,8 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 		if to.FIFO != (rec.GroupID != "") {
 			return fmt.Errorf("%w: line %d: record and queue kinds differ", ErrKindMismatch, line)
 		}
-		s := len(rec.Body) + 1024
+		// As SQS counts the batch's payload: bodies and attributes.
+		s := sqslimits.MessageSize(rec.Body, rec.messageAttributes())
 		if len(batch) == sqslimits.MaxBatchEntries || (len(batch) > 0 && size+s > maxBatchBytes) {
 			if err := flush(); err != nil {
 				return err
@@ -439,8 +455,10 @@ func (r *Redriver) Import(ctx context.Context, rd io.Reader, to Queue, opts Impo
 	return sum, err
 }
 
-// appendOnce appends s unless present (at most 20 notes).
+// appendOnce appends s, escaped for a terminal (printable.Escape), unless
+// present (at most 20 notes).
 func appendOnce(notes []string, s string) []string {
+	s = printable.Escape(s)
 	for _, n := range notes {
 		if n == s {
 			return notes

@@ -32,6 +32,7 @@ type dead struct {
 	id      string
 	noFail  bool
 	attempt int
+	key     []byte // signs the failure record (nil: unsigned)
 }
 
 // putDead sends dead letters to a DLQ the way the consumer does, and
@@ -55,6 +56,9 @@ func putDead(t testing.TB, client *sqs.Client, dlqURL string, fifo bool, msgs ..
 			if !d.noFail {
 				f := deadletter.Failure{Error: d.err, Class: d.class, SourceQueue: d.source, Attempts: max(1, d.attempt),
 					OriginalMessageID: "orig-" + id, FailedAt: time.Now().Add(-d.age).UTC()}
+				if d.key != nil {
+					f.Sign(d.key, d.body)
+				}
 				b, _ := json.Marshal(f)
 				attrs[deadletter.AttrFailure] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(b))}
 			}

@@ -35,7 +35,7 @@ func newMetrics(mp metric.MeterProvider) *metrics {
 	m := mp.Meter(scopeName)
 	out := &metrics{}
 	out.messages, _ = m.Int64Counter(metricMessages,
-		metric.WithDescription("Dead letters handled by redrive, by result: moved (sent, or written by an export), failed (could not be sent; left in the DLQ), refused (recorded source queue not a source of the DLQ; left), skipped (filtered out, blocked behind its FIFO group, past Max, or came back)."),
+		metric.WithDescription("Dead letters handled by redrive, by result: moved (sent, or written by an export), failed (could not be sent; left in the DLQ), refused (no source of the DLQ attested by SQS or a signed record; left), skipped (filtered out, blocked behind its FIFO group, past Max, or came back)."),
 		metric.WithUnit("{message}"))
 	out.duration, _ = m.Float64Histogram(metricDuration,
 		metric.WithDescription("Duration of one redrive run (move, export or import)."),

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
@@ -30,9 +31,10 @@ import (
 const AttrRedrive = "sqsonce-redrive"
 
 // maxBatchBytes is the payload a move or an import puts in one
-// SendMessageBatch: a quarter of SQS's limit (sqslimits.MaxMessageBytes),
-// the limit SQS had before 2025, which some emulators still enforce. A
-// single larger message still goes alone in its batch.
+// SendMessageBatch, counted as SQS counts it (sqslimits.MessageSize): a
+// quarter of SQS's limit (sqslimits.MaxMessageBytes), the limit SQS had
+// before 2025, which some emulators still enforce. A single larger message
+// still goes alone in its batch.
 const maxBatchBytes = sqslimits.MaxMessageBytes / 4
 
 // History is the JSON of the [AttrRedrive] attribute.
@@ -97,12 +99,18 @@ type Progress struct {
 // MoveOptions shape a [Redriver.Move].
 type MoveOptions struct {
 	// To is the destination queue (name, URL or ARN). Empty: each message
-	// goes to the source_queue of its sqsonce-failure if that queue is a
-	// source of the DLQ (its RedrivePolicy names the DLQ) in the DLQ's
-	// account and region, and is refused otherwise (Summary.Refused: a
-	// producer can write that attribute); messages without one go to the
-	// DLQ's single source queue; with several sources, an error wrapping
-	// ErrNoDestination asks for To.
+	// goes back to the queue it came from, taken only from what a producer
+	// that may send to the source queue or to the DLQ cannot forge, and
+	// only if that queue is a source of the DLQ (its RedrivePolicy names
+	// the DLQ) in the DLQ's account and region: SQS's
+	// DeadLetterQueueSourceArn (stamped on SQS's own maxReceiveCount
+	// moves) wins over anything the message carries; else the
+	// source_queue of a failure record signed with Config.SigningKey;
+	// else, on a DLQ with a single source, that source (a failure record
+	// naming another queue is refused). Any other message is refused: left
+	// in the DLQ and counted in Summary.Refused, with a note that says to
+	// name a destination. A DLQ that no queue names in its RedrivePolicy
+	// needs To (an error wrapping ErrNoDestination).
 	To string
 	// Filters select the messages to move (all must match). Others stay in
 	// the DLQ. On a FIFO DLQ a message that does not match blocks the rest
@@ -139,12 +147,12 @@ type Summary struct {
 	Blocked int `json:"blocked"`
 	// Failed counts messages that could not be sent; they stay in the DLQ.
 	Failed int `json:"failed"`
-	// Refused counts messages whose recorded source queue is not a source
-	// of the DLQ (its RedrivePolicy does not name the DLQ, or it is in
-	// another account or region): without an explicit destination they are
-	// not moved, since anyone who can send to the source queue can write
-	// that attribute. They stay in the DLQ (on FIFO with the rest of their
-	// group).
+	// Refused counts messages a move without a destination would not
+	// send: nothing a producer cannot forge says which source of a shared
+	// DLQ they came from, or the queue they came from (or, on a DLQ with a
+	// single source, the one their failure record names) is not a source
+	// of the DLQ in its account and region (see [MoveOptions.To]). They
+	// stay in the DLQ (on FIFO with the rest of their group).
 	Refused int `json:"refused"`
 	// DeleteFailed counts messages sent but not deleted from the DLQ: they
 	// will be moved again by a later run, a duplicate that the consumer's
@@ -443,8 +451,10 @@ func (m *mover) settleSent(ctx context.Context, ok []item) {
 	m.progress(PhaseDeleted)
 }
 
-// note adds a note once.
+// note adds a note once, escaped for a terminal (printable.Escape: send
+// errors carry a server's text).
 func (m *mover) note(s string) {
+	s = printable.Escape(s)
 	for _, n := range m.sum.Notes {
 		if n == s {
 			return
@@ -555,9 +565,9 @@ func (m *mover) cameBack(msg *consumer.Message) bool {
 }
 
 // pick chooses a message's destination: To when given; else the source
-// queue the message records, if it is a source of the DLQ (see
-// [Redriver.Sources]) in the DLQ's account and region, and an error
-// wrapping [ErrRefused] if not; else the DLQ's single source.
+// queue it came from, as far as something a producer cannot forge says so
+// (see attested), checked to be a source of the DLQ (see
+// [Redriver.Sources]) in the DLQ's account and region.
 func (m *mover) pick(ctx context.Context, e Entry) (Queue, error) {
 	if m.to != nil {
 		return *m.to, nil
@@ -574,24 +584,74 @@ func (m *mover) pick(ctx context.Context, e Entry) (Queue, error) {
 		}
 		m.sourced = true
 	}
-	if e.Failure != nil && e.Failure.SourceQueue != "" {
-		q, ok := matchSource(m.sources, e.Failure.SourceQueue)
-		if !ok {
-			return Queue{}, fmt.Errorf("%w: message %s records source queue %s, which is not a source queue of %s in its account and region (pass a destination to move it anyway)",
-				ErrRefused, e.Message.ID, clip(e.Failure.SourceQueue, 200), m.dlq.Name)
-		}
-		if err := kinds(m.dlq, q); err != nil {
-			return Queue{}, err
-		}
-		return q, nil
+	if len(m.sources) == 0 {
+		return Queue{}, fmt.Errorf("%w: %s has no source queue in its account and region (no queue's RedrivePolicy names it): pass a destination (--to)", ErrNoDestination, m.dlq.Name)
 	}
-	if len(m.sources) != 1 {
-		return Queue{}, fmt.Errorf("%w: message %s records no source queue and %s has %d source queues: pass a destination (--to)", ErrNoDestination, e.Message.ID, m.dlq.Name, len(m.sources))
-	}
-	if err := kinds(m.dlq, m.sources[0]); err != nil {
+	q, err := m.attested(e)
+	if err != nil {
 		return Queue{}, err
 	}
-	return m.sources[0], nil
+	if err := kinds(m.dlq, q); err != nil {
+		return Queue{}, err
+	}
+	return q, nil
+}
+
+// refuseHint ends every refusal: what lets the message move.
+const refuseHint = "pass a destination (--to) to move it anyway"
+
+// attested returns the source a message came from, among the DLQ's
+// sources, by what a producer that may send anything to the source queue
+// or the DLQ cannot forge, first match wins:
+//
+//  1. SQS's DeadLetterQueueSourceArn, which SQS stamps on its own
+//     maxReceiveCount moves (a sender cannot set it), whatever the message
+//     carries;
+//  2. the source_queue of a failure record signed with the Redriver's
+//     SigningKey for this body (a consumer with the key wrote it);
+//  3. on a DLQ with a single source, that source, unless the failure
+//     record names another queue.
+//
+// Anything else, a queue named by 1 or 2 that is no longer a source
+// included, is an error wrapping [ErrRefused] that says what to do.
+func (m *mover) attested(e Entry) (Queue, error) {
+	id, dlq := e.Message.ID, m.dlq.Name
+	if arn := e.Message.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
+		if q, ok := matchSource(m.sources, arn); ok {
+			return q, nil
+		}
+		return Queue{}, fmt.Errorf("%w: SQS moved message %s here from %s, which is not a source queue of %s in its account and region (now): %s",
+			ErrRefused, id, clip(arn, 200), dlq, refuseHint)
+	}
+	var recorded string
+	if e.Failure != nil {
+		recorded = e.Failure.SourceQueue
+	}
+	signed := recorded != "" && m.r.key != nil && e.Failure.Verify(m.r.key, e.Message.Body)
+	if signed || (len(m.sources) == 1 && recorded != "") {
+		if q, ok := matchSource(m.sources, recorded); ok {
+			return q, nil
+		}
+		return Queue{}, fmt.Errorf("%w: message %s records source queue %s, which is not a source queue of %s in its account and region: %s",
+			ErrRefused, id, clip(recorded, 200), dlq, refuseHint)
+	}
+	if len(m.sources) == 1 {
+		return m.sources[0], nil
+	}
+	if recorded == "" {
+		return Queue{}, fmt.Errorf("%w: message %s records no source queue and %s is the DLQ of %d queues (SQS did not move it here, so nothing says which it came from): %s",
+			ErrRefused, id, dlq, len(m.sources), refuseHint)
+	}
+	why := "no signing key was given to check it with (--signing-key-env)"
+	switch {
+	case m.r.key == nil:
+	case e.Failure.Signature == "":
+		why = "it is not signed"
+	default:
+		why = "its signature does not verify with the signing key"
+	}
+	return Queue{}, fmt.Errorf("%w: message %s records source queue %s and %s is the DLQ of %d queues: a producer can write that record, and %s: %s",
+		ErrRefused, id, clip(recorded, 200), dlq, len(m.sources), why, refuseHint)
 }
 
 // matchSource finds the queue a recorded source_queue names among the
@@ -623,19 +683,15 @@ func sameAccountRegion(a, b string) bool {
 	return ok1 && ok2 && x.Partition == y.Partition && x.Region == y.Region && x.Account == y.Account
 }
 
-// clip shortens outside text for a message.
-func clip(s string, n int) string {
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return fmt.Sprintf("%q", s)
-}
+// clip quotes outside text for a message or a note: cut to n bytes, every
+// rune a terminal could act on escaped (see printable.Quote).
+func clip(s string, n int) string { return printable.Quote(s, n) }
 
 // send sends items to dest in batches within SQS's limits, retrying
 // entries that failed through no fault of the request once. It returns the
 // items sent and those not sent.
 func (m *mover) send(ctx context.Context, dest Queue, items []item) (ok, failed []item, err error) {
-	for _, chunk := range sendChunks(items) {
+	for _, chunk := range sendChunks(items, m.size) {
 		pending := chunk
 		for attempt := 0; attempt < 2 && len(pending) > 0; attempt++ {
 			entries := make([]types.SendMessageBatchRequestEntry, len(pending))
@@ -696,18 +752,18 @@ func entryIndex(id *string, n int) (int, bool) {
 }
 
 // sendChunks splits items into batches of at most 10 entries and
-// maxBatchBytes of payload.
-func sendChunks(items []item) [][]item {
+// maxBatchBytes of payload, each item's payload measured by size.
+func sendChunks(items []item, size func(item) int) [][]item {
 	var out [][]item
 	var cur []item
-	size := 0
+	total := 0
 	for _, it := range items {
-		s := payloadSize(it.e.Message)
-		if len(cur) == sqslimits.MaxBatchEntries || (len(cur) > 0 && size+s > maxBatchBytes) {
-			out, cur, size = append(out, cur), nil, 0
+		s := size(it)
+		if len(cur) == sqslimits.MaxBatchEntries || (len(cur) > 0 && total+s > maxBatchBytes) {
+			out, cur, total = append(out, cur), nil, 0
 		}
 		cur = append(cur, it)
-		size += s
+		total += s
 	}
 	if len(cur) > 0 {
 		out = append(out, cur)
@@ -715,13 +771,11 @@ func sendChunks(items []item) [][]item {
 	return out
 }
 
-// payloadSize approximates what SQS counts against the batch limit.
-func payloadSize(m *consumer.Message) int {
-	n := len(m.Body) + 1024 // room for the history attribute
-	for k, v := range m.Attributes {
-		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
-	}
-	return n
+// size is what SQS counts of an item against the batch's payload: the
+// message as it will be sent (its history attribute included), plus a
+// little for the history's time, which is written at the send.
+func (m *mover) size(it item) int {
+	return sqslimits.MessageSize(it.e.Message.Body, redriveAttributes(it.e.Message, it.e.Failure, m.dlq.Name, m.runID, m.r.now())) + 16
 }
 
 // entry builds the send entry for a moved message.

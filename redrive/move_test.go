@@ -642,13 +642,18 @@ func TestDestinationDefaults(t *testing.T) {
 	t.Parallel()
 	client := testenv.SQS(t)
 	ctx := context.Background()
-	r := newRedriver(t, client)
-	// Two sources share one DLQ: messages go back to the source they record;
-	// one that records none needs an explicit destination.
+	key := []byte(strings.Repeat("k", 32))
+	r, err := redrive.New(redrive.Config{Client: client, VisibilityTimeout: 10 * time.Second, SigningKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two sources share one DLQ: messages go back to the source their
+	// signed failure record names; one that records none, or whose record
+	// is not signed, needs an explicit destination.
 	dlq, dlqArn := testenv.Queue(t, client, testenv.Prefix(t)+"-dlq", testenv.QueueOptions{})
 	a, _ := testenv.Queue(t, client, testenv.Prefix(t)+"-a", testenv.QueueOptions{DLQArn: dlqArn})
 	b, _ := testenv.Queue(t, client, testenv.Prefix(t)+"-b", testenv.QueueOptions{DLQArn: dlqArn})
-	putDead(t, client, dlq, false, dead{body: "to-a", class: "permanent", source: a}, dead{body: "to-b", class: "permanent", source: b})
+	putDead(t, client, dlq, false, dead{body: "to-a", class: "permanent", source: a, key: key}, dead{body: "to-b", class: "permanent", source: b, key: key})
 	sum, err := r.Move(ctx, resolve(t, r, dlq), redrive.MoveOptions{})
 	if err != nil || sum.Moved != 2 {
 		t.Fatalf("%+v %v", sum, err)
@@ -659,12 +664,18 @@ func TestDestinationDefaults(t *testing.T) {
 	if got := bodies(drain(t, client, b)); !slices.Equal(got, []string{"to-b"}) {
 		t.Fatalf("b got %v", got)
 	}
-	putDead(t, client, dlq, false, dead{body: "nowhere", noFail: true})
-	if _, err := r.Move(ctx, resolve(t, r, dlq), redrive.MoveOptions{}); !errors.Is(err, redrive.ErrNoDestination) {
-		t.Fatalf("no destination: %v", err)
+	putDead(t, client, dlq, false, dead{body: "nowhere", noFail: true}, dead{body: "unsigned", class: "permanent", source: a})
+	if sum, err := r.Move(ctx, resolve(t, r, dlq), redrive.MoveOptions{}); err != nil || sum.Moved != 0 || sum.Refused != 2 {
+		t.Fatalf("unattested: %+v %v", sum, err)
 	}
-	if v, f := testenv.Count(t, client, dlq); v != 1 || f != 0 {
+	if v, f := testenv.Count(t, client, dlq); v != 2 || f != 0 {
 		t.Fatalf("dlq %d/%d after the refused move", v, f)
+	}
+	// A DLQ that no queue names needs a destination.
+	loner, _ := testenv.Queue(t, client, testenv.Prefix(t)+"-loner", testenv.QueueOptions{})
+	putDead(t, client, loner, false, dead{body: "orphan", class: "permanent", source: a})
+	if _, err := r.Move(ctx, resolve(t, r, loner), redrive.MoveOptions{}); !errors.Is(err, redrive.ErrNoDestination) {
+		t.Fatalf("no source queue: %v", err)
 	}
 	// With a single source, that source is the default.
 	src, dlq2 := testenv.QueueWithDLQ(t, client, testenv.Prefix(t), testenv.QueueOptions{})

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
@@ -47,11 +48,14 @@ var (
 	// (they have no group id), nor a FIFO queue's to a standard one (their
 	// order would be lost).
 	ErrKindMismatch = errors.New("redrive: queue kinds differ")
-	// ErrNoDestination: a message records no source queue and the DLQ does
-	// not have exactly one source queue; name the destination explicitly.
+	// ErrNoDestination: no destination can be chosen for the move (the DLQ
+	// has no source queue, or the destination is the DLQ itself); name the
+	// destination explicitly.
 	ErrNoDestination = errors.New("redrive: no destination")
-	// ErrRefused: a message records a source queue that is not a source
-	// of its DLQ (see [Summary.Refused]); it is left in the DLQ.
+	// ErrRefused: nothing a producer cannot forge says where a message of
+	// the DLQ came from, or what does names a queue that is not a source of
+	// the DLQ (see [MoveOptions.To] and [Summary.Refused]); it is left in
+	// the DLQ.
 	ErrRefused = errors.New("redrive: destination refused")
 	// ErrBadRecord: an export file line is not a valid record.
 	ErrBadRecord = errors.New("redrive: bad record")
@@ -78,6 +82,13 @@ type Config struct {
 	// line per batch (debug); never message bodies. Defaults to
 	// zap.NewNop().
 	Logger *zap.Logger
+	// SigningKey verifies the signatures of failure records, made by
+	// consumers with the same key (consumer.Config.DeadLetterSigningKey,
+	// sqslambda.Config.DeadLetterSigningKey): a move without a destination
+	// trusts the source queue a signed record names on a DLQ that several
+	// queues share (see [MoveOptions.To]). At least 32 bytes. Defaults to
+	// nil: no record is trusted on a shared DLQ.
+	SigningKey []byte
 	// MeterProvider receives the OpenTelemetry metrics of every move,
 	// export and import (dry runs record nothing):
 	// sqsonce.redrive.messages counts messages by result (moved, failed,
@@ -95,6 +106,7 @@ type Redriver struct {
 	wait    time.Duration
 	empties int
 	now     func() time.Time
+	key     []byte // nil: no failure record is attested
 	log     *zap.Logger
 	metrics *metrics // nil: off
 }
@@ -113,10 +125,16 @@ func New(cfg Config) (*Redriver, error) {
 	if cfg.WaitTime < 0 || cfg.WaitTime > sqslimits.MaxWaitTime {
 		return nil, fmt.Errorf("redrive: WaitTime %s is outside 0..20s", cfg.WaitTime)
 	}
+	if len(cfg.SigningKey) > 0 {
+		if err := deadletter.CheckSigningKey(cfg.SigningKey); err != nil {
+			return nil, fmt.Errorf("redrive: SigningKey: %w", err)
+		}
+	}
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
 	return &Redriver{
+		key:     cfg.SigningKey,
 		client:  cfg.Client,
 		vis:     cmp.Or(cfg.VisibilityTimeout, 30*time.Second),
 		wait:    cmp.Or(cfg.WaitTime, time.Second),

@@ -12,8 +12,9 @@
 //     Config or the queue's RedrivePolicy) with its sqsonce-failure
 //     attribute, then success; a failed send is a failure, never a loss;
 //   - FIFO: a message group's records run one at a time in order; once one
-//     is retried or dead-lettered, the group's later records are reported
-//     as failures without running, other groups go on.
+//     is retried or released, the group's later records are reported as
+//     failures without running (behind a retry, kept invisible for its
+//     delay), other groups go on.
 //
 // The handlers' context ends DeadlineMargin before the invocation's
 // deadline, so a dedupe lease (capped at the context's deadline) never

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
@@ -83,6 +84,14 @@ type Config struct {
 	// the dead-letter queue named by the source queue's RedrivePolicy (read
 	// once per queue). A URL ending in .fifo is a FIFO queue.
 	DeadLetterQueueURL string
+	// DeadLetterSigningKey, when set, signs the failure record of every
+	// dead letter (HMAC-SHA256; see deadletter.Failure.Sign). sqs-redrive
+	// given the same key (--signing-key-env) then trusts the source queue a
+	// signed record names, and so can move the messages of a DLQ that
+	// several queues share back to the queue each failed on; a record a
+	// producer wrote cannot be signed. At least 32 random bytes, kept like a
+	// credential (never logged). Defaults to nil: records are not signed.
+	DeadLetterSigningKey []byte
 	// Concurrency is how many records of a batch run at once. On a FIFO
 	// queue the records of one message group still run one at a time, in
 	// order; different groups run in parallel. Defaults to 1.
@@ -163,6 +172,11 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxAttempts < 0 {
 		return nil, fmt.Errorf("sqslambda: Config.MaxAttempts %d is negative", cfg.MaxAttempts)
 	}
+	if len(cfg.DeadLetterSigningKey) > 0 {
+		if err := deadletter.CheckSigningKey(cfg.DeadLetterSigningKey); err != nil {
+			return nil, fmt.Errorf("sqslambda: Config.DeadLetterSigningKey: %w", err)
+		}
+	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 1)
 	cfg.DeadlineMargin = cmp.Or(cfg.DeadlineMargin, DefaultDeadlineMargin)
 	if cfg.FunctionTimeout == 0 {
@@ -241,12 +255,14 @@ var (
 //     the send fails it is retried instead (failure, visibility set to the
 //     backoff delay): never lost;
 //   - release, and records not run (a FIFO group stopped by an earlier
-//     failure, or no time left): failure, visibility set to 0.
+//     failure, or no time left): failure, visibility set to 0, or, behind
+//     a retried record of their FIFO group, to that retry's delay.
 //
 // On a FIFO queue a message group's records run one at a time, in order;
-// once one of them is retried, released or dead-lettered, the group's
-// later records in the batch are reported as failures without running
-// (other groups go on), as the consumer does.
+// once one of them is retried or released, the group's later records in
+// the batch are reported as failures without running (other groups go
+// on), as the consumer does: behind a retry they are kept invisible for
+// its delay, so the group comes back together, in order.
 //
 // Handle never returns an error: a failure to reach SQS is reported
 // record by record, and no record is lost.
@@ -373,16 +389,18 @@ func (h *Handler) lanes(recs []*record) [][]*record {
 }
 
 // runLane runs a lane's records in order. As in the consumer, once a
-// record ends other than acked or duplicate (retried, released, or
-// dead-lettered), the lane's later records are not run: they are reported
-// as failures and come back in order.
+// record is retried or released (settle.StopsGroup), the lane's later
+// records are not run: they are reported as failures and come back in
+// order (settle.Behind).
 func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 	stopped := false
+	var stop consumer.Result // the result that stopped the lane
 	for _, r := range lane {
 		var o consumer.Outcome
 		switch {
 		case stopped:
-			o = h.skip(ctx, r, ErrGroupStopped)
+			act := settle.Behind(settle.Outcome(stop.Outcome), stop.Delay, r.received, h.now())
+			o = h.skipFor(ctx, r, ErrGroupStopped, act.Visibility)
 		case r.url == "":
 			o = h.skip(ctx, r, fmt.Errorf("sqslambda: not run: the URL of queue %s is unknown", r.q.arn))
 		case hctx.Err() != nil:
@@ -394,7 +412,8 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 			// because of it, and its own lost callback has not run yet.
 			o = h.skip(ctx, r, fmt.Errorf("%w: its visibility was lost before it started", consumer.ErrLeaseLost))
 		default:
-			o = h.run(ctx, r)
+			stop = h.run(ctx, r)
+			o = stop.Outcome
 		}
 		if settle.StopsGroup(settle.Outcome(o)) {
 			stopped = true
@@ -403,19 +422,26 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 }
 
 // run processes one record and settles it.
-func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
+func (h *Handler) run(ctx context.Context, r *record) consumer.Result {
 	res := h.process(r.ctx, r.msg)
 	h.settle(ctx, r, &res)
 	lent.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
-	return res.Outcome
+	return res
 }
 
 // skip reports a record that was not run as a failure and makes it
 // visible again at once.
 func (h *Handler) skip(ctx context.Context, r *record, cause error) consumer.Outcome {
-	res := consumer.Result{Outcome: consumer.OutcomeRelease, Err: cause}
-	h.settle(ctx, r, &res)
+	return h.skipFor(ctx, r, cause, 0)
+}
+
+// skipFor reports a record that was not run as a failure and makes it
+// visible again after secs.
+func (h *Handler) skipFor(ctx context.Context, r *record, cause error, secs int32) consumer.Outcome {
+	res := consumer.Result{Outcome: consumer.OutcomeRelease, Err: cause, Delay: time.Duration(secs) * time.Second}
+	r.failed = true
+	h.changeVisibility(ctx, r, secs)
 	lent.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
 	return res.Outcome
@@ -461,7 +487,7 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result
 	}
 	return dlq, settle.Send(ctx, h.client, h.log, "sqslambda", settle.Letter{
 		Msg: settleMessage(r.msg), Reason: res.Reason, Class: res.Class,
-		SourceQueue: r.url, DLQ: dlq, FIFO: fifo, MaxSize: maxSize, Now: h.now(),
+		SourceQueue: r.url, DLQ: dlq, FIFO: fifo, MaxSize: maxSize, Now: h.now(), SigningKey: h.cfg.DeadLetterSigningKey,
 	})
 }
 

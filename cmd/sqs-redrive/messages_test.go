@@ -59,8 +59,8 @@ func TestMessages(t *testing.T) {
 			"sqs-redrive: redrive: queue kinds differ: {fifo-dlq} is FIFO and {src} is a standard queue: the order within groups would be lost\n"},
 		{"refused destination", []string{"move", forged, "--yes"}, 1,
 			"moved 0, skipped 0, failed 0, refused 1 in {elapsed}\n" +
-				"  note: redrive: destination refused: message {id} records source queue \"{loner-url}\", which is not a source queue of {forged} in its account and region (pass a destination to move it anyway)\n",
-			"sqs-redrive: 1 message(s) record a source queue that is not a source of the DLQ and stayed there (see the notes; --to sends them to a queue you name)\n"},
+				"  note: redrive: destination refused: message {id} records source queue \"{loner-url}\", which is not a source queue of {forged} in its account and region: pass a destination (--to) to move it anyway\n",
+			"sqs-redrive: 1 message(s) were refused and stayed in the DLQ: nothing a producer cannot forge says they came from a source of the DLQ (see the notes; --to sends them to a queue you name, --signing-key-env trusts records the consumers signed)\n"},
 		{"peek", []string{"peek", dlq}, 0,
 			"--- 1/1  {id}  age 1h0m0s\nid:        job-permanent-0\nclass:     permanent\nerror:     boom permanent\nattempts:  3\nsource:    {src-url}\nattributes: sqsonce-failure, sqsonce-id\n",
 			"1 message(s) shown; all are visible again\n"},

@@ -19,9 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/redrive"
 )
 
@@ -32,9 +35,11 @@ usage: sqs-redrive COMMAND [arguments] [flags]
 commands:
   list                          every DLQ: source queues, approximate count, oldest message age
   peek DLQ [-n N] [--body]      show messages with their failure; they are visible again at once
-  move DLQ [--to QUEUE]         send messages back (default: the source recorded in each message if
-                                its RedrivePolicy names the DLQ, else refused; without a record, the
-                                DLQ's single source queue); --dry-run, --max N, --rate N, --yes
+  move DLQ [--to QUEUE]         send messages back (default: the source queue each came from, if SQS
+                                moved it (DeadLetterQueueSourceArn) or a consumer signed its failure
+                                record, else the DLQ's single source queue; anything else is refused);
+                                --signing-key-env NAME (the variable holding the consumers'
+                                DeadLetterSigningKey), --dry-run, --max N, --rate N, --yes
   export DLQ FILE [--delete]    write messages as JSON lines ("-" for stdout); --delete removes
                                 from the DLQ only what was written and synced
   import FILE QUEUE             send the messages of an export file to a queue (lines up to 8 MiB)
@@ -82,6 +87,8 @@ type app struct {
 	progressHook func(redrive.Progress)
 	// region and endpoint are where the client looks, for messages.
 	region, endpoint string
+	// key is the dead-letter signing key (--signing-key-env); nil: none.
+	key []byte
 }
 
 // run is the whole command: it returns the exit code.
@@ -134,10 +141,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	case errors.Is(err, errUsage), errors.Is(err, redrive.ErrBadFilter):
-		fmt.Fprintf(stderr, "sqs-redrive: %v\nRun 'sqs-redrive help' for usage.\n", err)
+		fmt.Fprintf(stderr, "sqs-redrive: %s\nRun 'sqs-redrive help' for usage.\n", printable.Escape(err.Error()))
 		return 2
 	}
-	fmt.Fprintf(stderr, "sqs-redrive: %v\n", err)
+	fmt.Fprintf(stderr, "sqs-redrive: %s\n", printable.Escape(err.Error()))
 	return 1
 }
 
@@ -262,7 +269,7 @@ func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
 	if a.g.visibility < time.Second || a.g.visibility > 12*time.Hour {
 		return nil, usageError("--visibility-timeout %s is outside 1s..12h", a.g.visibility)
 	}
-	return redrive.New(redrive.Config{Client: client, VisibilityTimeout: a.g.visibility.Round(time.Second)})
+	return redrive.New(redrive.Config{Client: client, VisibilityTimeout: a.g.visibility.Round(time.Second), SigningKey: a.key})
 }
 
 // queue resolves a queue; an unknown one is reported with where it was
@@ -287,7 +294,7 @@ func (a *app) emit(v any) {
 		fmt.Fprintf(a.stderr, "sqs-redrive: encode output: %v\n", err)
 		return
 	}
-	a.stdout.Write(append(b, '\n'))
+	a.stdout.Write(append(printable.JSON(b), '\n'))
 }
 
 func (a *app) list(ctx context.Context, argv []string) error {
@@ -310,18 +317,24 @@ func (a *app) list(ctx context.Context, argv []string) error {
 		}
 		return nil
 	}
+	return printDLQs(a.stdout, dlqs)
+}
+
+// printDLQs prints the table of list for people, queue names escaped
+// (printable.Escape).
+func printDLQs(w io.Writer, dlqs []redrive.DLQ) error {
 	if len(dlqs) == 0 {
-		fmt.Fprintln(a.stdout, "no dead-letter queues")
+		fmt.Fprintln(w, "no dead-letter queues")
 		return nil
 	}
-	tw := tabwriter.NewWriter(a.stdout, 2, 8, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "DLQ\tMESSAGES\tIN FLIGHT\tOLDEST\tSOURCES")
 	for _, d := range dlqs {
 		srcs := make([]string, len(d.Sources))
 		for i, s := range d.Sources {
-			srcs[i] = s.Name
+			srcs[i] = printable.Escape(s.Name)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, countText(d.Messages), countText(d.InFlight), age(d.OldestAge), strings.Join(srcs, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", printable.Escape(d.Name), countText(d.Messages), countText(d.InFlight), age(d.OldestAge), strings.Join(srcs, ","))
 	}
 	return tw.Flush()
 }
@@ -391,32 +404,16 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 			if m.GroupID != "" {
 				o["group_id"] = m.GroupID
 			}
+			if arn := m.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
+				o["dead_letter_queue_source_arn"] = arn
+			}
 			if *body {
 				o["body"] = m.Body
 			}
 			a.emit(o)
 			continue
 		}
-		fmt.Fprintf(a.stdout, "--- %d/%d  %s  age %s\n", i+1, len(entries), m.ID, age(e.Age))
-		if id := m.Attribute(consumer.AttrID); id != "" {
-			fmt.Fprintf(a.stdout, "id:        %s\n", id)
-		}
-		fmt.Fprintf(a.stdout, "class:     %s\n", e.Class())
-		if f := e.Failure; f != nil {
-			fmt.Fprintf(a.stdout, "error:     %s\nattempts:  %d\nsource:    %s\n", f.Error, f.Attempts, f.SourceQueue)
-		}
-		if m.GroupID != "" {
-			fmt.Fprintf(a.stdout, "group:     %s\n", m.GroupID)
-		}
-		names := make([]string, 0, len(m.Attributes))
-		for k := range m.Attributes {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		fmt.Fprintf(a.stdout, "attributes: %s\n", strings.Join(names, ", "))
-		if *body {
-			fmt.Fprintf(a.stdout, "body:\n%s\n", m.Body)
-		}
+		printEntry(a.stdout, i+1, len(entries), e, *body)
 	}
 	if err == nil && !a.g.json {
 		fmt.Fprintf(a.stderr, "%d message(s) shown; all are visible again\n", len(entries))
@@ -426,10 +423,42 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 	}
 	if err == nil {
 		if srcs, serr := r.Sources(ctx, dlq); serr == nil && len(srcs) == 0 {
-			fmt.Fprintf(a.stderr, "note: %s is not a dead-letter queue: no queue's RedrivePolicy names it\n", dlq.Name)
+			fmt.Fprintf(a.stderr, "note: %s is not a dead-letter queue: no queue's RedrivePolicy names it\n", printable.Escape(dlq.Name))
 		}
 	}
 	return err
+}
+
+// printEntry prints one peeked entry (the k-th of n) for people. All but
+// the numbers is outside text (a producer writes the body, the attributes
+// and the failure record): every rune of it a terminal could act on is
+// escaped (printable.Escape), the body's line feeds kept.
+func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool) {
+	m := e.Message
+	esc := printable.Escape
+	fmt.Fprintf(w, "--- %d/%d  %s  age %s\n", k, n, esc(m.ID), age(e.Age))
+	if id := m.Attribute(consumer.AttrID); id != "" {
+		fmt.Fprintf(w, "id:        %s\n", esc(id))
+	}
+	fmt.Fprintf(w, "class:     %s\n", esc(e.Class()))
+	if f := e.Failure; f != nil {
+		fmt.Fprintf(w, "error:     %s\nattempts:  %d\nsource:    %s\n", esc(f.Error), f.Attempts, esc(f.SourceQueue))
+	}
+	if arn := m.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
+		fmt.Fprintf(w, "moved by SQS from: %s\n", esc(arn))
+	}
+	if m.GroupID != "" {
+		fmt.Fprintf(w, "group:     %s\n", esc(m.GroupID))
+	}
+	names := make([]string, 0, len(m.Attributes))
+	for k := range m.Attributes {
+		names = append(names, esc(k))
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "attributes: %s\n", strings.Join(names, ", "))
+	if body {
+		fmt.Fprintf(w, "body:\n%s\n", printable.Lines(m.Body))
+	}
 }
 
 // attrText returns an entry's attributes as text (binary ones as a size).
@@ -452,13 +481,14 @@ func (a *app) move(ctx context.Context, argv []string) error {
 	maxN := fs.Int("max", 0, "move at most N messages")
 	rate := fs.Float64("rate", 0, "messages per second")
 	yes := fs.Bool("yes", false, "do not ask")
+	keyEnv := fs.String("signing-key-env", "", "environment variable holding the consumers' dead-letter signing key")
 	var exprs list
 	filterFlags(fs, &exprs)
 	s, err := a.start(ctx, fs, argv, command{nargs: 1, shape: "move DLQ", filters: &exprs, check: func([]string) error {
 		if *maxN < 0 || *rate < 0 {
 			return usageError("--max and --rate must not be negative")
 		}
-		return nil
+		return a.signingKey(*keyEnv)
 	}})
 	if err != nil {
 		return err
@@ -477,9 +507,9 @@ func (a *app) move(ctx context.Context, argv []string) error {
 		if *to != "" {
 			dest = *to
 		}
-		q := fmt.Sprintf("Move %s message(s) from %s to %s?", n, dlq.Name, dest)
+		q := fmt.Sprintf("Move %s message(s) from %s to %s?", n, printable.Escape(dlq.Name), printable.Escape(dest))
 		if len(filters) > 0 {
-			q = fmt.Sprintf("Move %s message(s) matching %d filter(s) from %s to %s?", n, len(filters), dlq.Name, dest)
+			q = fmt.Sprintf("Move %s message(s) matching %d filter(s) from %s to %s?", n, len(filters), printable.Escape(dlq.Name), printable.Escape(dest))
 		}
 		if err := a.confirm(q, *yes); err != nil {
 			return err
@@ -498,13 +528,31 @@ func (a *app) move(ctx context.Context, argv []string) error {
 	return failures(sum)
 }
 
+// signingKey reads the dead-letter signing key from the environment
+// variable named (never from the command line, where other users of the
+// machine can read it); "" names none.
+func (a *app) signingKey(name string) error {
+	if name == "" {
+		return nil
+	}
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return usageError("--signing-key-env %s: the environment variable %s is not set", printable.Escape(name), printable.Escape(name))
+	}
+	if err := deadletter.CheckSigningKey([]byte(v)); err != nil {
+		return usageError("--signing-key-env %s: %v", printable.Escape(name), err)
+	}
+	a.key = []byte(v)
+	return nil
+}
+
 // failures turns failed messages into an error (exit code 1).
 func failures(sum redrive.Summary) error {
 	switch {
 	case sum.Failed > 0:
 		return fmt.Errorf("%d message(s) could not be sent and stayed in the DLQ", sum.Failed)
 	case sum.Refused > 0:
-		return fmt.Errorf("%d message(s) record a source queue that is not a source of the DLQ and stayed there (see the notes; --to sends them to a queue you name)", sum.Refused)
+		return fmt.Errorf("%d message(s) were refused and stayed in the DLQ: nothing a producer cannot forge says they came from a source of the DLQ (see the notes; --to sends them to a queue you name, --signing-key-env trusts records the consumers signed)", sum.Refused)
 	case sum.DeleteFailed > 0:
 		return fmt.Errorf("%d message(s) were sent but not deleted from the DLQ: a later run moves them again (the consumer's dedupe drops the duplicate)", sum.DeleteFailed)
 	}
@@ -563,7 +611,7 @@ func (a *app) summary(command, queue string, sum redrive.Summary) {
 		fmt.Fprintf(a.stdout, "  sent but not deleted: %d\n", sum.DeleteFailed)
 	}
 	for _, n := range sum.Notes {
-		fmt.Fprintf(a.stdout, "  note: %s\n", n)
+		fmt.Fprintf(a.stdout, "  note: %s\n", printable.Escape(n))
 	}
 }
 
@@ -576,7 +624,7 @@ func counts(m map[string]int) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+		parts[i] = fmt.Sprintf("%s=%d", printable.Escape(k), m[k])
 	}
 	return strings.Join(parts, " ")
 }
@@ -603,7 +651,7 @@ func (a *app) export(ctx context.Context, argv []string) error {
 	}
 	r, dlq, filters, pos := s.r, s.queue, s.filters, s.pos
 	if *del {
-		if err := a.confirm(fmt.Sprintf("Export %s message(s) of %s to %s and delete them from the DLQ?", upTo(dlq.Messages, 0), dlq.Name, pos[1]), *yes); err != nil {
+		if err := a.confirm(fmt.Sprintf("Export %s message(s) of %s to %s and delete them from the DLQ?", upTo(dlq.Messages, 0), printable.Escape(dlq.Name), printable.Escape(pos[1])), *yes); err != nil {
 			return err
 		}
 	}
@@ -676,7 +724,7 @@ func (a *app) imp(ctx context.Context, argv []string) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("export file: %w", err)
 	}
-	if err := a.confirm(fmt.Sprintf("Send %d message(s) from %s to %s?", n, pos[0], q.Name), *yes); err != nil {
+	if err := a.confirm(fmt.Sprintf("Send %d message(s) from %s to %s?", n, printable.Escape(pos[0]), printable.Escape(q.Name)), *yes); err != nil {
 		return err
 	}
 	bar := a.newBar("importing")
@@ -731,13 +779,13 @@ func (a *app) native(ctx context.Context, argv []string) error {
 		if a.g.json {
 			a.emit(map[string]any{"task_handle": h, "dlq": dlq.Name})
 		} else {
-			fmt.Fprintf(a.stdout, "started move task %s\n", h)
+			fmt.Fprintf(a.stdout, "started move task %s\n", printable.Escape(h))
 		}
 		if !*wait {
 			return nil
 		}
 		t, err := r.WaitMoveTask(ctx, dlq, time.Second, func(t redrive.MoveTask) {
-			fmt.Fprintf(a.stderr, "%s: moved %d of %d\n", t.Status, t.Moved, t.ToMove)
+			fmt.Fprintf(a.stderr, "%s: moved %d of %d\n", printable.Escape(t.Status), t.Moved, t.ToMove)
 		})
 		if err != nil {
 			return err
@@ -753,7 +801,7 @@ func (a *app) native(ctx context.Context, argv []string) error {
 			return err
 		}
 		if len(tasks) == 0 && !a.g.json {
-			fmt.Fprintf(a.stdout, "%s has no move tasks\n", dlq.Name)
+			fmt.Fprintf(a.stdout, "%s has no move tasks\n", printable.Escape(dlq.Name))
 		}
 		for _, t := range tasks {
 			a.task(t)
@@ -783,7 +831,7 @@ func (a *app) native(ctx context.Context, argv []string) error {
 	if a.g.json {
 		a.emit(map[string]any{"task_handle": h, "cancelled": true, "moved": moved})
 	} else {
-		fmt.Fprintf(a.stdout, "cancelled move task %s after about %d message(s)\n", h, moved)
+		fmt.Fprintf(a.stdout, "cancelled move task %s after about %d message(s)\n", printable.Escape(h), moved)
 	}
 	return nil
 }
@@ -798,9 +846,10 @@ func (a *app) task(t redrive.MoveTask) {
 	if dest == "" {
 		dest = "(original sources)"
 	}
-	fmt.Fprintf(a.stdout, "%s  %s  moved %d of %d  to %s  started %s", t.Status, t.Handle, t.Moved, t.ToMove, dest, t.Started.Format(time.RFC3339))
+	esc := printable.Escape
+	fmt.Fprintf(a.stdout, "%s  %s  moved %d of %d  to %s  started %s", esc(t.Status), esc(t.Handle), t.Moved, t.ToMove, esc(dest), t.Started.Format(time.RFC3339))
 	if t.Failure != "" {
-		fmt.Fprintf(a.stdout, "  failure: %s", t.Failure)
+		fmt.Fprintf(a.stdout, "  failure: %s", esc(t.Failure))
 	}
 	fmt.Fprintln(a.stdout)
 }

@@ -34,11 +34,12 @@ import (
 	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 // Doer is the SDK's HTTP client interface (sqs.HTTPClient,
-// dynamodb.HTTPClient).
+// sns.HTTPClient, dynamodb.HTTPClient).
 type Doer interface {
 	Do(*http.Request) (*http.Response, error)
 }
@@ -119,3 +120,6 @@ func SQS(o *sqs.Options) { o.HTTPClient = Guard(o.HTTPClient) }
 
 // DynamoDB is a per-call option that guards the call's HTTP client.
 func DynamoDB(o *dynamodb.Options) { o.HTTPClient = Guard(o.HTTPClient) }
+
+// SNS is a per-call option that guards the call's HTTP client.
+func SNS(o *sns.Options) { o.HTTPClient = Guard(o.HTTPClient) }

@@ -29,7 +29,18 @@ type Message struct {
 	Key          string // the dedupe key; "" for none
 	GroupID      string // FIFO only
 	ReceiveCount int
-	Attributes   map[string]types.MessageAttributeValue
+	// Attempts is how many times the message ran, this time included
+	// (consumer.Message.Attempt); 0 means ReceiveCount.
+	Attempts   int
+	Attributes map[string]types.MessageAttributeValue
+}
+
+// attempts is m's Attempts, else its ReceiveCount, at least 1.
+func (m Message) attempts() int {
+	if m.Attempts > 0 {
+		return m.Attempts
+	}
+	return max(m.ReceiveCount, 1)
 }
 
 // Letter is one dead letter to send.
@@ -46,6 +57,9 @@ type Letter struct {
 	MaxSize int
 	// Now is the failure's time.
 	Now time.Time
+	// SigningKey, when set, signs the failure record (see
+	// deadletter.Failure.Sign).
+	SigningKey []byte
 }
 
 // Send sends l, shrunk to fit the DLQ if need be, logging (at warning
@@ -60,6 +74,7 @@ func Send(ctx context.Context, client DeadLetterSender, log *zap.Logger, prefix 
 			zap.String("message_id", m.ID), zap.Strings("dropped", dropped))
 	}
 	in := DeadLetterInput(m, l.Reason, l.Class, l.SourceQueue, l.DLQ, l.FIFO, l.Now)
+	signFailure(in, l.SigningKey)
 	dropped, err := SendDeadLetter(ctx, client, in, l.MaxSize)
 	if len(dropped) > 0 {
 		log.Warn(prefix+": dead letter shrunk to fit the dead-letter queue's MaximumMessageSize",
@@ -85,10 +100,11 @@ const maxReasonLen = 2048
 // MessageDeduplicationId, so a retried send cannot duplicate.
 //
 // SQS allows 10 attributes per message. When the original attributes
-// leave no room for the ones sqsonce adds, the original attributes whose
-// names sort last are dropped (sqsonce-id and sqsonce-failure are always
-// kept; other sqsonce-* names go last): the dead letter is never refused
-// for want of room. [DroppedAttributes] tells which ones a given message
+// leave no room for the ones sqsonce adds, the redrive history
+// (sqsonce-redrive) goes first, then the original attributes whose names
+// sort last (sqsonce-id and sqsonce-failure are always kept; other
+// sqsonce-* names go last): the dead letter is never refused for want of
+// room. [DroppedAttributes] tells which ones a given message
 // would lose.
 func DeadLetterInput(msg Message, reason, class, sourceQueueURL, dlqURL string, fifo bool, now time.Time) *sqs.SendMessageInput {
 	reason = truncate(reason, maxReasonLen)
@@ -96,7 +112,7 @@ func DeadLetterInput(msg Message, reason, class, sourceQueueURL, dlqURL string, 
 		Error:             reason,
 		Class:             cmp.Or(class, deadletter.ClassPermanent),
 		SourceQueue:       sourceQueueURL,
-		Attempts:          max(msg.ReceiveCount, 1),
+		Attempts:          msg.attempts(),
 		OriginalMessageID: msg.ID,
 		FailedAt:          now.UTC(),
 	}
@@ -147,8 +163,8 @@ var ErrDeadLetterRefused = errors.New("dead letter refused")
 // queue's MaximumMessageSize, 0 meaning SQS's largest message, 1 MiB.
 // What sqsonce adds goes first: the failure's reason is cut to 256, then
 // 64 bytes. Then the original attributes are dropped one at a time by the
-// rule of [DeadLetterInput] (names that sort last first, other sqsonce-*
-// names last, sqsonce-id and sqsonce-failure never). The body is never changed.
+// rule of [DeadLetterInput] (sqsonce-redrive first, then names that sort
+// last, other sqsonce-* names last, sqsonce-id and sqsonce-failure never). The body is never changed.
 // It returns the names of the dropped attributes and whether in now fits.
 func FitDeadLetter(in *sqs.SendMessageInput, maxSize int) (dropped []string, fits bool) {
 	if maxSize <= 0 {
@@ -256,19 +272,28 @@ func DroppedAttributes(attrs map[string]types.MessageAttributeValue) []string {
 	return droppable(names, sqslimits.MaxMessageAttributes)
 }
 
+// attrRedrive is the redrive tool's history attribute (redrive.AttrRedrive,
+// which imports this package): the redrive writes it again on each move,
+// where room is left, so it is the first to go.
+const attrRedrive = "sqsonce-redrive"
+
 // droppable lists, in the order they go, the attributes to remove so that
-// at most keep remain: never sqsonce-id or sqsonce-failure; other names
-// last in sort order first, other sqsonce-* names only when that is not
-// enough.
+// at most keep remain: never sqsonce-id or sqsonce-failure; sqsonce-redrive
+// first (the next redrive writes it again, while a producer's attribute
+// dropped from a dead letter is lost for good across fail and redrive
+// cycles); then other names last in sort order first, other sqsonce-*
+// names only when that is not enough.
 func droppable(attrs map[string]types.MessageAttributeValue, keep int) []string {
 	extra := len(attrs) - keep
 	if extra <= 0 {
 		return nil
 	}
-	var plain, ours []string
+	var first, plain, ours []string
 	for name := range attrs {
 		switch {
 		case name == deadletter.AttrID || name == deadletter.AttrFailure:
+		case name == attrRedrive:
+			first = append(first, name)
 		case strings.HasPrefix(name, "sqsonce-"):
 			ours = append(ours, name)
 		default:
@@ -279,6 +304,6 @@ func droppable(attrs map[string]types.MessageAttributeValue, keep int) []string 
 	slices.Reverse(plain)
 	slices.Sort(ours)
 	slices.Reverse(ours)
-	names := append(plain, ours...)
+	names := append(append(first, plain...), ours...)
 	return names[:min(extra, len(names))]
 }

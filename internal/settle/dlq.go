@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -76,4 +77,22 @@ func DeadLetterQueue(ctx context.Context, client URLGetter, prefix, policy strin
 		return "", false, fmt.Errorf("%s: resolve dead-letter queue %s: %w", prefix, a, err)
 	}
 	return aws.ToString(out.QueueUrl), a.FIFO(), nil
+}
+
+// MaxReceiveCount returns the maxReceiveCount of a queue's RedrivePolicy
+// attribute (policy): how many receives SQS allows a message before it
+// moves it to the dead-letter queue. It returns 0 when the policy names
+// none or cannot be read (SQS writes it as a number or as a string).
+func MaxReceiveCount(policy string) int {
+	var rp struct {
+		Max json.RawMessage `json:"maxReceiveCount"`
+	}
+	if policy == "" || json.Unmarshal([]byte(policy), &rp) != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.Trim(string(rp.Max), `"`))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }

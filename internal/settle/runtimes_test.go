@@ -109,10 +109,12 @@ type settleRow struct {
 	deleted    bool    // done: the consumer deletes it, Lambda reports it a success
 	visibility int32   // when not deleted: the visibility its settle set, seconds
 	dead       *letter // its dead letter; nil for none
-	// stopsGroup: on a FIFO queue m2 is not run but released (visibility
-	// 0), so it is left on the queue (the consumer) or reported as a batch
-	// item failure (Lambda); it runs once m1 no longer holds the group.
-	// On a standard queue m2 always runs and is deleted.
+	// stopsGroup: on a FIFO queue m2 is not run but put back with m1's
+	// visibility (a retry's delay, or 0 when m1 is released), so it is
+	// left on the queue (the consumer) or reported as a batch item
+	// failure (Lambda); it runs once m1 no longer holds the group. On a
+	// standard queue, or after m1 is acked or dead-lettered, m2 runs and
+	// is deleted.
 	stopsGroup bool
 
 	// differs: where a runtime cannot express the row, its name and why;
@@ -163,12 +165,12 @@ var settleTable = []settleRow{
 		handle: func(context.Context, *rowEnv, *consumer.Message) error {
 			return consumer.Permanent(errors.New("bad input"))
 		},
-		ran: true, deleted: true, dead: &letter{deadletter.ClassPermanent, "bad input"}, stopsGroup: true,
+		ran: true, deleted: true, dead: &letter{deadletter.ClassPermanent, "bad input"},
 	},
 	{
 		outcome: "max attempts", maxAttempts: 1,
 		handle: func(context.Context, *rowEnv, *consumer.Message) error { return errors.New("still failing") },
-		ran:    true, deleted: true, dead: &letter{deadletter.ClassMaxAttempts, "max attempts (1): still failing"}, stopsGroup: true,
+		ran:    true, deleted: true, dead: &letter{deadletter.ClassMaxAttempts, "max attempts (1): still failing"},
 	},
 	{
 		outcome: "panic",
@@ -343,14 +345,12 @@ func runRow(t *testing.T, row settleRow, fifo, lambda bool, run func(*testing.T,
 		wantFailures = append(wantFailures, m1)
 	}
 	if fifo && row.stopsGroup {
-		// m2 is released without running; it comes back and runs once m1
-		// is deleted.
-		wantVis[m2] = []int32{0}
+		// m2 is put back without running, with m1's visibility: the group
+		// comes back together, m1 first.
+		wantVis[m2] = []int32{row.visibility}
 		wantFailures = append(wantFailures, m2)
-		if !row.deleted {
-			wantRuns[m2] = 0
-			wantLeft[m2] = true
-		}
+		wantRuns[m2] = 0
+		wantLeft[m2] = true
 	}
 
 	// What the runtime did, as SQS saw it.

@@ -61,8 +61,38 @@ func Decide(o Outcome, delay time.Duration, received, now time.Time) Action {
 
 // StopsGroup reports whether a message of a FIFO group that ends with o
 // stops its group: the group's later messages must not run before it
-// comes back (they are released), so the group keeps its order.
-func StopsGroup(o Outcome) bool { return o != Ack && o != Duplicate }
+// comes back (they are put back, see [Behind]), so the group keeps its
+// order. A dead-lettered message is finished, as an acked one: the
+// group's later messages run (SQS's own move to the dead-letter queue
+// lets them through too), rather than being put back to come back at
+// once, each return a receive counted against them.
+func StopsGroup(o Outcome) bool { return o == Retry || o == Release }
+
+// Behind returns how to settle a message of a FIFO group that was not
+// run because an earlier message of its group, received with it, ended
+// with o (see [StopsGroup]) and delay. After a Retry it is kept invisible
+// for the same delay (kept within SQS's 12 hours from its own receive, as
+// [Decide] does), so that the group comes back together, the retried
+// message first: SQS keeps a group locked while any of its messages is in
+// flight, so neither can come back alone. Otherwise it is visible again
+// at once.
+//
+// Either way SQS counts the receive against the message although it did
+// not run: see [Unrun] and "FIFO queues" in docs/architecture.md for how
+// a queue's maxReceiveCount must allow for it.
+func Behind(o Outcome, delay time.Duration, received, now time.Time) Action {
+	if o == Retry {
+		return Action{Visibility: VisibilitySeconds(delay, received, now)}
+	}
+	return Action{}
+}
+
+// AtReceiveLimit reports whether a message received receiveCount times
+// is at its last receive: SQS moves it to the dead-letter queue on the
+// next, by the queue's RedrivePolicy maxReceiveCount (0: none).
+func AtReceiveLimit(receiveCount, maxReceiveCount int) bool {
+	return maxReceiveCount > 0 && receiveCount >= maxReceiveCount
+}
 
 // capSlack is kept off what is left of SQS's 12 hours: the visibility
 // change reaches SQS after the decision (the consumer batches it for up
@@ -98,7 +128,7 @@ type Backoff interface {
 // the message is left to the queue's maxReceiveCount, never retried in a
 // tight loop).
 func DeadLetterFailed(log *zap.Logger, prefix string, m Message, dlq string, err error, b Backoff) (delay time.Duration, refused bool) {
-	attempt := max(m.ReceiveCount, 1)
+	attempt := m.attempts()
 	if errors.Is(err, ErrDeadLetterRefused) {
 		log.Error(prefix+": dead letter refused by SQS; the message is retried after a backoff and left to the queue's maxReceiveCount",
 			zap.String("message_id", m.ID), zap.String("key", m.Key), zap.String("dlq_url", dlq),

@@ -22,7 +22,8 @@
 //     receive, is InvalidParameterValue.
 //   - A RedrivePolicy moves a message received maxReceiveCount times to the
 //     dead-letter queue on the next receive that would return it, keeping its
-//     id, body and attributes. StartMessageMoveTask moves a DLQ's visible
+//     id, body and attributes, and stamping it with the system attribute
+//     DeadLetterQueueSourceArn (the queue it came from), as SQS does. StartMessageMoveTask moves a DLQ's visible
 //     messages back (or to DestinationArn) within the call, so its tasks are
 //     COMPLETED when listed.
 //   - Errors are the SDK's typed errors (types.QueueDoesNotExist,

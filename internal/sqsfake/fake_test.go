@@ -837,6 +837,11 @@ func TestRedrivePolicy(t *testing.T) {
 				if fifo && moved[0].GroupID != "g" {
 					t.Errorf("moved FIFO message lost its group: %+v", moved[0])
 				}
+				// SQS stamps its own moves with the queue they came from.
+				got := receive(t, f, dlq, 1)
+				if want := "arn:aws:sqs:us-east-1:123456789012:src" + suffix; len(got) != 1 || got[0].Attributes["DeadLetterQueueSourceArn"] != want {
+					t.Errorf("DLQ receive = %+v, want DeadLetterQueueSourceArn %s", got, want)
+				}
 			})
 		})
 	}

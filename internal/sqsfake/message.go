@@ -29,6 +29,7 @@ type msg struct {
 	availableAt             time.Time // end of delay or of visibility
 	handle                  string    // latest receipt handle
 	origin                  string    // queue URL a move took it from
+	deadLetterSource        string    // ARN of the queue whose RedrivePolicy moved it here
 	receives                int
 	version                 int // bumped by every change a receive attempt must notice
 	deleted                 bool
@@ -467,6 +468,7 @@ func (f *Fake) pick(q *queue, in *sqs.ReceiveMessageInput, max int, vis time.Dur
 		if dlq != nil && m.receives >= maxReceives {
 			q.msgs = slices.Delete(q.msgs, i, i+1)
 			f.moveTo(q, dlq, m, now)
+			dlq.msgs[len(dlq.msgs)-1].deadLetterSource = q.arn // SQS stamps its own maxReceiveCount moves
 			continue
 		}
 		m.receives++
@@ -558,6 +560,9 @@ func (m *msg) toSDK(q *queue, in *sqs.ReceiveMessageInput) types.Message {
 		sys["MessageGroupId"] = m.group
 		sys["MessageDeduplicationId"] = m.dedupeID
 		sys["SequenceNumber"] = m.seqNum
+	}
+	if m.deadLetterSource != "" {
+		sys[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)] = m.deadLetterSource
 	}
 	out := types.Message{
 		MessageId:     aws.String(m.id),

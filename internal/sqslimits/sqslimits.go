@@ -3,7 +3,12 @@
 // numbers. See the SQS Developer Guide's "Amazon SQS quotas" pages.
 package sqslimits
 
-import "time"
+import (
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
 
 const (
 	// MaxBatchEntries is the most entries one batch request
@@ -30,3 +35,21 @@ const (
 	// MinRetention is the shortest message retention period of a queue.
 	MinRetention = time.Minute
 )
+
+// MessageSize is a message's size as SQS counts it against
+// [MaxMessageBytes] (and a queue's MaximumMessageSize) and against the
+// payload of a SendMessageBatch: the body's bytes plus, for each message
+// attribute, the bytes of its name, its data type and its value.
+func MessageSize(body string, attrs map[string]types.MessageAttributeValue) int {
+	n := len(body)
+	for name, v := range attrs {
+		n += AttributeSize(name, v)
+	}
+	return n
+}
+
+// AttributeSize is one message attribute's part of [MessageSize]: the
+// bytes of its name, its data type and its value.
+func AttributeSize(name string, v types.MessageAttributeValue) int {
+	return len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+}

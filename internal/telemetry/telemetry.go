@@ -63,6 +63,13 @@ func Fields() []string { return Propagator.Fields() }
 // attributes; it reports whether it did. A message's own attributes win:
 // the trace context is the part left out when there is no room.
 func Inject(ctx context.Context, attrs map[string]types.MessageAttributeValue, max int) bool {
+	return InjectAs(ctx, attrs, max, func(v types.MessageAttributeValue) types.MessageAttributeValue { return v })
+}
+
+// InjectAs is [Inject] for attributes of another service's type (SNS's
+// message attributes): conv turns the SQS String attribute of each field
+// into one of that type.
+func InjectAs[V any](ctx context.Context, attrs map[string]V, max int, conv func(types.MessageAttributeValue) V) bool {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return false
 	}
@@ -78,7 +85,7 @@ func Inject(ctx context.Context, attrs map[string]types.MessageAttributeValue, m
 		return false
 	}
 	for k, v := range c {
-		attrs[k] = v
+		attrs[k] = conv(v)
 	}
 	return true
 }

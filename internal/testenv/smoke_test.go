@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sqsonce/sqsonce/internal/testenv"
@@ -29,6 +30,25 @@ func TestStackSQS(t *testing.T) {
 	}
 	if len(out.Messages) != 1 || aws.ToString(out.Messages[0].Body) != "hello" {
 		t.Fatalf("received %+v, want one message with body hello", out.Messages)
+	}
+}
+
+// TestStackSNS proves the SNS endpoint (AWS_ENDPOINT_URL_SNS, else the
+// SQS one, which fauxqs also serves SNS on) fans a publication out to a
+// subscribed queue.
+func TestStackSNS(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sqsClient, snsClient := testenv.SQS(t), testenv.SNS(t)
+	q, arn := testenv.Queue(t, sqsClient, "smoke-sns", testenv.QueueOptions{})
+	topic := testenv.Topic(t, snsClient, "smoke", testenv.TopicOptions{})
+	testenv.Subscribe(t, snsClient, topic, arn, true)
+	if _, err := snsClient.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(topic), Message: aws.String("hello")}); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	got := testenv.Receive(t, sqsClient, q, 1, true)
+	if aws.ToString(got[0].Body) != "hello" {
+		t.Fatalf("received %q, want hello", aws.ToString(got[0].Body))
 	}
 }
 

@@ -4,7 +4,8 @@
 // AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION and static credentials) that
 // `localstack/stack.sh up` writes to .stack/env; the message-move-task
 // tests also need SQSONCE_MOVE_TASK_ENDPOINT, the PostgreSQL tests
-// DATABASE_URL. The rule, for each variable an integration test needs:
+// DATABASE_URL. SNS is AWS_ENDPOINT_URL_SNS when set, else the SQS
+// endpoint: fauxqs serves both on one port (see [SNSEndpoint]). The rule, for each variable an integration test needs:
 //
 //   - not set: the test fails when SQSONCE_INTEGRATION=1 (set by `make
 //     test`), and otherwise skips with a message that says how to run it;
