@@ -85,8 +85,11 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	m.sweep(now)
 	r, ok := m.get(pk)
 	// The same rule as the DynamoDB condition: absent, expired, or an
-	// IN_PROGRESS claim whose lease has ended.
-	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now)) {
+	// IN_PROGRESS claim of the same message whose lease has ended. Another
+	// body never takes over: the crashed owner's effects are unknown, and
+	// the key stays its message's until the record expires.
+	same := r.fingerprint == "" || fingerprint == "" || r.fingerprint == fingerprint
+	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now) && same) {
 		r = memRecord{
 			pk:          pk,
 			status:      StatusInProgress,
@@ -100,7 +103,7 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	}
 	c := Claim{Fingerprint: r.fingerprint}
 	switch {
-	case r.fingerprint != "" && fingerprint != "" && r.fingerprint != fingerprint:
+	case !same:
 		c.Status = KeyReused
 	case r.status == StatusCompleted:
 		c.Status = Duplicate

@@ -21,7 +21,7 @@ type model struct {
 
 func (m *model) claim(key, fp, token string, now time.Time, lease time.Duration) Status {
 	r, ok := m.records[key]
-	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now)) {
+	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now) && r.fingerprint == fp) {
 		m.records[key] = memRecord{status: StatusInProgress, token: token, fingerprint: fp, leaseUntil: now.Add(lease), expiresAt: now.Add(m.ttl)}
 		return Claimed
 	}

@@ -21,10 +21,12 @@ import (
 type Store interface {
 	// Claim tries to take key for lease. It succeeds (Status Claimed, with a
 	// fresh Token) when there is no record, the record has expired, or the
-	// record is IN_PROGRESS with a lease that has ended (a takeover).
-	// Otherwise it reports Duplicate (COMPLETED), InProgress (with the other
-	// owner's LeaseUntil) or KeyReused (the record's fingerprint differs from
-	// fingerprint; checked first). An error means the store could not answer.
+	// record is IN_PROGRESS with a lease that has ended (a takeover) and the
+	// same fingerprint. Otherwise it reports Duplicate (COMPLETED),
+	// InProgress (with the other owner's LeaseUntil) or KeyReused (the
+	// record's fingerprint differs from fingerprint; checked first, also
+	// when the lease has ended: the crashed owner's effects are unknown).
+	// An error means the store could not answer.
 	Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error)
 	// Extend moves the lease of the claim holding token to now+lease.
 	Extend(ctx context.Context, key, token string, lease time.Duration) error

@@ -72,11 +72,18 @@
 // recognises (an outbox order conflict).
 //
 // With an SQL database, Config.BeginTxFunc (postgres.Store.BeginTx) runs
-// each claimed request in a transaction the middleware opens and hands to
+// each keyed request in a transaction the middleware opens and hands to
 // the handler ([TxFromContext]; postgres.TxFromContext returns the
-// pgx.Tx). The response is stored in that transaction and committed with
-// the handler's work; a panic, [Release], a 5xx or a failed commit roll
-// it all back and release the key, so a retry runs the handler again.
+// pgx.Tx). The transaction claims the key ([Tx.Claim]) and holds it
+// while it lasts, instead of a lease: a retry meanwhile gets 409 at once,
+// and a request whose process or connection dies frees its key as the
+// database ends its transaction. The response is stored in that
+// transaction and committed with the handler's work; a panic or
+// runtime.Goexit, [Release], a 429, a 5xx, a response too large to store
+// or a failed commit roll it all back, so a retry runs the handler again.
+// A commit whose answer was lost answers 503 [TypeOutcomeUnknown], one the
+// store refuses for good 500 [TypeCommitRefused], as in the lease mode.
+// Its isolation level is the store's (postgres.Config.TxOptions).
 //
 // # What it cannot do
 //

@@ -74,8 +74,10 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	m.sweep(now)
 	r, ok := m.records[pk]
 	// The DynamoDB store's condition: absent, expired, or an IN_PROGRESS
-	// claim whose lease has ended.
-	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now)) {
+	// claim of the same request whose lease has ended. Another request
+	// never takes over: the crashed owner's effects are unknown, and the
+	// key stays its request's until the record expires.
+	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now) && r.fingerprint == fingerprint) {
 		r = memRecord{
 			status:      StatusInProgress,
 			token:       leasekey.NewToken(),

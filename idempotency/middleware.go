@@ -62,7 +62,9 @@ type Config struct {
 	KeyOptional bool
 	// Lease is how long a running request holds its key; the middleware
 	// extends it every Lease/3 while the handler runs. After a crash the
-	// key can run again once the lease ends. Defaults to 30 seconds.
+	// key can run again once the lease ends. Defaults to 30 seconds. The
+	// transactional mode (BeginTxFunc) has no lease: the request's
+	// transaction holds the key.
 	Lease time.Duration
 	// MaxBodyBytes caps the request body; larger bodies answer 413.
 	// Defaults to 1 MiB.
@@ -94,20 +96,27 @@ type Config struct {
 	// extension, and the completion or release after the handler returns
 	// (made even when the client has gone). Defaults to 10 seconds.
 	SettleTimeout time.Duration
-	// BeginTxFunc, when set, runs each claimed request in a transaction
-	// it opens (the transactional mode; postgres.Store.BeginTx is one).
-	// The handler reaches it through its request's context
-	// ([TxFromContext], unwrapped by the store's package, e.g.
-	// postgres.TxFromContext) and does its work in it. When the handler
-	// returns, the middleware stores the response in the same transaction
-	// ([Tx.Complete]) and commits; only then is the response sent. A
-	// panic, [Release], a 5xx (whatever ReleaseServerErrors says), a 429,
-	// a response too large to store and a failed commit roll it back and
-	// release the key: nothing of the request is left, and a retry runs
-	// the handler again. A commit whose outcome is unknown (the
-	// connection broke after it was sent) answers 503 TypeOutcomeUnknown:
-	// the retry replays the response if it committed. A failed begin
-	// answers 503 and runs nothing.
+	// BeginTxFunc, when set, runs each keyed request in a transaction it
+	// opens (the transactional mode; postgres.Store.BeginTx is one). The
+	// transaction claims the key ([Tx.Claim]) before the handler runs and
+	// holds it until it ends, so nothing keeps a lease: a retry meanwhile
+	// gets 409 at once, and a request whose connection or process dies
+	// frees its key as its transaction ends. The store's Claim, Extend and
+	// Release are not used. The handler reaches the transaction through
+	// its request's context ([TxFromContext], unwrapped by the store's
+	// package, e.g. postgres.TxFromContext) and does its work in it. When
+	// the handler returns, the middleware stores the response in the same
+	// transaction ([Tx.Complete]) and commits; only then is the response
+	// sent. A panic or runtime.Goexit, [Release], a 5xx (whatever
+	// ReleaseServerErrors says), a 429, a response too large to store and
+	// a failed commit roll it back, which frees the key: nothing of the
+	// request is left, and a retry runs the handler again. A commit the
+	// store refuses for good (its error wraps [ErrPermanent]) answers 500
+	// TypeCommitRefused without Retry-After; a commit whose outcome is
+	// unknown (the connection broke after it was sent) answers 503
+	// TypeOutcomeUnknown: the retry replays the response if it committed,
+	// and runs the handler if not. A failed begin or claim answers 503 and
+	// runs nothing.
 	// [Transact] is not available in this mode. Defaults to nil: the
 	// handler's own effects and the stored response are separate writes.
 	BeginTxFunc func(ctx context.Context) (Tx, error)
@@ -144,7 +153,8 @@ const (
 	OutcomeReleased
 	// OutcomeNotStored: the response could not be stored. Without writes
 	// the record was completed without it (a retry learns its status, not
-	// its body); with writes nothing was committed and the key released.
+	// its body); with writes or in the transactional mode nothing was
+	// committed and the key was freed.
 	OutcomeNotStored
 	// OutcomeLeaseLost: the lease was taken over before completion, or
 	// could not be extended and the handler, cancelled, answered 5xx
@@ -280,7 +290,12 @@ func (m *Middleware) observe(o Outcome, status int) {
 //     for the store, or its completion failed) is delivered, and the
 //     record completed without it: a retry gets its status, its headers
 //     that do not describe the body, Idempotent-Replayed: true and a
-//     TypeNotRetained problem, and the request never runs twice.
+//     TypeNotRetained problem, and the request never runs twice. (With
+//     writes handed to [Transact], or in the transactional mode, nothing
+//     is committed instead: 500 TypeResponseTooLarge, and a retry runs.)
+//   - In the transactional mode (Config.BeginTxFunc) the request's
+//     transaction claims and holds the key instead of a lease, and its
+//     rollback frees it.
 //
 // Errors are application/problem+json (RFC 9457), with the Type* types.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
@@ -342,6 +357,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rk := RecordKey(scope, key)
 	fp := m.fingerprint(r, body)
+	if m.cfg.BeginTxFunc != nil {
+		h.serveTx(w, r, rk, fp)
+		return
+	}
 	// A client that hangs up mid-claim must not leave a claim nobody
 	// settles (its retries would wait out the lease): the claim finishes.
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
@@ -500,12 +519,6 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	// included, the lease stops being extended.
 	defer stopKeeper()
 	rec := newRecorder(w, st, m.cfg.MaxResponseBytes, m.replay)
-	if m.cfg.BeginTxFunc != nil {
-		if st.tx = m.begin(w, r, rk, c.Token); st.tx == nil {
-			return
-		}
-		ctx = context.WithValue(ctx, txKey{}, st.tx)
-	}
 
 	exited := true
 	defer func() {
@@ -517,9 +530,6 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		stopKeeper()
 		sctx, scancel := m.settleContext(r)
 		defer scancel()
-		if st.tx != nil {
-			m.rollback(sctx, rk, st.tx)
-		}
 		m.release(sctx, rk, c.Token)
 		m.log(rk).Warn("idempotency: the handler called runtime.Goexit: key released")
 		m.observe(OutcomeReleased, http.StatusInternalServerError)
@@ -534,16 +544,9 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	defer scancel()
 	release := func() { m.release(sctx, rk, c.Token) }
 	if panicked != nil {
-		if st.tx != nil {
-			m.rollback(sctx, rk, st.tx)
-		}
 		release()
 		m.observe(OutcomeReleased, http.StatusInternalServerError)
 		panic(panicked)
-	}
-	if st.tx != nil {
-		m.settleTx(sctx, w, rec, st, rk, c.Token, leaseLost, release)
-		return
 	}
 
 	st.mu.Lock()
@@ -630,7 +633,10 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		writeProblem(w, http.StatusConflict, TypeWriteConflict, "a condition on the request's writes failed; nothing was committed", 0)
 		m.observe(OutcomeCommitFailed, http.StatusConflict)
 	case outcomeUnknown(err):
-		m.commitUnknown(w, rk, err, release)
+		// The release is fenced on IN_PROGRESS: it frees the key if the
+		// commit did not happen and leaves the completed record if it did.
+		release()
+		m.commitUnknown(w, rk, err)
 	case errors.Is(err, ErrPermanent), errors.Is(err, ErrWritesUnsupported):
 		release()
 		m.log(rk).Error("idempotency: the store refused the request's writes: nothing committed, key released", zap.Error(err))
@@ -707,32 +713,15 @@ func outcomeUnknown(err error) bool {
 	return errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
-// commitUnknown answers a commit whose outcome is unknown. The release is
-// fenced on IN_PROGRESS: it frees the key if the commit did not happen and
-// leaves the completed record if it did, so the retry either runs or gets
-// the stored response.
-func (m *Middleware) commitUnknown(w http.ResponseWriter, rk string, err error, release func()) {
-	release()
+// commitUnknown answers a commit whose outcome is unknown, once the key
+// is free if the commit did not happen (a fenced release in the lease
+// mode; in the transactional mode the database ends the transaction
+// either way): the retry either runs or gets the stored response.
+func (m *Middleware) commitUnknown(w http.ResponseWriter, rk string, err error) {
 	m.log(rk).Warn("idempotency: commit outcome unknown: the retry replays the response if it committed, runs again if not", zap.Error(err))
 	writeProblem(w, http.StatusServiceUnavailable, TypeOutcomeUnknown,
 		"the request's commit was sent but its outcome is unknown; retry with the same key: the retry gets the response if it committed, and runs the request if it did not", 1)
 	m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
-}
-
-// begin opens the request's transaction, or answers 503 with the key
-// released and returns nil.
-func (m *Middleware) begin(w http.ResponseWriter, r *http.Request, rk, token string) Tx {
-	ctx, cancel := m.settleContext(r)
-	defer cancel()
-	tx, err := m.cfg.BeginTxFunc(ctx)
-	if err == nil {
-		return tx
-	}
-	m.log(rk).Warn("idempotency: begin transaction failed: nothing ran, key released", zap.Error(err))
-	m.release(ctx, rk, token)
-	writeProblem(w, http.StatusServiceUnavailable, TypeStoreUnavailable, "the request's transaction could not begin; nothing ran", 1)
-	m.observe(OutcomeStoreError, http.StatusServiceUnavailable)
-	return nil
 }
 
 func (m *Middleware) rollback(ctx context.Context, rk string, tx Tx) {
@@ -744,8 +733,9 @@ func (m *Middleware) rollback(ctx context.Context, rk string, tx Tx) {
 
 // settleTx ends a request of the transactional mode: the response is
 // stored in the handler's transaction and committed, then sent; or the
-// transaction is rolled back and the key released.
-func (m *Middleware) settleTx(ctx context.Context, w http.ResponseWriter, rec *recorder, st *state, rk, token string, leaseLost bool, release func()) {
+// transaction is rolled back, which frees the key (nothing else holds it:
+// there is no lease to release).
+func (m *Middleware) settleTx(ctx context.Context, w http.ResponseWriter, rec *recorder, st *state, rk, token string) {
 	st.mu.Lock()
 	released := st.released
 	st.mu.Unlock()
@@ -753,24 +743,21 @@ func (m *Middleware) settleTx(ctx context.Context, w http.ResponseWriter, rec *r
 	keep := stored(resp, m.replay)
 	switch {
 	case rec.discarded, keep.Size() > m.cfg.MaxResponseBytes && !released:
+		// Unlike the lease mode, the record is not completed "not
+		// retained": the work rolls back with it, so the request has had
+		// no effect and its retry may run.
 		m.rollback(ctx, rk, st.tx)
-		release()
-		m.log(rk).Warn("idempotency: transactional response too large to store: rolled back, key released",
+		m.log(rk).Warn("idempotency: transactional response too large to store: rolled back, key freed",
 			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
 		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's work; nothing was committed", 0)
 		m.observe(OutcomeNotStored, http.StatusInternalServerError)
 		return
 	case released || releasedStatus(resp.Status, true):
-		// The handler failed or gave the key back: its work must not
-		// commit, and a retry runs it again.
+		// The handler failed, was refused (429) or gave the key back: its
+		// work must not commit, and a retry runs it again.
 		m.rollback(ctx, rk, st.tx)
-		release()
 		rec.deliver()
-		if leaseLost && resp.Status >= 500 {
-			m.observe(OutcomeLeaseLost, resp.Status)
-		} else {
-			m.observe(OutcomeReleased, resp.Status)
-		}
+		m.observe(OutcomeReleased, resp.Status)
 		return
 	}
 	err := st.tx.Complete(ctx, rk, token, keep)
@@ -786,19 +773,25 @@ func (m *Middleware) settleTx(ctx context.Context, w http.ResponseWriter, rec *r
 	m.rollback(ctx, rk, st.tx)
 	switch {
 	case errors.Is(err, ErrNotOwner):
-		m.log(rk).Warn("idempotency: lease lost before the commit: rolled back", zap.Error(err))
-		writeProblem(w, http.StatusConflict, TypeLeaseLost, "the request's lease was taken over before it committed; nothing was committed", 1)
+		m.log(rk).Warn("idempotency: the claim was lost before the commit: rolled back", zap.Error(err))
+		writeProblem(w, http.StatusConflict, TypeLeaseLost, "the request's claim on the key was lost before it committed; nothing was committed", 1)
 		m.observe(OutcomeLeaseLost, http.StatusConflict)
 	case errors.Is(err, ErrTooLarge):
-		release()
-		m.log(rk).Warn("idempotency: transactional response too large for the store: rolled back, key released", zap.Error(err))
+		m.log(rk).Warn("idempotency: transactional response too large for the store: rolled back, key freed", zap.Error(err))
 		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's work; nothing was committed", 0)
 		m.observe(OutcomeNotStored, http.StatusInternalServerError)
 	case committing && outcomeUnknown(err):
-		m.commitUnknown(w, rk, err, release)
+		// The COMMIT was sent: the database committed it, or ends the
+		// transaction without it and frees the key. Nothing to release.
+		m.commitUnknown(w, rk, err)
+	case errors.Is(err, ErrPermanent):
+		m.log(rk).Error("idempotency: the store refused the request's work: rolled back, key freed", zap.Error(err))
+		writeProblem(w, http.StatusInternalServerError, TypeCommitRefused, "the store refused the request's work; nothing was committed, and the same request cannot succeed", 0)
+		m.observe(OutcomeCommitFailed, http.StatusInternalServerError)
 	default:
-		release()
-		m.log(rk).Warn("idempotency: commit failed: rolled back, key released", zap.Error(err))
+		// Complete or Commit answered: nothing was committed, and the
+		// rollback freed the key.
+		m.log(rk).Warn("idempotency: commit failed: rolled back, key freed", zap.Error(err))
 		writeProblem(w, http.StatusServiceUnavailable, TypeCommitFailed, "the request's work could not be committed; nothing was committed", 1)
 		m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
 	}

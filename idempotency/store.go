@@ -26,10 +26,13 @@ import (
 type Store interface {
 	// Claim tries to take key for lease. It succeeds (Status Claimed, with
 	// a fresh Token) when there is no record, the record has expired, or
-	// the record is IN_PROGRESS with a lease that has ended (a takeover:
-	// the previous owner crashed). Otherwise it reports KeyReused (the
-	// record's fingerprint differs; checked first), Completed (with the
-	// stored Response) or InProgress (with the owner's LeaseUntil).
+	// the record is IN_PROGRESS with a lease that has ended and the same
+	// fingerprint (a takeover: the previous owner crashed). Otherwise it
+	// reports KeyReused (the record's fingerprint differs; checked first,
+	// also when the lease has ended: the crashed attempt's effects are
+	// unknown, so the key stays its request's until the record expires),
+	// Completed (with the stored Response) or InProgress (with the owner's
+	// LeaseUntil).
 	Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error)
 	// Extend moves the lease of the claim holding token to now+lease.
 	Extend(ctx context.Context, key, token string, lease time.Duration) error

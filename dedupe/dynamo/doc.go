@@ -15,9 +15,11 @@
 //	expires_at   N  s; the TTL attribute (Config.TTL, 30 days by default)
 //
 // A claim is one PutItem with the condition "attribute_not_exists(pk) OR
-// expires_at < :now OR (status = IN_PROGRESS AND lease_until < :now_ms)" and
+// expires_at < :now OR (status = IN_PROGRESS AND lease_until < :now_ms AND
+// fingerprint = :fp)" (an empty fingerprint matches any) and
 // ReturnValuesOnConditionCheckFailure=ALL_OLD, so a duplicate costs no
-// extra read. Expiry is judged by the store's clock, never left to TTL
+// extra read. A crashed owner's claim is taken over by the same body only:
+// another body is key reuse until the record expires. Expiry is judged by the store's clock, never left to TTL
 // deletion (which lags up to 48 hours).
 //
 // # Lease mode: external side effects

@@ -282,6 +282,31 @@ func TestTransactionalLeaseModeRecord(t *testing.T) {
 	}
 }
 
+// TestTransactionalTakeoverChecksFingerprint: a lease-mode claim whose
+// owner crashed (its lease ended, its effects unknown) still belongs to
+// its message: the same key with another body is key reuse, never a
+// takeover; the same body takes over.
+func TestTransactionalTakeoverChecksFingerprint(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	ctx := context.Background()
+	if c, err := l.store.Claim(ctx, "abandoned", dedupe.Fingerprint("erin:1"), time.Minute); err != nil || c.Status != dedupe.Claimed {
+		t.Fatal(c, err)
+	}
+	l.advance(2 * time.Minute) // the claim's lease has ended
+	h := dynamo.Transactional(l.store, l.credit, nil)
+	var kre *dedupe.KeyReuseError
+	if err := h.Handle(ctx, msg("m", "abandoned", "erin:999")); !errors.As(err, &kre) {
+		t.Fatalf("another body after the lease: %v, want key reuse", err)
+	}
+	if err := h.Handle(ctx, msg("m", "abandoned", "erin:1")); err != nil {
+		t.Fatalf("the same body after the lease: %v", err)
+	}
+	if b := l.balance(t, "erin"); b != 1 {
+		t.Fatalf("balance %d, want 1", b)
+	}
+}
+
 // TestTransactionalGuardedUserConditionFails: a VersionGuarded write whose
 // own condition fails (not enough balance) is a ConditionError: nothing is
 // committed, the dedupe record included, and the retry applies it once the

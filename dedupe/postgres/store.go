@@ -97,14 +97,16 @@ func (s *Store) Check(ctx context.Context) error {
 }
 
 // upsert writes a record when there is no live one: none, an expired one,
-// or an IN_PROGRESS one whose lease has ended ($7 is the store's now). It
-// returns the token written, or no row when a live record blocks it.
+// or an IN_PROGRESS one of the same fingerprint ($4; an empty one matches
+// any) whose lease has ended ($7 is the store's now). It returns the token
+// written, or no row when a live record blocks it.
 const upsert = `INSERT INTO ` + Table + ` AS d (pk, status, token, fingerprint, lease_until, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (pk) DO UPDATE
 SET status = excluded.status, token = excluded.token, fingerprint = excluded.fingerprint,
     lease_until = excluded.lease_until, expires_at = excluded.expires_at
-WHERE d.expires_at < $7 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $7)
+WHERE d.expires_at < $7 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $7
+    AND (d.fingerprint = $4 OR d.fingerprint = '' OR $4 = ''))
 RETURNING d.token`
 
 const selectRecord = `SELECT status, token, fingerprint, lease_until, expires_at FROM ` + Table + ` WHERE pk = $1`
@@ -134,9 +136,11 @@ func read(ctx context.Context, q querier, pk string) (r record, found bool, err 
 
 // conflict turns the record that blocked a write into the claim's answer.
 // live=false means the record is dead by our clock after all (it changed
-// between the write and the read): write again.
+// between the write and the read): write again. A lease that ended frees
+// the key for the same fingerprint only: another is key reuse until the
+// record expires.
 func (r record) conflict(fingerprint string, now time.Time) (c dedupe.Claim, live bool) {
-	if r.expiresAt.Before(now) || (r.status == dedupe.StatusInProgress && (r.leaseUntil == nil || r.leaseUntil.Before(now))) {
+	if r.expiresAt.Before(now) {
 		return dedupe.Claim{}, false
 	}
 	c.Fingerprint = r.fingerprint
@@ -145,6 +149,8 @@ func (r record) conflict(fingerprint string, now time.Time) (c dedupe.Claim, liv
 		c.Status = dedupe.KeyReused
 	case r.status == dedupe.StatusCompleted:
 		c.Status = dedupe.Duplicate
+	case r.leaseUntil == nil || r.leaseUntil.Before(now):
+		return dedupe.Claim{}, false
 	default:
 		c.Status = dedupe.InProgress
 		c.LeaseUntil = *r.leaseUntil

@@ -44,7 +44,7 @@ type TxOptions struct {
 //
 //   - The dedupe row is written first, with INSERT ... ON CONFLICT DO
 //     UPDATE taking over only a dead record (expired, or a lease-mode claim
-//     whose lease ended). A concurrent delivery of the same key blocks on
+//     of the same body whose lease ended). A concurrent delivery of the same key blocks on
 //     the row until this transaction ends, then sees it.
 //   - A live record → [consumer.ErrDuplicate] (acked, fn not run), or key
 //     reuse ([consumer.Permanent] with a [*dedupe.KeyReuseError]), or a

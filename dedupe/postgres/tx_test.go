@@ -360,3 +360,35 @@ func TestTransactionalOutcomes(t *testing.T) {
 		t.Fatalf("balance %d, want 3", b)
 	}
 }
+
+// TestTransactionalTakeoverChecksFingerprint: a lease-mode claim whose
+// owner crashed (its lease ended, its effects unknown) still belongs to
+// its message: the same key with another body is key reuse, never a
+// takeover; the same body takes over.
+func TestTransactionalTakeoverChecksFingerprint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := newLedger(t)
+	// A worker that claimed the key two minutes ago, for a minute, and
+	// crashed.
+	crashed, err := postgres.New(postgres.Config{DB: l.pool, Namespace: "ledger",
+		NowFunc: func() time.Time { return time.Now().Add(-2 * time.Minute) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := crashed.Claim(ctx, "abandoned", dedupe.Fingerprint("erin:1"), time.Minute); err != nil || c.Status != dedupe.Claimed {
+		t.Fatalf("Claim: %+v %v", c, err)
+	}
+	h := postgres.Transactional(l.store, l.credit, nil)
+	r := process(h, consumertest.NewMessage("erin:999", consumertest.WithID("abandoned")))
+	var kre *dedupe.KeyReuseError
+	if r.Outcome != consumer.OutcomeDeadLetter || !errors.As(r.Err, &kre) {
+		t.Fatalf("another body after the lease: %v (%v), want key reuse", r.Outcome, r.Err)
+	}
+	if r := process(h, consumertest.NewMessage("erin:1", consumertest.WithID("abandoned"))); r.Outcome != consumer.OutcomeAck {
+		t.Fatalf("the same body after the lease: %v (%v), want ack", r.Outcome, r.Err)
+	}
+	if b := l.balance(t, "erin"); b != 1 || l.runs.Load() != 1 {
+		t.Fatalf("balance %d after %d runs, want 1 after 1", b, l.runs.Load())
+	}
+}

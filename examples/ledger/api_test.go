@@ -226,6 +226,38 @@ func testServeStatuses(t *testing.T, store string) {
 	fast.stop(t)
 }
 
+// A client whose token is refreshed between retries (CALLER.SECRET: a new
+// secret, the same caller) is the same caller: its retry with the same key
+// is a replay of the one credit, not a second credit. A bare token is its
+// own caller.
+func TestServeTokenRefresh(t *testing.T) {
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) { testServeTokenRefresh(t, store) })
+	}
+}
+
+func testServeTokenRefresh(t *testing.T, store string) {
+	l := newLedgerCLIStore(t, false, store)
+	l.apiCleanup(t)
+	s := l.start(t, "serve", "-addr", "127.0.0.1:0")
+	good := `{"account":"acct-1","amount":5}`
+	first := post(t, s.url, "alice.secret-1", "k1", good)
+	if first.status != http.StatusCreated || first.replayed {
+		t.Fatalf("first: %+v", first)
+	}
+	for _, token := range []string{"alice.secret-2", "alice"} {
+		again := post(t, s.url, token, "k1", good)
+		if again.status != http.StatusCreated || !again.replayed || again.credit != first.credit {
+			t.Fatalf("retry with token %q: %d replayed=%v credit %+v; want the first credit %+v replayed", token, again.status, again.replayed, again.credit, first.credit)
+		}
+	}
+	// Another caller's key of the same name is its own.
+	if bob := post(t, s.url, "bob.secret-1", "k1", good); bob.status != http.StatusCreated || bob.replayed || bob.credit.CreditID == first.credit.CreditID {
+		t.Fatalf("another caller: %+v", bob)
+	}
+	s.stop(t)
+}
+
 // Clients retrying keys (concurrently, after dropped connections, against
 // both servers) while one server and the relay are killed with SIGKILL and
 // restarted: every distinct 201 is applied exactly once.

@@ -52,7 +52,9 @@ commands:
   status     print the queue's and the DLQ's message counts [-json]
   audit      check the journal: how many credits were applied, and whether any twice [-json]
   serve      the HTTP API until SIGTERM: POST /credits (Authorization: Bearer T, Idempotency-Key K,
-             {"account":"A","amount":N}) [-addr HOST:PORT] [-handler-delay D] [-lease D] [-log-level L]
+             {"account":"A","amount":N}) [-addr HOST:PORT] [-handler-delay D] [-lease D] [-log-level L];
+             keys are per caller: a token CALLER.SECRET names its caller CALLER (a refreshed secret
+             keeps the caller's keys), a token without a dot is its own caller
   relay      publish accepted credits from the outbox to the queue until SIGTERM [-log-level L]
   post       a client of serve: POST credits with retries of the same keys and report the answers:
              -servers URL[,URL] [-n N] [-accounts K] [-concurrency C] [-sequential] [-json]

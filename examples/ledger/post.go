@@ -45,7 +45,7 @@ func cmdPost(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	n := fs.Int("n", 100, "number of credits (distinct keys)")
 	accounts := fs.Int("accounts", 10, "number of accounts the credits spread over")
 	concurrency := fs.Int("concurrency", 8, "requests in flight")
-	token := fs.String("token", "demo-client", "bearer token (the caller's scope)")
+	token := fs.String("token", "demo-client", "bearer token: CALLER.SECRET names CALLER, the keys' scope; a token without a dot is its own caller")
 	sequential := fs.Bool("sequential", false, "one request at a time per account, to check the order on a FIFO queue")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parse(fs, args); err != nil {

@@ -78,7 +78,7 @@ func cmdServe(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	}
 	mw, err := idempotency.New(idempotency.Config{
 		Store:     keys,
-		ScopeFunc: bearerToken,
+		ScopeFunc: caller,
 		Lease:     *lease,
 		Logger:    logger,
 	})
@@ -133,15 +133,24 @@ func dynamoCredits(ctx context.Context, n names, c clients, logger *zap.Logger, 
 	return keys, creditsHandler(box, delay), nil
 }
 
-// bearerToken is the caller's scope: its bearer token. A missing or empty
-// token answers 401.
-func bearerToken(r *http.Request) (string, error) {
+// caller is the caller the request's bearer token names, the scope of its
+// Idempotency-Keys. A token CALLER.SECRET names CALLER (the text before
+// the first dot), so a client whose secret is refreshed between retries
+// stays the same caller and its retry is replayed, not run again; a token
+// without a dot is its own caller. A missing token, or one whose caller
+// part is empty, answers 401. The example checks no secret: a real API
+// verifies the token first and scopes by the identity it proves.
+func caller(r *http.Request) (string, error) {
 	auth := r.Header.Get("Authorization")
 	token, ok := strings.CutPrefix(auth, "Bearer ")
 	if !ok || strings.TrimSpace(token) == "" {
 		return "", errors.New("missing bearer token")
 	}
-	return token, nil
+	name, _, _ := strings.Cut(token, ".")
+	if strings.TrimSpace(name) == "" {
+		return "", errors.New("the bearer token names no caller")
+	}
+	return name, nil
 }
 
 // creditsHandler accepts a credit: the 201 response, its Idempotency-Key
@@ -175,19 +184,12 @@ func creditsHandler(box *outboxdynamo.Store, delay time.Duration) http.Handler {
 }
 
 // readCredit waits the handler delay, then reads the request's credit;
-// when it reports false it has answered the request.
+// when it reports false it has answered the request. A client that hangs
+// up meanwhile does not stop it: the middleware does not cancel a keyed
+// request's context, so the request finishes and stores its response,
+// and the client's retry gets that response.
 func readCredit(w http.ResponseWriter, r *http.Request, delay time.Duration) (account string, amount int64, ok bool) {
-	if delay > 0 {
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			// The client went away: store nothing, so its retry runs.
-			t.Stop()
-			idempotency.Release(r.Context())
-			return "", 0, false
-		}
-	}
+	time.Sleep(delay)
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		invalid(w, r, fmt.Errorf("read body: %w", err))

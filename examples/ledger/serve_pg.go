@@ -58,7 +58,7 @@ func creditsHandlerPostgres(c clients, box *outboxpg.Store, delay time.Duration)
 		if !ok {
 			return
 		}
-		scope, err := bearerToken(r)
+		scope, err := caller(r)
 		key, ok := idempotency.ParseKey(r.Header.Get(idempotency.HeaderKey))
 		if err != nil || !ok {
 			// The middleware refuses such requests before they get here.

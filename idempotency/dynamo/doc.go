@@ -19,8 +19,10 @@
 //	response_not_retained  BOOL  true when the response could not be kept (no body)
 //
 // A claim is one PutItem with the condition "attribute_not_exists(pk) OR
-// expires_at < :now OR (status = IN_PROGRESS AND lease_until < :now_ms)"
-// and ReturnValuesOnConditionCheckFailure=ALL_OLD: a replay costs that one
+// expires_at < :now OR (status = IN_PROGRESS AND lease_until < :now_ms AND
+// fingerprint = :fp)" (a crashed request's claim is taken over by the same
+// request only; another is key reuse, 422, until the record expires) and
+// ReturnValuesOnConditionCheckFailure=ALL_OLD: a replay costs that one
 // call, the stored response coming back with the condition failure. Expiry
 // is judged by the store's clock, never left to TTL deletion (which lags
 // up to 48 hours). The client's key and the caller's scope are never

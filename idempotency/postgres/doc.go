@@ -31,21 +31,64 @@
 // # The response in the work's transaction
 //
 // With idempotency.Config.BeginTxFunc set to [Store.BeginTx], the
-// middleware opens a transaction per claimed request, the handler does its
-// work in it ([TxFromContext]), and the middleware stores the response in
-// it and commits: the work and the stored response are durable together
-// or not at all. A 5xx, a panic, idempotency.Release, a killed connection
-// or a failed commit leave neither, and the key is released for the
-// retry. A commit whose outcome is unknown (the connection died after
-// sending it; Commit's error wraps idempotency.ErrOutcomeUnknown) is
-// answered as such (503) and is safe too: the release is fenced on
-// IN_PROGRESS, so a commit that happened keeps its record and the retry
-// replays it.
+// middleware opens a transaction per keyed request, the transaction claims
+// the key, the handler does its work in it ([TxFromContext]), and the
+// middleware stores the response in it and commits: the work and the
+// stored response are durable together or not at all. A 5xx, a 429, a
+// panic, idempotency.Release, a response too large to store, a killed
+// connection or a failed commit leave neither, and the retry runs the
+// handler again. A commit whose outcome is unknown (the connection died
+// after sending it; Commit's error wraps idempotency.ErrOutcomeUnknown)
+// is answered as such (503) and is safe too: the retry finds the
+// COMPLETED record if it happened, and nothing if not.
 //
 //	mw, err := idempotency.New(idempotency.Config{Store: store, BeginTxFunc: store.BeginTx, ScopeFunc: apiKeyID})
 //	...
 //	tx := postgres.TxFromContext(r.Context()) // in the handler
 //	_, err := tx.Exec(r.Context(), `INSERT INTO credits ...`, ...)
+//
+// # The key is held by the request's transaction
+//
+// In this mode there is no lease. The transaction's first statement takes
+// a transaction-scoped advisory lock on the record key
+// (pg_try_advisory_xact_lock of a 64-bit hash of it, seeded with the
+// table's oid), then writes the IN_PROGRESS record in the transaction,
+// where no other session sees it; the record is committed only COMPLETED,
+// with the work. So:
+//
+//   - A retry while the request runs gets 409 at once (the lock is taken;
+//     Retry-After: 1), without waiting on the row.
+//   - A request whose process or connection dies frees its key as soon as
+//     the server ends its transaction: the client's next retry runs (with
+//     a lease, it got 409 until the lease ran out, 30 s by default).
+//   - Nothing writes the record on another connection while the handler
+//     works, so the completion never conflicts with the handler's
+//     transaction at any isolation level.
+//
+// The lock shows in pg_locks (locktype advisory). Keys hash into the same
+// 64-bit space as the application's own advisory locks: a collision costs
+// at most a spurious 409.
+//
+// # Isolation levels
+//
+// Config.TxOptions sets the level of the request's transaction; READ
+// COMMITTED (the default), REPEATABLE READ and SERIALIZABLE all work. The
+// claim is the transaction's first statement, so under REPEATABLE READ and
+// SERIALIZABLE the handler's snapshot is taken as the key is claimed: it
+// sees every request of the key that committed before, and the handler's
+// reads are consistent from there. (A snapshot that predates the previous
+// holder's commit by the instant between the snapshot and the lock shows
+// as a serialization failure on the record; the claim then starts a fresh
+// transaction, before the handler runs.) A handler cannot change the level
+// with SET TRANSACTION, which must come first: use Config.TxOptions, or a
+// second Store with other options on the same pool for other routes. A
+// serialization failure of the handler's own work is the handler's to
+// answer when a statement meets it (a 5xx rolls everything back), and a
+// 503 with Retry-After when the commit meets it; either way nothing is
+// committed, and the retry runs the handler again in a new transaction.
+//
+// Use one mode per table: a lease-mode middleware (no BeginTxFunc) on the
+// same table does not see the transactions' locks.
 //
 // Outside the middleware, [Store.CompleteTx] completes a claim inside the
 // caller's own pgx.Tx. [Store.Complete] stores the response on its own and

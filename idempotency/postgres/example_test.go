@@ -50,7 +50,7 @@ func ExampleStore_BeginTx() {
 	}
 	mw, err := idempotency.New(idempotency.Config{
 		Store:       store,
-		BeginTxFunc: store.BeginTx, // each claimed request runs in a transaction
+		BeginTxFunc: store.BeginTx, // each keyed request runs in a transaction that holds its key
 		ScopeFunc:   func(r *http.Request) (string, error) { return r.Header.Get("Authorization"), nil },
 	})
 	if err != nil {

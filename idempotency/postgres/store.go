@@ -17,7 +17,7 @@ import (
 
 // DB is what the store needs of a connection pool; *pgxpool.Pool has it.
 type DB interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
@@ -29,6 +29,14 @@ type Config struct {
 	// TTL is how long a record lives after its last write. Defaults to
 	// idempotency.DefaultTTL (24 hours).
 	TTL time.Duration
+	// TxOptions are the options of the transactions [Store.BeginTx]
+	// opens for the middleware's transactional mode, chiefly the isolation
+	// level: READ COMMITTED, REPEATABLE READ and SERIALIZABLE all work (see
+	// the package doc). The transaction's first statement claims the key,
+	// so a handler cannot change its level with SET TRANSACTION: set it
+	// here. Defaults to the server's default (READ COMMITTED, read-write);
+	// a read-only mode is refused, as the record is written in it.
+	TxOptions pgx.TxOptions
 	// NowFunc is the clock for leases and expiry. Defaults to time.Now.
 	NowFunc func() time.Time
 }
@@ -37,9 +45,10 @@ type Config struct {
 // claimed with INSERT ... ON CONFLICT DO UPDATE and fenced by the claim's
 // token.
 type Store struct {
-	db  DB
-	ttl time.Duration
-	now func() time.Time
+	db     DB
+	ttl    time.Duration
+	txOpts pgx.TxOptions
+	now    func() time.Time
 }
 
 var _ idempotency.Store = (*Store)(nil)
@@ -53,21 +62,45 @@ func New(cfg Config) (*Store, error) {
 	if cfg.TTL < 0 {
 		return nil, fmt.Errorf("idempotency/postgres: Config.TTL %s is negative", cfg.TTL)
 	}
-	s := &Store{db: cfg.DB, ttl: cmp.Or(cfg.TTL, idempotency.DefaultTTL), now: cfg.NowFunc}
+	if cfg.TxOptions.AccessMode == pgx.ReadOnly {
+		return nil, errors.New("idempotency/postgres: Config.TxOptions.AccessMode is read-only: the request's transaction writes the idempotency record (leave it empty or set pgx.ReadWrite)")
+	}
+	s := &Store{db: cfg.DB, ttl: cmp.Or(cfg.TTL, idempotency.DefaultTTL), txOpts: cfg.TxOptions, now: cfg.NowFunc}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	return s, nil
 }
 
+// upsert writes an IN_PROGRESS record when there is no live one: none, an
+// expired one, or an IN_PROGRESS one of the same fingerprint whose lease
+// has ended ($6 is the store's now). It returns the token written, or no
+// row when a live record blocks it.
 const upsert = `INSERT INTO ` + Table + ` AS d (key, status, token, fingerprint, lease_until, expires_at)
 VALUES ($1, 'IN_PROGRESS', $2, $3, $4, $5)
 ON CONFLICT (key) DO UPDATE
 SET status = excluded.status, token = excluded.token, fingerprint = excluded.fingerprint,
     lease_until = excluded.lease_until, expires_at = excluded.expires_at,
     response_status = NULL, response_header = NULL, response_body = NULL
-WHERE d.expires_at < $6 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $6)
+WHERE d.expires_at < $6 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $6 AND d.fingerprint = $3)
 RETURNING d.token`
+
+const selectRecord = `SELECT status, fingerprint, lease_until, expires_at, response_status, response_header, response_body
+FROM ` + Table + ` WHERE key = $1`
+
+// querier is a DB or a pgx.Tx.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// read returns the record of key; found=false when there is none.
+func read(ctx context.Context, q querier, key string) (r record, found bool, err error) {
+	err = q.QueryRow(ctx, selectRecord, key).Scan(&r.status, &r.fingerprint, &r.leaseUntil, &r.expiresAt, &r.respStatus, &r.respHeader, &r.respBody)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
 
 type record struct {
 	status      string
@@ -93,32 +126,12 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: %w", err)
 		}
-		var r record
-		err = s.db.QueryRow(ctx, `SELECT status, fingerprint, lease_until, expires_at, response_status, response_header, response_body
-			FROM `+Table+` WHERE key = $1`, key).Scan(&r.status, &r.fingerprint, &r.leaseUntil, &r.expiresAt, &r.respStatus, &r.respHeader, &r.respBody)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
+		r, found, err := read(ctx, s.db, key)
+		if err != nil {
 			return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: read: %w", err)
-		default:
-			dead := r.expiresAt.Before(now) || (r.status == idempotency.StatusInProgress && (r.leaseUntil == nil || r.leaseUntil.Before(now)))
-			if !dead {
-				c := idempotency.Claim{Fingerprint: r.fingerprint}
-				switch {
-				case r.fingerprint != fingerprint:
-					c.Status = idempotency.KeyReused
-				case r.status == idempotency.StatusCompleted:
-					c.Status = idempotency.Completed
-					// A completed row always has a body, empty or not; NULL
-					// marks one that was not retained.
-					c.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody, NotRetained: r.respBody == nil}
-					if r.respStatus != nil {
-						c.Response.Status = int(*r.respStatus)
-					}
-				default:
-					c.Status = idempotency.InProgress
-					c.LeaseUntil = *r.leaseUntil
-				}
+		}
+		if found {
+			if c, live := r.conflict(fingerprint, now); live {
 				return c, nil
 			}
 		}
@@ -126,6 +139,36 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 			return idempotency.Claim{Status: idempotency.InProgress, LeaseUntil: now.Add(time.Second)}, nil
 		}
 	}
+}
+
+// conflict turns the record that blocked a claim into the claim's answer.
+// live=false means the record is dead by our clock after all (it changed
+// between the write and the read): claim again. A lease that ended frees
+// the key for the same request only: another fingerprint is key reuse
+// until the record expires.
+func (r record) conflict(fingerprint string, now time.Time) (c idempotency.Claim, live bool) {
+	if r.expiresAt.Before(now) {
+		return c, false
+	}
+	c.Fingerprint = r.fingerprint
+	switch {
+	case r.fingerprint != fingerprint:
+		c.Status = idempotency.KeyReused
+	case r.status == idempotency.StatusCompleted:
+		c.Status = idempotency.Completed
+		// A completed row always has a body, empty or not; NULL marks one
+		// that was not retained.
+		c.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody, NotRetained: r.respBody == nil}
+		if r.respStatus != nil {
+			c.Response.Status = int(*r.respStatus)
+		}
+	case r.leaseUntil == nil || r.leaseUntil.Before(now):
+		return idempotency.Claim{}, false
+	default:
+		c.Status = idempotency.InProgress
+		c.LeaseUntil = *r.leaseUntil
+	}
+	return c, true
 }
 
 func fenced(op string, tag pgconn.CommandTag, err error) error {

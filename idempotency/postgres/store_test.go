@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +102,14 @@ func TestCompleteTxCommitsWithTheWork(t *testing.T) {
 	// DynamoDB writes are not for this store.
 	if err := s.Complete(ctx, idempotency.RecordKey("scope", "k-2"), "t", idempotency.Completion{Builds: []idempotency.Build{{}}}); !errors.Is(err, idempotency.ErrWritesUnsupported) {
 		t.Fatalf("Complete with writes: %v, want ErrWritesUnsupported", err)
+	}
+}
+
+// A read-only transaction cannot hold the record: refused at start-up.
+func TestNewRefusesReadOnlyTx(t *testing.T) {
+	t.Parallel()
+	_, err := postgres.New(postgres.Config{DB: struct{ postgres.DB }{}, TxOptions: pgx.TxOptions{AccessMode: pgx.ReadOnly}})
+	if err == nil || !strings.Contains(err.Error(), "TxOptions.AccessMode") {
+		t.Fatalf("New with a read-only TxOptions: %v, want an error naming TxOptions.AccessMode", err)
 	}
 }

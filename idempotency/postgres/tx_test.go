@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sqsonce/sqsonce/idempotency"
@@ -29,13 +30,17 @@ type txAPI struct {
 	fault func(w http.ResponseWriter, r *http.Request) (stop bool)
 }
 
-func newTxAPI(t *testing.T) *txAPI {
+func newTxAPI(t *testing.T) *txAPI { return newTxAPILevel(t, "") }
+
+// newTxAPILevel is newTxAPI with the request transactions at level ("":
+// the server's default).
+func newTxAPILevel(t *testing.T, level pgx.TxIsoLevel) *txAPI {
 	t.Helper()
 	pool := newPool(t)
 	if _, err := pool.Exec(context.Background(), `CREATE TABLE credits (id text PRIMARY KEY, amount integer NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.New(postgres.Config{DB: pool})
+	store, err := postgres.New(postgres.Config{DB: pool, TxOptions: pgx.TxOptions{IsoLevel: level}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +145,26 @@ func TestTxModeCommitsWorkWithResponse(t *testing.T) {
 	}
 }
 
+// A record completed "not retained" (response_body NULL: the lease mode
+// completes one so when a response cannot be stored) is answered by the
+// transaction's claim as such: its status and a TypeNotRetained problem,
+// never an empty body passed off as the response, and nothing runs again.
+func TestTxModeReplaysNotRetained(t *testing.T) {
+	t.Parallel()
+	a := newTxAPI(t)
+	if w := a.post("k-1"); w.Code != http.StatusCreated {
+		t.Fatalf("first POST: %d %s", w.Code, w.Body)
+	}
+	if _, err := a.pool.Exec(context.Background(), `UPDATE `+postgres.Table+` SET response_body = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	w := a.post("k-1")
+	if w.Code != http.StatusCreated || w.Header().Get(idempotency.HeaderReplayed) != "true" ||
+		!strings.Contains(w.Body.String(), idempotency.TypeNotRetained) || a.runs.Load() != 1 {
+		t.Fatalf("retry: %d %v %s after %d runs, want the 201 replayed as not retained and 1 run", w.Code, w.Header(), w.Body, a.runs.Load())
+	}
+}
+
 // A request that fails after its insert (a 5xx, a panic, an aborted
 // transaction, its connection killed before the commit, Release) leaves
 // neither the credit nor a stored response; the retry then runs once.
@@ -221,11 +246,20 @@ func TestTxModeFailureLeavesNothing(t *testing.T) {
 	}
 }
 
-// 50 concurrent requests with one key credit once: one runs, the others
-// get 409 while it runs or its stored response after.
+// 50 concurrent requests with one key credit once, at every isolation
+// level: one runs, the others get 409 while it runs or its stored
+// response after, never a failure.
 func TestTxModeConcurrentSameKey(t *testing.T) {
 	t.Parallel()
-	a := newTxAPI(t)
+	for _, level := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable} {
+		t.Run(strings.ReplaceAll(string(level), " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			concurrentSameKey(t, newTxAPILevel(t, level))
+		})
+	}
+}
+
+func concurrentSameKey(t *testing.T, a *txAPI) {
 	start := make(chan struct{})
 	a.fault = func(http.ResponseWriter, *http.Request) bool {
 		time.Sleep(50 * time.Millisecond) // keep the key in progress while others arrive
@@ -277,5 +311,55 @@ func TestTxModeRefusesTransact(t *testing.T) {
 	}
 	if w := a.post("k-1"); w.Code != http.StatusCreated {
 		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}
+
+// A request whose connection dies mid-transaction (a crash of the API, a
+// failover) holds its key no longer than its transaction: the next retry
+// runs at once instead of answering 409 until a lease ends (before the
+// key was held by the transaction: 409 for the whole 10 s lease here, 30 s
+// by default).
+func TestTxModeDeadConnectionFreesKey(t *testing.T) {
+	t.Parallel()
+	a := newTxAPI(t)
+	started := make(chan uint32, 1)
+	resume := make(chan struct{})
+	a.fault = func(w http.ResponseWriter, r *http.Request) bool {
+		if a.runs.Load() != 1 {
+			return false
+		}
+		var pid uint32
+		if err := postgres.TxFromContext(r.Context()).QueryRow(r.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Errorf("backend pid: %v", err)
+		}
+		started <- pid
+		<-resume
+		return false
+	}
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- a.post("k-1") }()
+	pid := <-started
+
+	// The connection dies; the wait (up to 10 s) returns once the backend
+	// has exited and its transaction, locks included, is gone.
+	var gone bool
+	if err := a.pool.QueryRow(context.Background(), `SELECT pg_terminate_backend($1, 10000)`, int32(pid)).Scan(&gone); err != nil || !gone {
+		t.Fatalf("pg_terminate_backend(%d, 10000) = %v, %v", pid, gone, err)
+	}
+	retry := a.post("k-1")
+	close(resume)
+	w := <-first
+	if retry.Code != http.StatusCreated || retry.Header().Get(idempotency.HeaderReplayed) != "" {
+		t.Fatalf("first retry after the connection died: %d %s, want a fresh 201", retry.Code, strings.TrimSpace(retry.Body.String()))
+	}
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("the request whose connection died: %d %s, want 503", w.Code, w.Body)
+	}
+	if again := a.post("k-1"); again.Code != http.StatusCreated || again.Body.String() != retry.Body.String() ||
+		again.Header().Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatalf("second retry: %d %s, want the first retry's 201 replayed", again.Code, again.Body)
+	}
+	if ids := a.credits(t); fmt.Sprint(ids) != "[c-2]" || a.runs.Load() != 2 {
+		t.Fatalf("credits %v after %d runs, want only the retry's [c-2] after 2", ids, a.runs.Load())
 	}
 }

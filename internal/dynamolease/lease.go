@@ -110,23 +110,31 @@ type Table struct {
 	ErrNotOwner error
 }
 
-// ClaimCondition admits a claim when there is no live record: none, an
-// expired one (TTL deletion lags up to 48 hours), or an IN_PROGRESS one
-// whose lease has ended.
-const ClaimCondition = "attribute_not_exists(#pk) OR #exp < :now OR (#st = :in_progress AND #lu < :now_ms)"
-
-// ClaimNames are the attribute names ClaimCondition uses.
-func ClaimNames() map[string]string {
-	return map[string]string{"#pk": AttrPK, "#exp": AttrExpiresAt, "#st": AttrStatus, "#lu": AttrLeaseUntil}
-}
-
-// ClaimValues are the values ClaimCondition uses at now.
-func ClaimValues(now time.Time) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
+// claimCondition admits a claim of fingerprint at now when there is no
+// live record: none, an expired one (TTL deletion lags up to 48 hours), or
+// an IN_PROGRESS one of the same fingerprint whose lease has ended. A
+// record of another fingerprint is never taken over before it expires:
+// its crashed owner's effects are unknown, and the key stays its
+// request's. It returns the condition with its names and values.
+func (t *Table) claimCondition(fingerprint string, now time.Time) (string, map[string]string, map[string]types.AttributeValue) {
+	names := map[string]string{"#pk": AttrPK, "#exp": AttrExpiresAt, "#st": AttrStatus, "#lu": AttrLeaseUntil}
+	values := map[string]types.AttributeValue{
 		":now":         Num(now.Unix()),
 		":now_ms":      Num(now.UnixMilli()),
 		":in_progress": Str(StatusInProgress),
 	}
+	same := ""
+	switch {
+	case t.LenientFingerprint && fingerprint == "":
+		// An empty fingerprint matches any.
+	case t.LenientFingerprint:
+		same = " AND (#fp = :fp OR #fp = :empty OR attribute_not_exists(#fp))"
+		names["#fp"], values[":fp"], values[":empty"] = AttrFingerprint, Str(fingerprint), Str("")
+	default:
+		same = " AND #fp = :fp"
+		names["#fp"], values[":fp"] = AttrFingerprint, Str(fingerprint)
+	}
+	return "attribute_not_exists(#pk) OR #exp < :now OR (#st = :in_progress AND #lu < :now_ms" + same + ")", names, values
 }
 
 // Claim takes pk for a lease of d with one conditional PutItem; on conflict the
@@ -172,15 +180,16 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 
 // CompletedPut records pk as COMPLETED at now with no lease before it:
 // the put a transaction commits next to the writes it makes once. It takes
-// the key on ClaimCondition, as Claim does, and returns the old item when
-// that fails.
+// the key on the condition Claim uses, and returns the old item when that
+// fails.
 func (t *Table) CompletedPut(pk, fingerprint string, now time.Time) *types.Put {
 	return t.claimPut(pk, StatusCompleted, leasekey.NewToken(), fingerprint, now)
 }
 
-// claimPut writes a record of status and token on ClaimCondition at now,
-// returning the old item when that fails.
+// claimPut writes a record of status and token on the claim's condition
+// at now, returning the old item when that fails.
 func (t *Table) claimPut(pk, status, token, fingerprint string, now time.Time) *types.Put {
+	cond, names, values := t.claimCondition(fingerprint, now)
 	return &types.Put{
 		TableName: aws.String(t.Name),
 		Item: map[string]types.AttributeValue{
@@ -190,9 +199,9 @@ func (t *Table) claimPut(pk, status, token, fingerprint string, now time.Time) *
 			AttrFingerprint: Str(fingerprint),
 			AttrExpiresAt:   Num(now.Add(t.TTL).Unix()),
 		},
-		ConditionExpression:                 aws.String(ClaimCondition),
-		ExpressionAttributeNames:            ClaimNames(),
-		ExpressionAttributeValues:           ClaimValues(now),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
@@ -240,11 +249,13 @@ func GetN(item map[string]types.AttributeValue, name string) int64 {
 // Conflict turns the record item that blocked a claim into the claim's
 // answer. live=false means the record is dead by the client's clock
 // (checked here too: expiry is never trusted to the server's TTL deletion
-// alone).
+// alone). A lease that ended frees the key for the same fingerprint only:
+// another is key reuse until the record expires.
 func (t *Table) Conflict(item map[string]types.AttributeValue, fingerprint string, now time.Time) (Result, bool) {
 	r := Parse(item)
-	if r.Status == "" || r.ExpiresAt < now.Unix() || (r.Status == StatusInProgress && r.LeaseUntil.Before(now)) {
-		return Result{Outcome: InProgress, LeaseUntil: now}, false
+	dead := Result{Outcome: InProgress, LeaseUntil: now}
+	if r.Status == "" || r.ExpiresAt < now.Unix() {
+		return dead, false
 	}
 	c := Result{Fingerprint: r.Fingerprint, Item: item}
 	reused := r.Fingerprint != fingerprint
@@ -256,6 +267,8 @@ func (t *Table) Conflict(item map[string]types.AttributeValue, fingerprint strin
 		c.Outcome = KeyReused
 	case r.Status == StatusCompleted:
 		c.Outcome = Completed
+	case r.LeaseUntil.Before(now):
+		return dead, false
 	default:
 		c.Outcome = InProgress
 		c.LeaseUntil = r.LeaseUntil

@@ -191,6 +191,7 @@ var cases = []struct {
 	{"CompleteIsFinal", completeIsFinal},
 	{"ExtendKeepsLease", extendKeepsLease},
 	{"TakeoverAfterLeaseEnds", takeoverAfterLeaseEnds},
+	{"TakeoverChecksFingerprint", takeoverChecksFingerprint},
 	{"ReleaseLetsNextClaimRun", releaseLetsNextClaimRun},
 	{"UnknownToken", unknownToken},
 	{"ExpiryAllowsNewClaim", expiryAllowsNewClaim},
@@ -307,6 +308,35 @@ func takeoverAfterLeaseEnds(e *Env) {
 	e.NotOwner("Complete after the new owner completed", e.Store.Complete(e.Ctx, e.Key, old.Token, "stale"))
 	e.NotOwner("Release after the new owner completed", e.Store.Release(e.Ctx, e.Key, old.Token))
 	e.Completed(FP, "new owner")
+}
+
+// takeoverChecksFingerprint: a lease that ended does not end the record.
+// The crashed owner's attempt may have had effects, so the key still
+// belongs to its request: another fingerprint is key reuse, the same one
+// takes over. Only expiry frees the key for another request.
+func takeoverChecksFingerprint(e *Env) {
+	old := e.Claim(FP, Claimed)
+	e.Clock.Advance(Lease + time.Second)
+	got := e.Claim(FPB, KeyReused)
+	if got.Fingerprint != FP {
+		e.T.Errorf("KeyReused Fingerprint = %q, want the stored %q", got.Fingerprint, FP)
+	}
+	// The refused claim changed nothing: the original request's retry
+	// takes over, and the stale owner is fenced out.
+	cur := e.Claim(FP, Claimed)
+	e.NotOwner("Complete", e.Store.Complete(e.Ctx, e.Key, old.Token, "stale"))
+	e.Clock.Advance(Lease + time.Second)
+	e.Claim(FPB, KeyReused)
+	e.Complete(cur.Token, "retry")
+	e.Completed(FP, "retry")
+	e.Claim(FPB, KeyReused)
+	// An expired record, whatever its state, frees the key.
+	abandoned := *e
+	abandoned.Key = e.Key + "-abandoned"
+	abandoned.Claim(FP, Claimed)
+	e.Clock.Advance(farFuture)
+	abandoned.Claim(FPB, Claimed)
+	e.Claim(FPB, Claimed)
 }
 
 func releaseLetsNextClaimRun(e *Env) {
