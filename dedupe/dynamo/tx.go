@@ -61,13 +61,20 @@ type TxOptions struct {
 	// saves each duplicate of a completed message a run of fn and a
 	// cancelled TransactWriteItems. Turn it on when fn is costly (it
 	// calls a service or reads other tables) or duplicates are common (SNS
-	// publisher retries, redrives, a slow handler overlapping its
-	// redelivery); the worker then needs dynamodb:GetItem on the dedupe
-	// table. The read is strongly consistent: an eventually consistent
-	// one costs half a read unit less but may not see a commit of the
-	// last second, which is when a redelivery after a lost delete or an
-	// SNS publisher's retry arrives. The bench table's look-ahead rows give
-	// its cost and its saving.
+	// publisher retries, redrives, workers killed between a commit and
+	// its delete); the worker then needs dynamodb:GetItem on the dedupe
+	// table. The bench table's look-ahead rows give its cost and its
+	// saving.
+	//
+	// The read is strongly consistent: one read unit for the small
+	// record, where an eventually consistent read costs half of one but
+	// may miss a commit of about the last second, and a duplicate it
+	// misses costs the run of fn and the transaction it was made to
+	// save. Half a read unit is little beside the transaction it saves
+	// (two write units per item written, each priced several times a read
+	// unit), and duplicates that arrive close together (a publisher
+	// retrying at once, SQS delivering a message twice) are the ones an
+	// eventually consistent read would miss.
 	//
 	// Defaults to false: most messages are not duplicates, so the read
 	// would mostly be paid for nothing, and a worker whose role grants
