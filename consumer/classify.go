@@ -51,8 +51,9 @@ type classedError interface {
 
 // defaultVerdict is the classification of every error [Config.Classifier]
 // leaves undecided: the table of [Config.Classifier] (and the "Errors →
-// outcomes" table of docs/architecture.md). It does not allocate: it runs
-// for every failed message.
+// outcomes" table of docs/architecture.md); an [Unavailable] without a
+// Retry-After has a zero Delay, which the caller fills with the pause. It
+// does not allocate: it runs for every failed message.
 func defaultVerdict(backoff Backoff, maxAttempts int, msg *Message, err error) Verdict {
 	if err == nil {
 		return Verdict{Outcome: OutcomeAck}
@@ -64,6 +65,11 @@ func defaultVerdict(backoff Backoff, maxAttempts int, msg *Message, err error) V
 		if class := fc.FailureClass(); class != "" {
 			return Verdict{Outcome: OutcomeDeadLetter, Class: class}
 		}
+	}
+	if ue, ok := errors.AsType[*UnavailableError](err); ok {
+		// Never a dead letter, whatever the attempt: the downstream failed,
+		// not the message.
+		return Verdict{Outcome: OutcomeRetry, Delay: ue.RetryAfter, Class: ClassUnavailable}
 	}
 	if re, ok := errors.AsType[*RetryError](err); ok {
 		return Verdict{Outcome: OutcomeRetry, Delay: max(re.Delay, 0)}

@@ -107,6 +107,15 @@ type Config struct {
 	// maxReceiveCount still applies; on a FIFO queue see "FIFO queues" in
 	// docs/architecture.md for how it must allow for a group's depth).
 	MaxAttempts int
+	// BackPressure pauses the consumer while the downstream its handlers
+	// call is unavailable: a handler's [Unavailable] (or a Classifier's
+	// verdict of class [ClassUnavailable]) pauses it at once, and a circuit
+	// breaker pauses it when transient failures pass a threshold. Paused,
+	// it makes no receive call, keeps the messages it holds invisible
+	// without running them, and after the pause runs one message as a
+	// probe before returning to full speed. Defaults to on, with the
+	// defaults [BackPressure] lists; BackPressure{Off: true} turns it off.
+	BackPressure BackPressure
 	// DeadLetterQueueURL receives permanent failures. Defaults to the
 	// queue's RedrivePolicy target. Run fails when neither is set.
 	DeadLetterQueueURL string
@@ -238,6 +247,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Backoff.Base < 0 || cfg.Backoff.Cap < 0 || (cfg.Backoff.Base > 0 && cfg.Backoff.Cap > 0 && cfg.Backoff.Cap < cfg.Backoff.Base) {
 		bad("Backoff: Base (%s) and Cap (%s) must be positive with Cap ≥ Base", cfg.Backoff.Base, cfg.Backoff.Cap)
+	}
+	var bpErr error
+	if cfg.BackPressure, bpErr = cfg.BackPressure.withDefaults(); bpErr != nil {
+		errs = append(errs, bpErr)
 	}
 	if cfg.ShutdownTimeout < 0 || cfg.FlushInterval < 0 {
 		bad("ShutdownTimeout (%s) and FlushInterval (%s) must not be negative", cfg.ShutdownTimeout, cfg.FlushInterval)

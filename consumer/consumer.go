@@ -194,6 +194,10 @@ type runner struct {
 	pipeline *processor
 	hb       *heartbeat.Heartbeat
 	settler  *settler
+	// gate holds received messages back while the consumer is paused
+	// (BackPressure): the workers ask it before starting one, the
+	// receivers before receiving.
+	gate *gate
 
 	capacity *capacity
 	// pollers bounds the receive calls at once (nil when Receivers was
@@ -230,8 +234,9 @@ type runner struct {
 	lanes   map[string]*lane
 	spare   []*lane // lanes to reuse (dispatch)
 
-	// unrun counts the receives in which FIFO messages did not run (nil
-	// on standard queues): see Message.Attempt.
+	// unrun counts the receives that were not attempts: those in which
+	// FIFO messages did not run, and those whose downstream was
+	// unavailable (see Message.Attempt).
 	unrun *settle.Unrun
 }
 
@@ -287,13 +292,14 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		ready:    make(chan *lane, cfg.Concurrency+cfg.Prefetch+cfg.receiveAhead),
 		beating:  map[*inflight]struct{}{},
 		lanes:    map[string]*lane{},
+		unrun:    new(settle.Unrun),
 	}
+	r.gate = newGate(cfg.BackPressure, r.log, cfg.Observer, r.unsettled.Load)
 	if q.fifo {
 		// Slots come back a batch at a time: freed one by one, a waiting
 		// receiver would take the first few (when the workers idle) and
 		// ask for that many, a short receive, each a call.
 		r.slotDone = func() { r.freed.Add(1) }
-		r.unrun = new(settle.Unrun)
 	}
 	if cfg.adaptReceivers {
 		r.pollers = newPollers(cfg.Receivers+cfg.aheadReceivers, cfg.WaitTime, q.fifo)
@@ -454,16 +460,34 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		if n == 0 && ahead && !r.capacity.ahead(ctx) {
 			return
 		}
+		// Paused (BackPressure): no receive, but one for a probe when
+		// nothing received is left to probe with, asking for one message.
+		probe, ok := r.gate.receiving(ctx.Done())
+		if !ok {
+			return
+		}
+		endProbe := func(got int) {
+			if probe {
+				probe = false
+				r.gate.probeReceived(got)
+			}
+		}
 		// A turn first, then the slots: a receiver waiting for its turn
 		// holds none.
 		t, ok := r.pollers.acquire(ctx)
 		if !ok {
+			endProbe(-1)
 			return
 		}
 		if n == 0 {
+			want := sqslimits.MaxBatchEntries
+			if probe {
+				want = 1
+			}
 			var err error
-			if n, at, err = r.capacity.reserve(ctx, sqslimits.MaxBatchEntries); err != nil {
+			if n, at, err = r.capacity.reserve(ctx, want); err != nil {
 				t.done(-1, 0)
+				endProbe(-1)
 				return
 			}
 		}
@@ -471,7 +495,17 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 			// Shutting down: no new receive (its call would run under
 			// callCtx, which outlives ctx for the calls already in flight).
 			t.done(-1, 0)
+			endProbe(-1)
 			return
+		}
+		if !probe && !r.gate.isOpen() {
+			// Paused while this receiver waited for its turn or its slots.
+			t.done(-1, 0)
+			if attemptID == "" {
+				r.capacity.unreserve(n)
+				n = 0
+			}
+			continue
 		}
 		in := &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(r.q.url),
@@ -504,6 +538,7 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		}
 		t.done(n, got)
 		if err != nil {
+			endProbe(-1)
 			if ctx.Err() != nil {
 				return
 			}
@@ -550,6 +585,8 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		r.hb.AddBatch(start, returned, tracked)
 		clear(tracked) // the buffer outlives the messages: no references kept
 		r.dispatch(batch)
+		// After the dispatch, so that the probe's message counts as held.
+		endProbe(len(batch))
 	}
 }
 
@@ -592,7 +629,8 @@ func newAttemptID() string {
 func (r *runner) dispatch(batch []*inflight) {
 	if !r.q.fifo {
 		for _, m := range batch {
-			r.queue <- m // never full: it holds the most slots capacity has
+			m.msg.unrun = r.unrun.Count(m.msg.ID) // no lock while none is counted
+			r.queue <- m                          // never full: it holds the most slots capacity has
 		}
 		return
 	}
@@ -664,7 +702,18 @@ func (r *runner) work(worker int) {
 			continue
 		default:
 		}
-		r.process(worker, m)
+		for {
+			probe, ok := r.gate.admit(r.stopping)
+			if !ok {
+				r.release(m, nil)
+				break
+			}
+			if _, held := r.process(worker, m, probe); !held {
+				break
+			}
+			// A probe that found the downstream still unavailable: kept
+			// for the next probe.
+		}
 	}
 }
 
@@ -709,15 +758,26 @@ func (r *runner) workLanes(worker int) {
 		}
 		m := l.head
 		l.head = nil
-		select {
-		case <-r.stopping:
-			r.release(m, nil)
-			r.releaseLane(l, nil)
-		default:
-			res := r.process(worker, m)
+		for {
+			probe, ok := false, false
+			select {
+			case <-r.stopping:
+			default:
+				probe, ok = r.gate.admit(r.stopping)
+			}
+			if !ok {
+				r.release(m, nil)
+				r.releaseLane(l, nil)
+				break
+			}
+			res, held := r.process(worker, m, probe)
+			if held {
+				continue // a failed probe, kept for the next (the lane waits with it)
+			}
 			if settle.StopsGroup(settle.Outcome(res.Outcome)) {
 				r.stopLane(l, res)
 			}
+			break
 		}
 
 		r.mu.Lock()
@@ -824,8 +884,11 @@ func (r *runner) settle(m *inflight, secs int32) {
 // that the next receives come back short). The last one nudges the
 // settler, which sends the partial batches then.
 func (r *runner) queued() {
-	if r.unsettled.Add(-1) == 0 && r.settler.idle != nil {
-		r.settler.nudge()
+	if r.unsettled.Add(-1) == 0 {
+		if r.settler.idle != nil {
+			r.settler.nudge()
+		}
+		r.gate.settledAll()
 	}
 }
 
@@ -845,8 +908,11 @@ func (r *runner) stopHandlers(cause error) {
 	}
 }
 
-// process runs m's handler, on the given worker, and settles it.
-func (r *runner) process(worker int, m *inflight) Result {
+// process runs m's handler, on the given worker, and settles it; probe
+// says the gate admitted it as the probe of a pause. A probe that found
+// the downstream still unavailable is not settled but held (held true):
+// the worker keeps it, still in the in-flight set, for the next probe.
+func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held bool) {
 	ctx, cancel := context.WithCancelCause(r.workBase)
 	defer cancel(nil)
 	// Seen by stopHandlers, or the handlersStopped check below sees that
@@ -861,8 +927,9 @@ func (r *runner) process(worker int, m *inflight) Result {
 	m.mu.Unlock()
 	if lost != nil {
 		res := Result{Outcome: OutcomeRelease, Err: lost}
+		r.gate.done(probe, &res)
 		r.settled(m, res, false)
-		return res
+		return res, false
 	}
 	if r.handlersStopped.Load() {
 		cancel(ErrShutdown)
@@ -871,8 +938,11 @@ func (r *runner) process(worker int, m *inflight) Result {
 	m.msg.run = m
 	m.msg.mu.Unlock()
 
-	res := r.pipeline.process(ctx, m.msg)
-	if m.lastBehind && res.Outcome == OutcomeRetry {
+	res = r.pipeline.process(ctx, m.msg)
+	// May pause the consumer, and then lengthens an Unavailable's delay to
+	// the pause.
+	hold := r.gate.done(probe, &res)
+	if m.lastBehind && res.Outcome == OutcomeRetry && !hold {
 		res = r.lastReceive(m, res)
 	}
 
@@ -884,7 +954,13 @@ func (r *runner) process(worker int, m *inflight) Result {
 	m.msg.mu.Unlock()
 	m.mu.Lock()
 	m.cancel = nil
+	lost = m.lost
 	m.mu.Unlock()
+	if hold && lost == nil {
+		r.log.Debug("consumer: the probe found the downstream still unavailable; the message is held for the next probe",
+			zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()), zap.String("error", handlerText(res.Err)))
+		return res, true
+	}
 
 	if res.Outcome == OutcomeDeadLetter {
 		if err := r.deadLetter(m, res); err != nil {
@@ -898,13 +974,18 @@ func (r *runner) process(worker int, m *inflight) Result {
 			}
 		}
 	}
-	if act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, m.recvStart, time.Now()); act.Done {
+	now := time.Now()
+	if settle.Unavailable(settle.Outcome(res.Outcome), res.Class) {
+		// Not an attempt: its failure says nothing of the message.
+		r.unrun.Set(m.msg.ID, m.msg.unrun+1, now)
+	}
+	if act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, m.recvStart, now); act.Done {
 		r.settle(m, -1)
 	} else {
 		r.settle(m, act.Visibility)
 	}
 	r.settled(m, res, true)
-	return res
+	return res, false
 }
 
 // lastReceive turns the retry of a FIFO message into a dead letter (class

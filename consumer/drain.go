@@ -107,3 +107,7 @@ func (w *drainWatch) DeadLetterRefused(msg *Message, err error) {
 func (w *drainWatch) SettleFailed(msg *Message, op string, err error) {
 	w.next.SettleFailed(msg, op, err)
 }
+
+func (w *drainWatch) Paused(p Pause) { w.next.Paused(p) }
+
+func (w *drainWatch) Resumed(d time.Duration) { w.next.Resumed(d) }

@@ -79,6 +79,41 @@ func RetryAfter(err error, d time.Duration) error {
 	return &RetryError{Err: err, Delay: d}
 }
 
+// UnavailableError says that the downstream a handler calls (a payment
+// API, a partner's endpoint, a database at its connection limit) is
+// unavailable: down, or asking its callers to slow down. Return it with
+// [Unavailable].
+type UnavailableError struct {
+	Err error
+	// RetryAfter is when the downstream said to come back (an HTTP
+	// Retry-After), 0 when it did not say.
+	RetryAfter time.Duration
+}
+
+func (e *UnavailableError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("unavailable, retry after %s: %s", e.RetryAfter, errString(e.Err))
+	}
+	return "unavailable: " + errString(e.Err)
+}
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Unavailable says that the downstream the handler calls is unavailable
+// (an HTTP 503 or 429, say), and when it said to come back (its
+// Retry-After; 0 when it did not say). The failure is not the message's:
+// the message is retried after retryAfter, or after the consumer's pause
+// when that is longer, never dead-lettered for it, and the receive does
+// not count as an attempt toward MaxAttempts. The consumer pauses (see
+// [BackPressure]): it stops receiving, keeps the messages it holds
+// invisible without running them, and after the pause runs one message
+// as a probe before it returns to full speed.
+func Unavailable(err error, retryAfter time.Duration) error {
+	if err == nil {
+		err = errors.New("downstream unavailable")
+	}
+	return &UnavailableError{Err: err, RetryAfter: max(retryAfter, 0)}
+}
+
 func errString(err error) string {
 	if err == nil {
 		return "<nil>"

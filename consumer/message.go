@@ -51,9 +51,8 @@ type Message struct {
 
 	key string
 
-	// unrun counts the receives in which the message did not run, as far
-	// as this process knows (settle.Unrun): set by the consumer on FIFO
-	// queues.
+	// unrun counts the receives that were not attempts, as far as this
+	// process knows (settle.Unrun): set by the consumer.
 	unrun int
 
 	beatEvery time.Duration // set by the consumer: see HeartbeatInterval
@@ -104,8 +103,10 @@ func (m *Message) init(raw types.Message, queueURL string, receivedAt time.Time)
 // Attempt is how many times the message has run, this run included (1
 // on the first): its ReceiveCount less the receives in which the consumer
 // knows it did not run (on a FIFO queue, received behind an earlier
-// message of its group that was then retried, so put back with it). The
-// consumer's Backoff and MaxAttempts count attempts. Only the consumer
+// message of its group that was then retried, so put back with it) or
+// ran against a downstream that was unavailable ([Unavailable]: the
+// failure was not the message's). The consumer's Backoff and MaxAttempts
+// count attempts. Only the consumer
 // process that put the message back knows: one received next by another
 // process, or after a restart, counts those receives as attempts, as
 // ReceiveCount does. Outside the consumer (the Lambda adapter,

@@ -33,6 +33,14 @@ type Observer interface {
 	// its retries. A failed delete is tried again later while the heartbeat
 	// keeps the message invisible; it is reported each time it fails.
 	SettleFailed(msg *Message, op string, err error)
+	// Paused is called when the consumer pauses for an unavailable
+	// downstream (see [BackPressure]): at the start of an outage and after
+	// each failed probe.
+	Paused(p Pause)
+	// Resumed is called when a probe succeeded and the consumer is back at
+	// full speed, with how long it was paused (from the first pause of the
+	// outage).
+	Resumed(pausedFor time.Duration)
 }
 
 // NopObserver implements [Observer] with methods that do nothing.
@@ -61,5 +69,11 @@ func (NopObserver) DeadLetterRefused(*Message, error) {}
 
 // SettleFailed does nothing.
 func (NopObserver) SettleFailed(*Message, string, error) {}
+
+// Paused does nothing.
+func (NopObserver) Paused(Pause) {}
+
+// Resumed does nothing.
+func (NopObserver) Resumed(time.Duration) {}
 
 var _ Observer = NopObserver{}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/settle"
 )
 
 // Outcome is how a received message ends. Every received message ends in
@@ -53,6 +54,15 @@ const (
 	ClassPanic       = deadletter.ClassPanic       // counted as a transient failure; a dead letter only via MaxAttempts
 	ClassKeyReuse    = deadletter.ClassKeyReuse    // same dedupe key, different body
 )
+
+// ClassUnavailable is the class of a retry whose handler said its
+// downstream is unavailable ([Unavailable]). Never a dead letter: such a
+// message is retried after the downstream's Retry-After or the consumer's
+// pause, whatever its attempt, and the consumer pauses (see
+// [BackPressure]). A [Classifier] that maps its own errors to a
+// Verdict{Outcome: OutcomeRetry, Delay: retryAfter, Class:
+// ClassUnavailable} has the same effect (a zero Delay: the pause).
+const ClassUnavailable = settle.ClassUnavailable
 
 // Verdict is a classifier's decision for one handler error.
 type Verdict struct {

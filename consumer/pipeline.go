@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/internal/pipeline"
+	"github.com/sqsonce/sqsonce/internal/settle"
 )
 
 // The per-message path is shared by the long-poll [Consumer], the Lambda
@@ -35,15 +37,16 @@ type processor struct {
 	classifier  Classifier
 	backoff     Backoff
 	maxAttempts int
+	pause       time.Duration // the retry delay of an Unavailable without Retry-After
 	keyFunc     KeyFunc
 	logger      *zap.Logger
 	observer    Observer
 }
 
 // newProcessor configures the path from cfg's Handler, Middleware,
-// Classifier, Backoff, MaxAttempts, KeyFunc, Logger and Observer; a nil
-// Logger or Observer does nothing, and without a Handler every message
-// fails.
+// Classifier, Backoff, MaxAttempts, BackPressure.Pause, KeyFunc, Logger
+// and Observer; a nil Logger or Observer does nothing, and without a
+// Handler every message fails.
 func newProcessor(cfg Config) *processor {
 	p := &processor{
 		handler:     cfg.Handler,
@@ -51,6 +54,7 @@ func newProcessor(cfg Config) *processor {
 		classifier:  cfg.Classifier,
 		backoff:     cfg.Backoff,
 		maxAttempts: cfg.MaxAttempts,
+		pause:       cmp.Or(cfg.BackPressure.Pause, DefaultPause),
 		keyFunc:     cfg.KeyFunc,
 		logger:      cfg.Logger,
 		observer:    cfg.Observer,
@@ -79,7 +83,8 @@ type Result struct {
 	Err error
 	// Class is the failure class: for OutcomeDeadLetter the class recorded
 	// in the dead letter ("permanent", "max_attempts", "key_reuse", ...);
-	// for a retried panic "panic"; otherwise empty.
+	// for a retried panic "panic"; for a retry because the downstream is
+	// unavailable [ClassUnavailable]; otherwise empty.
 	Class string
 	// Reason is the text recorded as the Error of the dead letter's
 	// [deadletter.Failure]: the handler's error text, without the
@@ -88,6 +93,10 @@ type Result struct {
 	Reason string
 	// Duration is how long the middleware chain and handler ran.
 	Duration time.Duration
+
+	// retryAfter is, for ClassUnavailable, the downstream's Retry-After (0
+	// when it gave none): the consumer's pause follows it.
+	retryAfter time.Duration
 }
 
 // process runs msg through the path and returns its Result. When the
@@ -125,6 +134,11 @@ func (p *processor) classify(ctx context.Context, msg *Message, err error) Resul
 		v = defaultVerdict(p.backoff, p.maxAttempts, msg, err)
 	}
 	res := Result{Outcome: v.Outcome, Delay: v.Delay, Err: err, Class: v.Class}
+	if settle.Unavailable(settle.Outcome(v.Outcome), v.Class) {
+		// The downstream's Retry-After, if it gave one; the pause if not.
+		res.retryAfter = max(v.Delay, 0)
+		res.Delay = cmp.Or(res.retryAfter, p.pause)
+	}
 	if v.Outcome == OutcomeDeadLetter {
 		if res.Class == "" {
 			res.Class = ClassPermanent

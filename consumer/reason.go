@@ -12,7 +12,8 @@ import (
 // the text (in the dead letter's [Failure] and the settled log line), so
 // the prefix would only repeat them. A wrapper anywhere in err's chain is
 // replaced by its inner error's text, so context the handler added around
-// it ("order o7: permanent: ...") stays, without the prefix.
+// it ("order o7: permanent: ...") stays, without the prefix. The same goes
+// for [Unavailable]'s "unavailable: " prefix (the class says it).
 func handlerText(err error) string {
 	if err == nil {
 		return ""
@@ -27,14 +28,16 @@ func handlerText(err error) string {
 	return text
 }
 
-// visitWrappers calls fn for each [PermanentError] and [RetryError] in
-// err's tree, outermost first, with the error it wraps.
+// visitWrappers calls fn for each [PermanentError], [RetryError] and
+// [UnavailableError] in err's tree, outermost first, with the error it wraps.
 func visitWrappers(err error, fn func(w, inner error)) {
 	for err != nil {
 		switch e := err.(type) {
 		case *PermanentError:
 			fn(e, e.Err)
 		case *RetryError:
+			fn(e, e.Err)
+		case *UnavailableError:
 			fn(e, e.Err)
 		}
 		switch u := err.(type) {

@@ -99,6 +99,16 @@ func (o *tracedObserver) SettleFailed(msg *Message, op string, err error) {
 	o.next.SettleFailed(msg, op, err)
 }
 
+func (o *tracedObserver) Paused(p Pause) {
+	o.t.Paused(context.Background(), p.Reason, p.Count == 1)
+	o.next.Paused(p)
+}
+
+func (o *tracedObserver) Resumed(d time.Duration) {
+	o.t.Resumed(context.Background(), d)
+	o.next.Resumed(d)
+}
+
 // tracedSQS counts and times every SQS call.
 type tracedSQS struct {
 	SQSAPI

@@ -139,3 +139,31 @@ func DeadLetterFailed(log *zap.Logger, prefix string, m Message, dlq string, err
 		zap.String("message_id", m.ID), zap.String("key", m.Key), zap.String("dlq_url", dlq), zap.Error(err))
 	return b.Delay(attempt), false
 }
+
+// ClassUnavailable is the failure class of a message whose handler said
+// the downstream it calls is unavailable (consumer.Unavailable, or a
+// classifier's verdict of this class): its outcome is Retry, after the
+// downstream's Retry-After or the runtime's pause. See [Unavailable].
+const ClassUnavailable = "unavailable"
+
+// Unavailable reports whether a processed message's outcome o and class
+// say that its downstream is unavailable. Both runtimes then stop
+// starting messages: the consumer pauses (no receives, the messages it
+// holds kept invisible without running, then one probe); the Lambda
+// adapter, which cannot stop its event source mapping nor hold a record
+// past its invocation, puts the batch's records it has not started back
+// for the same delay ([Held]). The message itself is retried after the
+// delay (see [Decide]), never dead-lettered for it: such a failure says
+// nothing of the message, so it is not an attempt either (the consumer
+// counts it with [Unrun]; see "Back-pressure" in docs/architecture.md).
+func Unavailable(o Outcome, class string) bool { return o == Retry && class == ClassUnavailable }
+
+// Held returns how to settle a message received with others and not
+// started because one of them found its downstream unavailable
+// ([Unavailable]) with delay, by a runtime that cannot hold it (the
+// Lambda adapter): kept invisible for the same delay, within SQS's 12
+// hours from its receive, so that it does not run against the
+// unavailable downstream before the retried message does.
+func Held(delay time.Duration, received, now time.Time) Action {
+	return Action{Visibility: VisibilitySeconds(delay, received, now)}
+}

@@ -8,13 +8,15 @@ import (
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
-// Unrun counts, per message id, the receives in which a FIFO message did
-// not run: it was received behind an earlier message of its group that
-// was then retried or released (see [Behind]), or it was released at
-// shutdown. SQS counts each of them in ApproximateReceiveCount all the
-// same; a message's attempts are its receive count less its Unrun count,
-// so that one that waited behind a failing message is not dead-lettered
-// for attempts it never had.
+// Unrun counts, per message id, the receives that were not attempts: a
+// FIFO message received behind an earlier message of its group that was
+// then retried or released (see [Behind]), or released at shutdown,
+// did not run; a message whose handler found its downstream unavailable
+// ([Unavailable]) ran, but its failure says nothing of the message. SQS
+// counts each of them in ApproximateReceiveCount all the same; a
+// message's attempts are its receive count less its Unrun count, so that
+// one that waited behind a failing message, or through a downstream's
+// outage, is not dead-lettered for attempts it never had.
 //
 // The count is only what this process saw. A message put back by one
 // process and received next by another, or after a restart, or whose

@@ -101,6 +101,11 @@ type Consumer struct {
 	processDur, callDur                                                            metric.Float64Histogram
 	batch                                                                          metric.Int64Histogram
 
+	// Back-pressure: 1 while paused, pauses by reason, and the time paused.
+	paused     metric.Int64UpDownCounter
+	pauses     metric.Int64Counter
+	pausedTime metric.Float64Counter
+
 	spans sync.Map // message key (pointer) → trace.Span
 
 	// Attribute sets and span names, built once: building them for every
@@ -147,6 +152,9 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.processDur, _ = m.Float64Histogram("messaging.process.duration", metric.WithDescription("Time the middleware and handler took per message."), metric.WithUnit("s"))
 	c.callDur, _ = m.Float64Histogram("messaging.client.operation.duration", metric.WithDescription("Duration of SQS API calls."), metric.WithUnit("s"))
 	c.batch, _ = m.Int64Histogram("sqsonce.receive.batch_size", metric.WithDescription("Messages per ReceiveMessage response."), metric.WithUnit("{message}"))
+	c.paused, _ = m.Int64UpDownCounter("sqsonce.consumer.paused", metric.WithDescription("1 while the consumer is paused for an unavailable downstream (no receives, held messages not run), else 0."), metric.WithUnit("{consumer}"))
+	c.pauses, _ = m.Int64Counter("sqsonce.consumer.pauses", metric.WithDescription("Pauses for an unavailable downstream, by reason (unavailable, breaker): an outage's first and one after each failed probe."), metric.WithUnit("{pause}"))
+	c.pausedTime, _ = m.Float64Counter("sqsonce.consumer.paused.time", metric.WithDescription("Time paused for an unavailable downstream, counted when the consumer resumes."), metric.WithUnit("s"))
 	return c
 }
 
@@ -326,4 +334,25 @@ func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err err
 	if received >= 0 && err == nil {
 		c.batch.Record(ctx, int64(received), c.base)
 	}
+}
+
+// Paused counts a pause for an unavailable downstream; first says it
+// starts an outage (the paused gauge goes to 1).
+func (c *Consumer) Paused(ctx context.Context, reason string, first bool) {
+	if c == nil || c.pauses == nil {
+		return
+	}
+	c.pauses.Add(ctx, 1, c.attrs("sqsonce.pause.reason", reason, "", ""))
+	if first {
+		c.paused.Add(ctx, 1, c.base)
+	}
+}
+
+// Resumed records the end of an outage's pauses, d long.
+func (c *Consumer) Resumed(ctx context.Context, d time.Duration) {
+	if c == nil || c.paused == nil {
+		return
+	}
+	c.paused.Add(ctx, -1, c.base)
+	c.pausedTime.Add(ctx, d.Seconds(), c.base)
 }
