@@ -15,6 +15,12 @@
 //     is retried or released, the group's later records are reported as
 //     failures without running (behind a retry, kept invisible for its
 //     delay), other groups go on.
+//   - downstream unavailable (consumer.Unavailable): failure, retried
+//     after its Retry-After, never dead-lettered; a function cannot stop
+//     its event source mapping as a worker pauses, so the batch's records
+//     not yet started are reported as failures without running, kept
+//     invisible for the same delay (set the mapping's MaximumConcurrency
+//     to bound the calls a downstream in trouble gets).
 //
 // The handlers' context ends DeadlineMargin before the invocation's
 // deadline, so a dedupe lease (capped at the context's deadline) never

@@ -32,7 +32,8 @@ func TestMain(m *testing.M) {
 
 // scripted is a handler whose behaviour each message's body names:
 // "ack", "dup" (already completed), "retry" (RetryAfter 30s), "fail" (a
-// plain error: backoff), "perm" (Permanent), "panic". It records the
+// plain error: backoff), "perm" (Permanent), "panic", "down" (Unavailable
+// with a Retry-After of 45s). It records the
 // MessageIds it ran, in order.
 type scripted struct {
 	mu  sync.Mutex
@@ -56,6 +57,8 @@ func (s *scripted) Handle(_ context.Context, msg *consumer.Message) error {
 		return consumer.Permanent(errors.New("malformed order"))
 	case "panic":
 		panic("boom")
+	case "down":
+		return consumer.Unavailable(errors.New("bank: 503 Service Unavailable"), 45*time.Second)
 	}
 	return fmt.Errorf("test: unknown command %q", msg.Body)
 }
@@ -161,6 +164,28 @@ func TestHandleOutcomes(t *testing.T) {
 			wantVisibility:  map[string][]int32{"rh-b1": {30}, "rh-a2": {10}, "rh-b2": {30}, "rh-a3": {10}},
 			wantDeadLetters: []string{"c2"},
 			wantDLQ:         fdlqURL,
+		},
+		{
+			// The consumer would pause and hold the rest; an invocation
+			// cannot, so the records not started come back after the same
+			// delay, not run against the downstream that is down.
+			name: "standard: a downstream unavailable holds back the rest of the batch",
+			records: []events.SQSMessage{
+				std("m1", "ack"), std("m2", "down"), std("m3", "ack"), std("m4", "perm"),
+			},
+			wantFailures:   "m2,m3,m4",
+			wantNotRun:     []string{"m3", "m4"},
+			wantVisibility: map[string][]int32{"rh-m2": {45}, "rh-m3": {45}, "rh-m4": {45}},
+		},
+		{
+			name: "fifo: a downstream unavailable holds back every group",
+			records: []events.SQSMessage{
+				fifo("a1", "ack", "A"), fifo("b1", "down", "B"), fifo("a2", "ack", "A"),
+				fifo("b2", "ack", "B"), fifo("c1", "ack", "C"),
+			},
+			wantFailures:   "b1,b2,c1",
+			wantNotRun:     []string{"b2", "c1"},
+			wantVisibility: map[string][]int32{"rh-b1": {45}, "rh-b2": {45}, "rh-c1": {45}},
 		},
 		{
 			name: "fifo: the first record fails",
@@ -362,6 +387,27 @@ func TestMaxAttempts(t *testing.T) {
 	_ = json.Unmarshal([]byte(aws.ToString(s[0].MessageAttributes[deadletter.AttrFailure].StringValue)), &f)
 	if f.Class != consumer.ClassMaxAttempts || f.Attempts != 3 || f.OriginalMessageID != "m3" {
 		t.Errorf("failure = %+v, want max_attempts after 3 attempts of m3", f)
+	}
+}
+
+// TestUnavailableIsNoAttempt: a record whose downstream is unavailable
+// is retried after the Retry-After on its MaxAttempts-th receive, not
+// dead-lettered.
+func TestUnavailableIsNoAttempt(t *testing.T) {
+	t.Parallel()
+	fake := newFake()
+	a := newHandler(t, fake, &scripted{}, func(c *sqslambda.Config) { c.MaxAttempts = 3 })
+	r := rec(stdARN, "m1", "down", "")
+	r.Attributes["ApproximateReceiveCount"] = "3"
+	resp, _ := a.Handle(context.Background(), fake.event(r))
+	if got := failures(resp); got != "m1" {
+		t.Errorf("batchItemFailures = %q, want m1", got)
+	}
+	if n := len(fake.sent()); n != 0 {
+		t.Errorf("%d dead letters, want none", n)
+	}
+	if got := fake.visibilities()["rh-m1"]; !slices.Equal(got, []int32{45}) {
+		t.Errorf("visibility set to %v, want [45] (the Retry-After)", got)
 	}
 }
 

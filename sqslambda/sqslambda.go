@@ -243,6 +243,10 @@ var (
 	// ErrNoTimeLeft: the invocation's deadline (less DeadlineMargin) came
 	// before the record could start.
 	ErrNoTimeLeft = errors.New("sqslambda: not run: the invocation deadline is near")
+	// ErrDownstreamUnavailable: an earlier record of the batch found its
+	// downstream unavailable (consumer.Unavailable), so this one was not
+	// run: it comes back after the same delay.
+	ErrDownstreamUnavailable = errors.New("sqslambda: not run: another record of the batch found the downstream unavailable")
 )
 
 // Handle processes an SQS event and returns the records to retry as
@@ -256,7 +260,12 @@ var (
 //     backoff delay): never lost;
 //   - release, and records not run (a FIFO group stopped by an earlier
 //     failure, or no time left): failure, visibility set to 0, or, behind
-//     a retried record of their FIFO group, to that retry's delay.
+//     a retried record of their FIFO group, to that retry's delay;
+//   - unavailable (consumer.Unavailable): a retry after its Retry-After
+//     (else consumer.DefaultPause), never dead-lettered; the batch's
+//     records not yet started are not run, and come back after the same
+//     delay (the consumer would pause; a function cannot stop its event
+//     source mapping).
 //
 // On a FIFO queue a message group's records run one at a time, in order;
 // once one of them is retried or released, the group's later records in
@@ -342,11 +351,12 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		work <- l
 	}
 	close(work)
+	var down batchDown
 	var wg sync.WaitGroup
 	for range min(h.cfg.Concurrency, len(lanes)) {
 		wg.Go(func() {
 			for lane := range work {
-				h.runLane(ctx, hctx, lane)
+				h.runLane(ctx, hctx, lane, &down)
 			}
 		})
 	}
@@ -388,19 +398,47 @@ func (h *Handler) lanes(recs []*record) [][]*record {
 	return lanes
 }
 
+// batchDown is set, during an invocation, once a record found its
+// downstream unavailable (settle.Unavailable): the delay it is retried
+// after.
+type batchDown struct {
+	mu    sync.Mutex
+	down  bool
+	delay time.Duration
+}
+
+func (b *batchDown) set(delay time.Duration) {
+	b.mu.Lock()
+	b.down, b.delay = true, max(b.delay, delay)
+	b.mu.Unlock()
+}
+
+func (b *batchDown) get() (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.delay, b.down
+}
+
 // runLane runs a lane's records in order. As in the consumer, once a
 // record is retried or released (settle.StopsGroup), the lane's later
 // records are not run: they are reported as failures and come back in
-// order (settle.Behind).
-func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
+// order (settle.Behind). Once a record of the batch found its downstream
+// unavailable, the records not yet started are not run either: the
+// consumer would hold them while it pauses; an invocation cannot, so they
+// come back after the same delay (settle.Held).
+func (h *Handler) runLane(ctx, hctx context.Context, lane []*record, down *batchDown) {
 	stopped := false
 	var stop consumer.Result // the result that stopped the lane
 	for _, r := range lane {
 		var o consumer.Outcome
+		delay, unavailable := down.get()
 		switch {
 		case stopped:
 			act := settle.Behind(settle.Outcome(stop.Outcome), stop.Delay, r.received, h.now())
 			o = h.skipFor(ctx, r, ErrGroupStopped, act.Visibility)
+		case unavailable:
+			act := settle.Held(delay, r.received, h.now())
+			o = h.skipFor(ctx, r, ErrDownstreamUnavailable, act.Visibility)
 		case r.url == "":
 			o = h.skip(ctx, r, fmt.Errorf("sqslambda: not run: the URL of queue %s is unknown", r.q.arn))
 		case hctx.Err() != nil:
@@ -414,6 +452,9 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 		default:
 			stop = h.run(ctx, r)
 			o = stop.Outcome
+			if settle.Unavailable(settle.Outcome(stop.Outcome), stop.Class) {
+				down.set(stop.Delay)
+			}
 		}
 		if settle.StopsGroup(settle.Outcome(o)) {
 			stopped = true
