@@ -5,6 +5,8 @@
 //	ledger setup                      create the queue, its DLQ and the tables
 //	ledger send -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
 //	ledger work [-concurrency C] [-visibility D] [-handler-delay D] [-log-level L]
+//	            [-bank URL [-bank-timeout D] [-back-pressure=false]]
+//	                                  with -bank each credit is charged at the bank first
 //	ledger balances [-json]
 //	ledger status [-json]             queue, in-flight and DLQ counts
 //	ledger audit [-json]              prove from the journal that no credit was applied twice
@@ -60,6 +62,9 @@ commands:
   setup      create the queue NAME, its DLQ NAME-dlq and the ledger's tables (postgres: its schema, migrated)
   send       send credits: -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
   work       consume until SIGTERM/SIGINT: [-concurrency C] [-visibility D] [-handler-delay D] [-tx-delay D] [-log-level L]
+             [-bank URL] (charge each credit at the bank before its transaction: POST URL/charges with
+             Idempotency-Key = the credit id; 429/503 pause the worker, other 4xx dead-letter the credit)
+             [-bank-timeout D] [-back-pressure=false] (429/503 as ordinary transient failures, no pause)
   balances   print each account's balance and the total [-json]
   status     print the queue's and the DLQ's message counts [-json]
   audit      check the journal: how many credits were applied, and whether any twice [-json]

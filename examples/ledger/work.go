@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -30,6 +32,9 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error; debug logs one line per settled message")
 	shutdown := fs.Duration("shutdown-timeout", workShutdownTimeout, "how long the drain waits for running handlers")
 	wait := fs.Duration("wait", 0, "long-poll wait of each receive (whole seconds, 1s to 20s; 0: 20s)")
+	bankURL := fs.String("bank", "", "charge each credit at the bank at `URL` (ledger bank) before its transaction; empty: no bank")
+	bankTimeout := fs.Duration("bank-timeout", 10*time.Second, "-bank: give up a charge call after `D` (its outcome is then unknown: retried with the same key)")
+	backPressure := fs.Bool("back-pressure", true, "pause receiving while the bank answers 429/503 (consumer.Unavailable) or fails often (the breaker); false: those are ordinary transient failures")
 	var level zapcore.Level
 	n, c, err := g.open(ctx, fs, args, func() error {
 		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -43,6 +48,9 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		}
 		if *handlerDelay < 0 || *visibility < 0 || *shutdown <= 0 {
 			return usagef("work: -handler-delay and -visibility must not be negative, -shutdown-timeout must be positive")
+		}
+		if *bankTimeout <= 0 {
+			return usagef("work: -bank-timeout must be positive")
 		}
 		return nil
 	})
@@ -62,17 +70,24 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		return err
 	}
 	delay := *handlerDelay
+	var bank *bankClient
+	if *bankURL != "" {
+		if bank, err = newBankClient(*bankURL, *bankTimeout, *backPressure, logger); err != nil {
+			return err
+		}
+	}
 	var handler consumer.Handler
 	if n.Store == storePostgres {
-		handler, err = postgresHandler(ctx, n, c, logger, delay, *txDelay)
+		handler, err = postgresHandler(ctx, n, c, logger, delay, *txDelay, bank)
 	} else {
-		handler, err = dynamoHandler(ctx, n, c, logger, delay)
+		handler, err = dynamoHandler(ctx, n, c, logger, delay, bank)
 	}
 	if err != nil {
 		return err
 	}
+	sqsClient := &countedSQS{SQSAPI: c.sqs, log: logger}
 	cons, err := consumer.New(consumer.Config{
-		Client:            c.sqs,
+		Client:            sqsClient,
 		QueueURL:          queueURL,
 		Handler:           handler,
 		KeyFunc:           func(m *consumer.Message) string { return creditKey(m.Body) },
@@ -81,12 +96,21 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		WaitTime:          *wait,
 		ShutdownTimeout:   *shutdown,
 		Logger:            logger,
+		// Off: a 429/503 is a plain failure (the bank client says so), and
+		// no breaker pauses the worker either.
+		BackPressure: consumer.BackPressure{Off: !*backPressure},
 	})
 	if err != nil {
 		return err
 	}
-	logger.Info("ledger worker starting", zap.Int("concurrency", *concurrency), zap.Duration("handler_delay", delay))
+	logger.Info("ledger worker starting", zap.Int("concurrency", *concurrency), zap.Duration("handler_delay", delay),
+		zap.Bool("bank", bank != nil), zap.Bool("back_pressure", *backPressure))
 	err = cons.Run(ctx)
+	fields := []zap.Field{zap.Int64("receives", sqsClient.receives.Load())}
+	if bank != nil {
+		fields = append(fields, zap.Int64("charged", bank.charged.Load()), zap.Int64("transport_resends", bank.resent.Load()))
+	}
+	logger.Info("ledger worker stopped", fields...)
 	if errors.Is(err, context.DeadlineExceeded) {
 		// Handlers still running at the shutdown timeout were cancelled and
 		// their messages released: nothing is lost, the drain is over.
@@ -97,8 +121,9 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 }
 
 // dynamoHandler applies a credit with one TransactWriteItems: the dedupe
-// record, the balance and the journal row.
-func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration) (consumer.Handler, error) {
+// record, the balance and the journal row; with a bank, the credit is
+// charged there first.
+func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration, bank *bankClient) (consumer.Handler, error) {
 	store, err := dynamo.New(dynamo.Config{Client: c.ddb, Table: n.DedupeTable, Namespace: n.Queue, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -114,6 +139,11 @@ func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, 
 		if err := sleep(ctx, delay); err != nil {
 			return nil, err
 		}
+		if bank != nil {
+			if err := bank.charge(ctx, cr); err != nil {
+				return nil, err
+			}
+		}
 		return creditWrites(n.Ledger, cr), nil
 	}
 	return dynamo.Transactional(store, apply, nil), nil
@@ -121,9 +151,10 @@ func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, 
 
 // postgresHandler applies a credit in one PostgreSQL transaction: the
 // dedupe row first, then the balance and the journal row. The handler
-// delay runs before the transaction, so a slow handler holds no
-// connection; txDelay runs inside it, after the credit's statements.
-func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay, txDelay time.Duration) (consumer.Handler, error) {
+// delay and the bank's charge run before the transaction, so neither
+// holds a connection; txDelay runs inside it, after the credit's
+// statements.
+func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay, txDelay time.Duration, bank *bankClient) (consumer.Handler, error) {
 	store, err := dedupepg.New(dedupepg.Config{DB: c.pg, Namespace: n.Queue, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -145,11 +176,17 @@ func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger
 		return sleep(ctx, txDelay)
 	}, nil)
 	return consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
-		if _, err := parseCredit(msg.Body); err != nil {
+		cr, err := parseCredit(msg.Body)
+		if err != nil {
 			return consumer.Permanent(err) // no transaction for a message that can never apply
 		}
 		if err := sleep(ctx, delay); err != nil {
 			return err
+		}
+		if bank != nil {
+			if err := bank.charge(ctx, cr); err != nil {
+				return err
+			}
 		}
 		return tx.Handle(ctx, msg)
 	}), nil
@@ -168,4 +205,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// countedSQS counts the worker's ReceiveMessage calls and logs each at
+// debug level ("ledger: receive"), so that the calls a worker made while
+// paused can be read from its log even after a SIGKILL.
+type countedSQS struct {
+	consumer.SQSAPI
+	log      *zap.Logger
+	receives atomic.Int64
+}
+
+func (c *countedSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	c.receives.Add(1)
+	c.log.Debug("ledger: receive", zap.Int32("max_messages", in.MaxNumberOfMessages))
+	return c.SQSAPI.ReceiveMessage(ctx, in, optFns...)
 }
