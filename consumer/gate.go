@@ -303,7 +303,7 @@ func (g *gate) repause(now time.Time, d time.Duration, reason string, err error)
 // report logs a pause and tells the Observer; why explains a pause that
 // no error caused.
 func (g *gate) report(ev Pause, why string) {
-	fields := []zap.Field{zap.String("reason", ev.Reason), zap.Duration("for", ev.For), zap.Int("pauses", ev.Count), zap.Int64("held", g.held())}
+	fields := []zap.Field{zap.String("reason", ev.Reason), zap.Duration("for", ev.For), zap.Int("pauses", ev.Count), zap.Int64("in_flight", g.held())}
 	if ev.Err != nil {
 		fields = append(fields, zap.String("error", handlerText(ev.Err)))
 	}

@@ -4,10 +4,14 @@
 # with duplicates and malformed messages sent to its queue, and clients POST
 # more credits through two API servers (`ledger serve`) with retries of the
 # same Idempotency-Keys, which a relay publishes from the outbox; two workers
-# consume everything. One worker, one server and the relay are killed with
-# SIGKILL mid-way and restarted. At the end every distinct credit (message
-# id or API key) must have been applied exactly once and the DLQ must hold
-# exactly the malformed messages.
+# consume everything, charging each credit at a toy bank (`ledger bank`)
+# before applying it; the bank is down 10 s in every 30 (503 with
+# Retry-After: the workers pause instead of burning receives) and drops 1%
+# of its answers after charging. One worker, one server and the relay are
+# killed with SIGKILL mid-way and restarted. At the end every distinct
+# credit (message id or API key) must have been charged exactly once and
+# applied exactly once, and the DLQ must hold exactly the malformed
+# messages.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=$root/bin
@@ -37,6 +41,17 @@ echo "sent $messages messages: $distinct distinct credits totalling $expected, $
 
 workers=()
 servers=()
+bank=
+start_bank() {
+	"$bin/ledger" bank -addr 127.0.0.1:0 -outage-every 30s -outage-for 10s -drop-rate 0.01 >"$logs/bank.out" 2>>"$logs/bank.log" &
+	bank=$!
+	until grep -q '^listening on ' "$logs/bank.out" 2>/dev/null; do
+		kill -0 "$bank" 2>/dev/null || { echo "bank exited: $(tail -3 "$logs/bank.log")"; exit 1; }
+		sleep 0.1
+	done
+	bank_url=$(sed -n 's/^listening on //p' "$logs/bank.out")
+	echo "bank listening on $bank_url (pid $bank): down 10 s in every 30 s from now, 1% of its answers dropped after charging"
+}
 start_server() {
 	"$bin/ledger" -queue "$name" serve -addr 127.0.0.1:0 -handler-delay 10ms >"$logs/serve-$1.out" 2>>"$logs/serve-$1.log" &
 	servers[$1]=$!
@@ -53,14 +68,14 @@ start_relay() {
 	echo "relay started (pid $relay)"
 }
 start_worker() {
-	"$bin/ledger" -queue "$name" work -concurrency 32 -visibility 10s -log-level info >>"$logs/worker-$1.log" 2>&1 &
+	"$bin/ledger" -queue "$name" work -concurrency 32 -visibility 10s -log-level info -bank "$bank_url" >>"$logs/worker-$1.log" 2>&1 &
 	workers[$1]=$!
 	echo "worker $1 started (pid ${workers[$1]}, log $logs/worker-$1.log)"
 }
 relay=
 poster=
 cleanup() {
-	for pid in "${workers[@]}" "${servers[@]}" $relay $poster; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${workers[@]}" "${servers[@]}" $relay $poster $bank; do kill "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 
@@ -72,7 +87,8 @@ start_relay
 ledger post -servers "${urls[1]},${urls[2]}" -n "$API" -accounts 50 -concurrency 16 -json >"$logs/post.json" 2>"$logs/post.log" &
 poster=$!
 
-step "two workers side by side"
+step "the bank, and two workers side by side charging each credit there"
+start_bank
 start_worker 1
 start_worker 2
 # Kill worker 1 once about a third of the messages are done.
@@ -117,6 +133,24 @@ workers=()
 servers=()
 relay=
 
+step "the bank"
+stats=$(curl -fsS "$bank_url/stats")
+charges=$(field charges <<<"$stats")
+refs=$(field refs <<<"$stats")
+dups=$(field duplicates <<<"$stats")
+charged_total=$(curl -fsS "$bank_url/charges" | sed -n 's/.*"amount":\([-0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}')
+unavailable=$(sed -n 's/.*"POST 503":\([0-9]*\).*/\1/p' <<<"$stats")
+dropped=$(sed -n 's/.*"POST dropped":\([0-9]*\).*/\1/p' <<<"$stats")
+pauses=$(cat "$logs"/worker-*.log | grep -c '"msg":"consumer: paused' || true)
+resumes=$(cat "$logs"/worker-*.log | grep -c '"msg":"consumer: resumed' || true)
+resent=$(cat "$logs"/worker-*.log | sed -n 's/.*"transport_resends":\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}')
+echo "the bank answered ${unavailable:-0} charges 503 (its outages) and dropped ${dropped:-0} answers after charging;"
+echo "the workers paused $pauses times and resumed $resumes times (one probe each pause);"
+echo "the HTTP transport re-sent $resent dropped charges by itself (same Idempotency-Key: answered with the first charge), the rest were retried by the consumer"
+kill -TERM "$bank" 2>/dev/null || true
+wait "$bank" 2>/dev/null || true
+bank=
+
 step "results"
 total=$(ledger balances -json | field total)
 dlq=$(ledger status -json | field dlq_visible)
@@ -128,6 +162,7 @@ printf 'credits sent (distinct):  %s (queue and API)\n' "$distinct"
 printf 'total expected:           %s\n' "$expected"
 printf 'total in DynamoDB:        %s\n' "$total"
 printf 'credits in the journal:   %s (applied more than once: %s)\n' "$journal" "$twice"
+printf 'charges at the bank:      %s (distinct credits: %s, charged more than once: %s, total %s)\n' "$charges" "$refs" "$dups" "$charged_total"
 printf 'malformed messages sent:  %s\n' "$malformed"
 printf 'messages in the DLQ:      %s\n' "$dlq"
 
@@ -138,10 +173,11 @@ echo
 if [ "$dlq" -gt "$malformed" ]; then
 	echo "note: a worker killed between a DLQ send and its delete leaves a second copy in the DLQ ($dlq > $malformed); each copy carries the same sqsonce-id"
 fi
-if [ "$total" = "$expected" ] && [ "$journal" = "$distinct" ] && [ "$twice" = 0 ] && [ "$dlq" -ge "$malformed" ]; then
-	echo "PASS: every distinct credit applied exactly once ($distinct credits, total $total; $dlq malformed in the DLQ)"
+if [ "$total" = "$expected" ] && [ "$journal" = "$distinct" ] && [ "$twice" = 0 ] && [ "$dlq" -ge "$malformed" ] &&
+	[ "$charges" = "$distinct" ] && [ "$refs" = "$distinct" ] && [ "$dups" = 0 ] && [ "$charged_total" = "$expected" ]; then
+	echo "PASS: every distinct credit charged exactly once and applied exactly once ($distinct credits, total $total; $dlq malformed in the DLQ)"
 else
-	echo "FAIL: every distinct credit applied exactly once: expected total $expected, got $total; journal $journal of $distinct, $twice applied twice; DLQ holds $dlq, expected at least $malformed"
+	echo "FAIL: every distinct credit charged exactly once and applied exactly once: expected total $expected, got $total; journal $journal of $distinct, $twice applied twice; bank: $charges charges of $refs credits ($dups twice), total $charged_total; DLQ holds $dlq, expected at least $malformed"
 	exit 1
 fi
 echo "The stack stays up: source .stack/env to explore (ledger: $bin/ledger -queue $name ...); make stack-down stops it."
