@@ -41,4 +41,10 @@
 // to outcomes as [Config.Classifier] says: your own Classifier decides
 // the errors it knows, the consumer's classification (with Backoff and
 // MaxAttempts) the rest.
+//
+// A handler whose downstream is down returns [Unavailable] (with the
+// downstream's Retry-After): the consumer pauses instead of receiving on
+// and failing every message toward the queue's maxReceiveCount, holds
+// what it received without running it, and resumes after one probe
+// succeeds (see [BackPressure]).
 package consumer
