@@ -16,6 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -403,4 +407,82 @@ func rawMessage(body string, receiveCount int) types.Message {
 		ReceiptHandle: aws.String("rh-" + body),
 		Attributes:    map[string]string{"ApproximateReceiveCount": strconv.Itoa(receiveCount)},
 	}
+}
+
+// TestBackPressureTelemetry: the pauses are counted by reason, the paused
+// gauge is back at 0 after the resume, the time paused is recorded, and
+// every process span ends, a held probe's included (outcome "held").
+func TestBackPressureTelemetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		ctx := context.Background()
+		defer func() { _ = tp.Shutdown(ctx); _ = mp.Shutdown(ctx) }()
+
+		f, q, _ := onFake(false, map[string]string{"VisibilityTimeout": "30"}, nil)
+		for i := range 5 {
+			f.Put(q, fmt.Sprintf("m%02d", i), "")
+		}
+		d := &downstream{until: time.Now().Add(5 * time.Minute), retryAfter: time.Minute}
+		w := &pauseWatch{}
+		stop := startOnFake(t, f, q, consumer.Config{
+			Concurrency: 1, Handler: consumer.HandlerFunc(d.handle), Observer: w,
+			TracerProvider: tp, MeterProvider: mp,
+		})
+		if !waitUntil(20*time.Minute, func() bool { return len(f.Messages(q)) == 0 }) {
+			t.Errorf("not drained: %d messages left", len(f.Messages(q)))
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+
+		held := 0
+		for _, s := range spans.Ended() {
+			for _, a := range s.Attributes() {
+				if a.Key == "sqsonce.outcome" && a.Value.AsString() == "held" {
+					held++
+				}
+			}
+		}
+		if started, ended := len(spans.Started()), len(spans.Ended()); started != ended || held == 0 {
+			t.Errorf("%d spans started, %d ended, %d of a held probe; want every span ended, some of held probes", started, ended, held)
+		}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(ctx, &rm); err != nil {
+			t.Fatal(err)
+		}
+		var pauses, gauge int64
+		var pausedTime float64
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				switch data := m.Data.(type) {
+				case metricdata.Sum[int64]:
+					for _, dp := range data.DataPoints {
+						switch m.Name {
+						case "sqsonce.consumer.pauses":
+							if r, _ := dp.Attributes.Value("sqsonce.pause.reason"); r.AsString() == consumer.PauseUnavailable {
+								pauses += dp.Value
+							}
+						case "sqsonce.consumer.paused":
+							gauge += dp.Value
+						}
+					}
+				case metricdata.Sum[float64]:
+					if m.Name == "sqsonce.consumer.paused.time" {
+						for _, dp := range data.DataPoints {
+							pausedTime += dp.Value
+						}
+					}
+				}
+			}
+		}
+		w.mu.Lock()
+		wantPauses := len(w.pauses)
+		w.mu.Unlock()
+		if pauses != int64(wantPauses) || pauses == 0 || gauge != 0 || pausedTime < (5*time.Minute).Seconds()-1 {
+			t.Errorf("metrics: %d pauses (observer: %d), paused gauge %d, %.0f s paused; want the observer's count, 0, about 300 s", pauses, wantPauses, gauge, pausedTime)
+		}
+	})
 }

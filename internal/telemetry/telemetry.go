@@ -218,7 +218,14 @@ func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs ma
 			attribute.String("sqsonce.key", dedupeKey),
 			attribute.Int("sqsonce.receive_count", receiveCount),
 		))
-	c.spans.Store(key, span)
+	if old, ok := c.spans.Swap(key, span); ok {
+		// The message ran before without being settled: a probe that found
+		// its downstream still unavailable, held by the consumer for the
+		// next probe. That run's span ends here.
+		prev := old.(trace.Span)
+		prev.SetAttributes(attribute.String("sqsonce.outcome", "held"))
+		prev.End()
+	}
 	return ctx
 }
 
