@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
 
@@ -155,7 +156,11 @@ func TestDownstreamOutagePausesReceiving(t *testing.T) {
 		one bool
 		// concurrency: else 4 (1 with one).
 		concurrency int
+		// dedupe: behind the dedupe middleware, which claims the key on
+		// each run (a held probe's too) and releases it on the failure.
+		dedupe bool
 	}{
+		{name: "dedupe", retryAfter: time.Minute, dedupe: true, one: true, prefetch: consumer.NoPrefetch},
 		// The running messages' failures free their slots: receives would
 		// fill them again, but for the pause.
 		{name: "slots freed", concurrency: 8, prefetch: consumer.NoPrefetch, retryAfter: time.Minute},
@@ -181,8 +186,12 @@ func TestDownstreamOutagePausesReceiving(t *testing.T) {
 				if tc.one {
 					concurrency = 1
 				}
+				var mw []consumer.Middleware
+				if tc.dedupe {
+					mw = append(mw, dedupe.Middleware(dedupe.NewMemory(dedupe.MemoryConfig{}), dedupe.Options{}))
+				}
 				stop := startOnFake(t, f, q, consumer.Config{
-					Concurrency: concurrency, Prefetch: tc.prefetch, MaxAttempts: 2,
+					Concurrency: concurrency, Prefetch: tc.prefetch, MaxAttempts: 2, Middleware: mw,
 					Handler: consumer.HandlerFunc(d.handle), Observer: w, Logger: zap.New(core),
 				})
 				if !waitUntil(30*time.Minute, func() bool { return len(f.Messages(q)) == 0 }) {

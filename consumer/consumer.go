@@ -951,6 +951,10 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 	if len(m.msg.beats) > 0 {
 		r.unwatch(m)
 	}
+	if hold {
+		// The next run registers its own (a dedupe claim per run).
+		m.msg.beats = nil
+	}
 	m.msg.mu.Unlock()
 	m.mu.Lock()
 	m.cancel = nil
