@@ -53,7 +53,9 @@ filters (peek, move, export; combinable, all must match):
   --error RE           regular expression on the failure's error text
   --attr NAME=VALUE    message attribute equal to VALUE (NAME~RE: matches RE; NAME alone: present)
   --body-match RE      regular expression on the body
-  --json-field P=V     field P (dot path) of a JSON body equal to V (P~RE: matches RE)
+  --json-field P=V     field P (dot path) of a JSON body equal to V (P~RE: matches RE); when the body
+                       is an SNS notification or EventBridge event, P is also looked up in the
+                       message inside it (SNS Message, EventBridge detail): either may match
   --older-than D       failed (or arrived in the DLQ) more than D ago (90m, 2h, 7d; ages print as 2h5m0s)
   --newer-than D       ... less than D ago
   --filter EXPR        any of the above as an expression: class=permanent, error~timeout,
