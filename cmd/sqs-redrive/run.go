@@ -601,6 +601,9 @@ func (a *app) summary(command, queue string, sum redrive.Summary) {
 		if sum.Refused > 0 {
 			fmt.Fprintf(a.stdout, ", refused %d", sum.Refused)
 		}
+		if sum.CameBack > 0 {
+			fmt.Fprintf(a.stdout, ", came back %d", sum.CameBack)
+		}
 		fmt.Fprintf(a.stdout, " in %s (%.1f msg/s)\n", sum.Elapsed.Round(time.Millisecond), rate)
 	}
 	if len(sum.ByClass) > 0 {
