@@ -176,6 +176,10 @@ type Summary struct {
 	ByDestination map[string]int `json:"by_destination,omitempty"`
 	// Released counts messages made visible again at the end.
 	Released int `json:"released"`
+	// Seen describes the messages looked at (their classes and bodies)
+	// when filters were given, for a person to see what the DLQ holds when
+	// they matched nothing; nil without filters.
+	Seen *Census `json:"seen,omitempty"`
 	// Notes explain anything the numbers do not (FIFO limits, send errors).
 	Notes []string `json:"notes,omitempty"`
 	// Elapsed is the wall time of the command.
@@ -183,6 +187,13 @@ type Summary struct {
 	// Active is the time from the start to the last message moved (the
 	// end of a pass waits for one more empty receive, which Elapsed counts).
 	Active time.Duration `json:"-"`
+}
+
+// census adds e to Seen, if kept.
+func (s *Summary) census(e Entry) {
+	if s.Seen != nil {
+		s.Seen.Add(e)
+	}
 }
 
 // Rate is the messages moved per second of Active time.
@@ -251,6 +262,9 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 	}
 	m := &mover{r: r, p: newPass(r, dlq), dlq: dlq, opts: opts, start: time.Now(), runID: newRunID()}
 	m.sum = Summary{DryRun: opts.DryRun, ByClass: map[string]int{}, ByDestination: map[string]int{}}
+	if len(opts.Filters) > 0 {
+		m.sum.Seen = &Census{}
+	}
 	m.sel = newSelector(m.p, dlq.FIFO, opts.Filters, opts.Max, &m.sum)
 	if opts.To != "" {
 		to, err := r.Queue(ctx, opts.To)
@@ -342,6 +356,7 @@ func (m *mover) sort(ctx context.Context, msgs []*consumer.Message) ([]item, err
 		}
 		e := m.r.entry(msg)
 		m.sum.Received++
+		m.sum.census(e)
 		switch {
 		case m.sel.groupBlocked(msg):
 			continue

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -113,6 +114,15 @@ func FuzzHumanOutput(f *testing.F) {
 		sum.DryRun = true
 		app.summary("export", b, sum)
 		app.task(redrive.MoveTask{Status: a, Handle: b, DestinationARN: c, Failure: a + c})
+		flt, _ := redrive.ParseFilters("json:x=1", "class=permanent")
+		seen := &redrive.Census{Messages: 2, Sampled: 2, ByClass: map[string]int{b: 1, "permanent": 1},
+			Bodies: map[string]int{redrive.BodySNS: 1, redrive.BodyJSON: 1}, Fields: map[string]int{a: 1}, InnerFields: map[string]int{c: 1}}
+		var nm *noMatchError
+		if errors.As(nothingMatched(flt, seen, 0), &nm) {
+			nm.print(&out)
+		} else {
+			t.Fatal("no noMatchError")
+		}
 		checkLines(t, "human output", out.String())
 
 		// An unknown command is printed back in its error.

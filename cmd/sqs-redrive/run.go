@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,7 +69,9 @@ global flags (before or after the arguments):
   --visibility-timeout D                      how long looked-at messages stay hidden (30s)
 
 Queues are given by name or URL. Commands that change queues ask for confirmation on a terminal
-and need --yes otherwise. Exit codes: 0 ok, 1 failure (a message failed, refused or not deleted), 2 usage.
+and need --yes otherwise. Exit codes: 0 ok, 1 failure (a message failed, refused or not deleted),
+2 usage, 3 no match (peek, move, export: the filters matched none of the messages in the DLQ; stderr
+lists what is there: classes, body shapes and field names).
 `
 
 // globals are the flags every command takes.
@@ -136,12 +139,16 @@ func (a *app) run(ctx context.Context, args []string) int {
 	default:
 		err = usageError("unknown command %q", args[0])
 	}
+	var noMatch *noMatchError
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, usage)
 		return 0
+	case errors.As(err, &noMatch):
+		noMatch.print(stderr)
+		return 3
 	case errors.Is(err, errUsage), errors.Is(err, redrive.ErrBadFilter):
 		fmt.Fprintf(stderr, "sqs-redrive: %s\nRun 'sqs-redrive help' for usage.\n", printable.Escape(err.Error()))
 		return 2
@@ -393,7 +400,11 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 		return err
 	}
 	r, dlq := s.r, s.queue
-	entries, err := r.Peek(ctx, dlq, redrive.PeekOptions{Max: *n, Filters: s.filters})
+	var seen *redrive.Census
+	if len(s.filters) > 0 {
+		seen = &redrive.Census{}
+	}
+	entries, err := r.Peek(ctx, dlq, redrive.PeekOptions{Max: *n, Filters: s.filters, Census: seen})
 	for i, e := range entries {
 		m := e.Message
 		if a.g.json {
@@ -428,7 +439,10 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 			fmt.Fprintf(a.stderr, "note: %s is not a dead-letter queue: no queue's RedrivePolicy names it\n", printable.Escape(dlq.Name))
 		}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return nothingMatched(s.filters, seen, len(entries))
 }
 
 // printEntry prints one peeked entry (the k-th of n) for people. All but
@@ -527,7 +541,10 @@ func (a *app) move(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	return failures(sum)
+	if err := failures(sum); err != nil {
+		return err
+	}
+	return nothingMatched(filters, sum.Seen, sum.Matched+sum.Refused)
 }
 
 // signingKey reads the dead-letter signing key from the environment
@@ -559,6 +576,68 @@ func failures(sum redrive.Summary) error {
 		return fmt.Errorf("%d message(s) were sent but not deleted from the DLQ: a later run moves them again (the consumer's dedupe drops the duplicate)", sum.DeleteFailed)
 	}
 	return nil
+}
+
+// noMatchError reports filters that matched none of the messages looked
+// at (exit code 3), with what those messages were.
+type noMatchError struct {
+	filters []redrive.Filter
+	seen    *redrive.Census
+}
+
+// nothingMatched returns a *noMatchError when filters were given, the
+// command looked at messages and matched is 0; else nil.
+func nothingMatched(filters []redrive.Filter, seen *redrive.Census, matched int) error {
+	if len(filters) == 0 || seen == nil || seen.Messages == 0 || matched > 0 {
+		return nil
+	}
+	return &noMatchError{filters: filters, seen: seen}
+}
+
+func (e *noMatchError) Error() string {
+	exprs := make([]string, len(e.filters))
+	for i, f := range e.filters {
+		exprs[i] = f.String()
+	}
+	return fmt.Sprintf("no message matched %s among the %d message(s) looked at", strings.Join(exprs, " and "), e.seen.Messages)
+}
+
+// details says what the messages looked at were, one line each (their
+// names are outside text: counts escapes them).
+func (e *noMatchError) details() []string {
+	c := e.seen
+	lines := []string{"classes: " + counts(c.ByClass)}
+	if len(c.Bodies) == 0 {
+		return lines
+	}
+	of := "bodies"
+	if c.Sampled < c.Messages {
+		of = fmt.Sprintf("the first %d bodies", c.Sampled)
+	}
+	b := "bodies: " + counts(c.Bodies)
+	if c.Sampled < c.Messages {
+		b += fmt.Sprintf(" (of the first %d)", c.Sampled)
+	}
+	jsonFilter := slices.ContainsFunc(e.filters, func(f redrive.Filter) bool { return f.Kind == redrive.FilterJSON })
+	if jsonFilter && c.Bodies[redrive.BodySNS]+c.Bodies[redrive.BodyEventBridge] > 0 {
+		b += "; json filters look at the body and at the message inside an SNS or EventBridge envelope"
+	}
+	lines = append(lines, b)
+	if len(c.Fields) > 0 {
+		lines = append(lines, "fields: "+counts(c.Fields)+" (top level of the JSON "+of+")")
+	}
+	if len(c.InnerFields) > 0 {
+		lines = append(lines, "inside envelopes: "+counts(c.InnerFields))
+	}
+	return lines
+}
+
+// print writes the error and its details for people, escaped.
+func (e *noMatchError) print(w io.Writer) {
+	fmt.Fprintf(w, "sqs-redrive: %s\n", printable.Escape(e.Error()))
+	for _, l := range e.details() {
+		fmt.Fprintf(w, "  %s\n", printable.Escape(l))
+	}
 }
 
 // confirm asks once on a terminal; elsewhere it needs --yes.
@@ -696,7 +775,7 @@ func (a *app) export(ctx context.Context, argv []string) error {
 	if sum.DeleteFailed > 0 {
 		return failures(sum)
 	}
-	return nil
+	return nothingMatched(filters, sum.Seen, sum.Matched)
 }
 
 func (a *app) imp(ctx context.Context, argv []string) error {
