@@ -102,7 +102,8 @@ func FuzzHumanOutput(f *testing.F) {
 			consumer.AttrID: {DataType: aws.String("String"), StringValue: aws.String(b)},
 			a:               {DataType: aws.String("String"), StringValue: aws.String(c)},
 		}}
-		e := redrive.Entry{Message: m, Failure: &deadletter.Failure{Error: c, Class: b, SourceQueue: a, Attempts: 2}, Age: time.Minute}
+		e := redrive.Entry{Message: m, Failure: &deadletter.Failure{Error: c, Class: b, SourceQueue: a, Attempts: 2}, Age: time.Minute,
+			History: &redrive.History{Count: 2, RedrivenAt: time.Now().Add(-time.Hour), DLQ: b}}
 		printEntry(&out, 1, 1, e, true)
 		printEntry(&out, 1, 1, redrive.Entry{Message: m}, false)
 		if err := printDLQs(&out, []redrive.DLQ{{Queue: redrive.Queue{Name: a}, Sources: []redrive.Queue{{Name: b}, {Name: c}}}}); err != nil {

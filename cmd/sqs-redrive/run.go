@@ -35,7 +35,8 @@ usage: sqs-redrive COMMAND [arguments] [flags]
 
 commands:
   list                          every DLQ: source queues, approximate count, oldest message age
-  peek DLQ [-n N] [--body]      show messages with their failure; they are visible again at once
+  peek DLQ [-n N] [--body]      show messages with their failure and how many times they were
+                                redriven; they are visible again at once
   move DLQ [--to QUEUE]         send messages back (default: the source queue each came from, if SQS
                                 moved it (DeadLetterQueueSourceArn) or a consumer signed its failure
                                 record, else the DLQ's single source queue; anything else is refused);
@@ -414,6 +415,9 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 				o["error"], o["attempts"], o["source_queue"] = f.Error, f.Attempts, f.SourceQueue
 				o["original_message_id"], o["failed_at"] = f.OriginalMessageID, f.FailedAt
 			}
+			if h := e.History; h != nil {
+				o["redrive_count"], o["redriven_at"], o["redriven_from"] = h.Count, h.RedrivenAt, h.DLQ
+			}
 			if m.GroupID != "" {
 				o["group_id"] = m.GroupID
 			}
@@ -463,6 +467,11 @@ func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool) {
 	if arn := m.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
 		fmt.Fprintf(w, "moved by SQS from: %s\n", esc(arn))
 	}
+	if h := e.History; h != nil {
+		fmt.Fprintf(w, "redriven:  %s\n", redriven(*h, time.Now()))
+	} else if m.Attribute(redrive.AttrRedrive) != "" {
+		fmt.Fprintf(w, "redriven:  ? (its %s attribute is not a redrive history)\n", redrive.AttrRedrive)
+	}
 	if m.GroupID != "" {
 		fmt.Fprintf(w, "group:     %s\n", esc(m.GroupID))
 	}
@@ -475,6 +484,23 @@ func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool) {
 	if body {
 		fmt.Fprintf(w, "body:\n%s\n", printable.Lines(m.Body))
 	}
+}
+
+// redriven describes a redrive history for people: how many times, when
+// last and out of which DLQ (escaped: a producer can write any history).
+func redriven(h redrive.History, now time.Time) string {
+	s := fmt.Sprintf("%d time(s)", h.Count)
+	if !h.RedrivenAt.IsZero() {
+		if d := now.Sub(h.RedrivenAt); d >= time.Second {
+			s += ", last " + age(d) + " ago"
+		} else {
+			s += ", last just now"
+		}
+	}
+	if h.DLQ != "" {
+		s += ", out of " + printable.Escape(h.DLQ)
+	}
+	return s
 }
 
 // attrText returns an entry's attributes as text (binary ones as a size).
