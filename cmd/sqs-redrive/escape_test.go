@@ -127,7 +127,7 @@ func FuzzHumanOutput(f *testing.F) {
 		checkLines(t, "human output", out.String())
 
 		// An unknown command is printed back in its error.
-		if !slices.Contains([]string{"list", "peek", "move", "export", "import", "native", "help", "-h", "-help", "--help"}, a) {
+		if !slices.Contains([]string{"list", "peek", "move", "export", "import", "native", "version", "--version", "help", "-h", "-help", "--help"}, a) {
 			var stdout, stderr bytes.Buffer
 			run(context.Background(), []string{a}, strings.NewReader(""), &stdout, &stderr)
 			checkLines(t, "error", stdout.String()+stderr.String())

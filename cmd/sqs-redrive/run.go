@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -48,6 +49,7 @@ commands:
   native start DLQ [--to QUEUE] [--max-per-second N] [--wait]
   native status DLQ             SQS's own move tasks (no filter, no dry run)
   native cancel DLQ [--handle H]
+  version                       the version, VCS revision and modified flag this binary was built from
 
 filters (peek, move, export; combinable, all must match):
   --class C[,C]        failure class (permanent, max_attempts, panic, key_reuse, or your own;
@@ -95,6 +97,9 @@ type app struct {
 	region, endpoint string
 	// key is the dead-letter signing key (--signing-key-env); nil: none.
 	key []byte
+	// buildInfo reads the binary's build information; nil:
+	// debug.ReadBuildInfo. A test hook.
+	buildInfo func() (*debug.BuildInfo, bool)
 }
 
 // run is the whole command: it returns the exit code.
@@ -137,6 +142,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.imp(ctx, args[1:])
 	case "native":
 		err = a.native(ctx, args[1:])
+	case "version", "--version":
+		err = a.version(args[1:])
 	default:
 		err = usageError("unknown command %q", args[0])
 	}
