@@ -643,9 +643,9 @@ func (e *noMatchError) details() []string {
 	if len(c.Bodies) == 0 {
 		return lines
 	}
-	of := "bodies"
+	of := "the JSON bodies"
 	if c.Sampled < c.Messages {
-		of = fmt.Sprintf("the first %d bodies", c.Sampled)
+		of = fmt.Sprintf("the JSON bodies among the first %d", c.Sampled)
 	}
 	b := "bodies: " + counts(c.Bodies)
 	if c.Sampled < c.Messages {
@@ -657,7 +657,7 @@ func (e *noMatchError) details() []string {
 	}
 	lines = append(lines, b)
 	if len(c.Fields) > 0 {
-		lines = append(lines, "fields: "+counts(c.Fields)+" (top level of the JSON "+of+")")
+		lines = append(lines, "fields: "+counts(c.Fields)+" (top level of "+of+")")
 	}
 	if len(c.InnerFields) > 0 {
 		lines = append(lines, "inside envelopes: "+counts(c.InnerFields))
