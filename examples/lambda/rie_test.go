@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -27,7 +29,7 @@ import (
 // rie is AWS's Lambda Runtime Interface Emulator, built by the test from
 // the Go module proxy. The module publishes no tagged version: this is a
 // pseudo-version of its main branch. It is not a dependency of this
-// module (go.mod does not name it).
+// module (go.mod does not name it), and it runs on Linux only.
 const rie = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d"
 
 // buildRIE builds the function as bootstrap and the emulator into dir.

@@ -142,7 +142,11 @@ func New(ctx context.Context, cfg Config) (*Mapping, error) {
 	if m.arn == "" {
 		return nil, fmt.Errorf("sqslambdatest: queue %s has no QueueArn attribute", cfg.QueueURL)
 	}
-	if limit := map[bool]int{false: maxBatchStandard, true: maxBatchFIFO}[m.fifo]; cfg.BatchSize > limit {
+	limit := maxBatchStandard
+	if m.fifo {
+		limit = maxBatchFIFO
+	}
+	if cfg.BatchSize > limit {
 		return nil, fmt.Errorf("sqslambdatest: Config.BatchSize %d is over %d, the most an event source mapping takes from queue %s", cfg.BatchSize, limit, cfg.QueueURL)
 	}
 	s := out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]
