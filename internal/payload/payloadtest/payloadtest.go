@@ -149,3 +149,18 @@ func Fixtures() ([]Fixture, error) {
 	}
 	return fx, nil
 }
+
+// SetGetErr sets GetErr under the lock (for a test that changes it while
+// a consumer runs).
+func (s *S3) SetGetErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.GetErr = err
+}
+
+// GetCalls is Gets, read under the lock.
+func (s *S3) GetCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Gets
+}
