@@ -5,10 +5,11 @@
 //	cfg, err := awslocal.Config(ctx) // the standard variables: AWS_ENDPOINT_URL_SQS, AWS_REGION, ...
 //	sqsClient := sqs.NewFromConfig(cfg)
 //	ddb := dynamodb.NewFromConfig(cfg, awslocal.DynamoDBOptions)
+//	s3Client := awslocal.S3(cfg) // path-style addressing on an emulator
 //
 // Endpoints come from the SDK's standard variables (AWS_ENDPOINT_URL_SQS,
-// AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL), as LocalStack users
-// expect; unset, the clients talk to AWS.
+// AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL), as
+// LocalStack users expect; unset, the clients talk to AWS.
 package awslocal
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // Config loads the default SDK configuration and checks that it names a
@@ -45,4 +47,21 @@ func DynamoDBOptions(o *dynamodb.Options) {
 	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || os.Getenv("AWS_ENDPOINT_URL") != "" {
 		o.DisableValidateResponseChecksum = true
 	}
+}
+
+// S3Options addresses buckets path-style (http://host:port/bucket/key)
+// when S3 is an emulator (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL is
+// set): fauxqs and LocalStack serve S3 on one host name, where the
+// SDK's default virtual-hosted style (http://bucket.host:port/key)
+// names a host that does not resolve. Against AWS it changes nothing.
+func S3Options(o *s3.Options) {
+	if os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != "" {
+		o.UsePathStyle = true
+	}
+}
+
+// S3 builds an S3 client from cfg with [S3Options] and any other
+// options given.
+func S3(cfg aws.Config, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.NewFromConfig(cfg, append([]func(*s3.Options){S3Options}, optFns...)...)
 }
