@@ -22,6 +22,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 )
 
 // Config loads the default SDK configuration and checks that it names a
@@ -64,4 +66,29 @@ func S3Options(o *s3.Options) {
 // options given.
 func S3(cfg aws.Config, optFns ...func(*s3.Options)) *s3.Client {
 	return s3.NewFromConfig(cfg, append([]func(*s3.Options){S3Options}, optFns...)...)
+}
+
+// BucketAPI is the S3 call [EnsureBucket] makes. *s3.Client satisfies it.
+type BucketAPI interface {
+	CreateBucket(ctx context.Context, in *s3.CreateBucketInput, optFns ...func(*s3.Options)) (*s3.CreateBucketOutput, error)
+}
+
+// EnsureBucket creates the bucket in region unless this account has it
+// already (a bucket outside us-east-1 is created with its location, as
+// S3 requires).
+func EnsureBucket(ctx context.Context, client BucketAPI, name, region string) error {
+	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
+	if region != "" && region != "us-east-1" {
+		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(region)}
+	}
+	_, err := client.CreateBucket(ctx, in)
+	var owned *s3types.BucketAlreadyOwnedByYou
+	var ae smithy.APIError
+	switch {
+	case err == nil, errors.As(err, &owned):
+		return nil
+	case errors.As(err, &ae) && ae.ErrorCode() == "BucketAlreadyOwnedByYou":
+		return nil
+	}
+	return fmt.Errorf("awslocal: create bucket %s: %w", name, err)
 }

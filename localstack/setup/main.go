@@ -5,6 +5,9 @@
 //   - sqsonce-demo.fifo and its DLQ sqsonce-demo-dlq.fifo (maxReceiveCount 5)
 //   - the dedupe table sqsonce-dedupe, made by dynamo.CreateTable (pk string
 //     key, on-demand, TTL on expires_at)
+//   - the bucket sqsonce-demo-payloads, for bodies too large for a
+//     message (producer.PayloadConfig), on the S3 endpoint
+//     (AWS_ENDPOINT_URL_S3; the local stack's fauxqs serves it)
 //
 // When SQSONCE_MOVE_TASK_ENDPOINT is set (the no-Docker stack sets it), the
 // same four queues are created on that endpoint too: local-aws-sqs, which
@@ -29,7 +32,11 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/localstack/awslocal"
 )
+
+// DemoBucket is the bucket setup makes for bodies stored in S3.
+const DemoBucket = "sqsonce-demo-payloads"
 
 // envMoveTask names the endpoint of the server that answers the
 // message-move-task calls, when it is not the SQS endpoint.
@@ -63,7 +70,10 @@ func run(ctx context.Context, stdout io.Writer) error {
 	}), dynamo.DefaultTable); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo and table sqsonce-dedupe are ready")
+	if err := awslocal.EnsureBucket(ctx, awslocal.S3(cfg), DemoBucket, cfg.Region); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo, table sqsonce-dedupe and bucket "+DemoBucket+" are ready")
 	if ep := os.Getenv(envMoveTask); ep != "" {
 		fmt.Fprintf(stdout, "setup: the same queues are ready for native move tasks at %s (%s)\n", ep, envMoveTask)
 	}
