@@ -379,8 +379,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		replay(w, c.Response)
 		m.observe(OutcomeReplayed, c.Response.Status)
 	case InProgress:
-		writeProblem(w, http.StatusConflict, TypeInProgress, "a request with this key is still running; retry after it ends",
-			retryAfter(c.LeaseUntil.Sub(m.cfg.NowFunc())))
+		// Only the lease is known: the owner may be running, or its
+		// process may have died. Either way the key is free for this
+		// request once the stored lease ends, unless the owner extends it.
+		wait := retryAfter(c.LeaseUntil.Sub(m.cfg.NowFunc()))
+		writeProblem(w, http.StatusConflict, TypeInProgress, fmt.Sprintf(
+			"a request with this key is in progress or stopped without finishing; its lease ends in %d s, when a retry gets its response or, if it stopped, runs it", wait), wait)
 		m.observe(OutcomeInProgress, http.StatusConflict)
 	case KeyReused:
 		writeProblem(w, http.StatusUnprocessableEntity, TypeKeyReused, "this key was used for a different request (method, path, query or body)", 0)
