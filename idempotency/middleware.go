@@ -62,7 +62,11 @@ type Config struct {
 	KeyOptional bool
 	// Lease is how long a running request holds its key; the middleware
 	// extends it every Lease/3 while the handler runs. After a crash the
-	// key can run again once the lease ends. Defaults to 30 seconds. The
+	// key can run again once the lease ends: until then retries get 409
+	// with Retry-After, so clients need retries that outlast it (see the
+	// package doc, Retries against a lease). A shorter lease frees a
+	// crashed request's key sooner, but costs more extensions and loses
+	// the key when one cannot be made in time. Defaults to 30 seconds. The
 	// transactional mode (BeginTxFunc) has no lease: the request's
 	// transaction holds the key.
 	Lease time.Duration
