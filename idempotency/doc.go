@@ -23,9 +23,12 @@
 //   - The key is scoped to the caller (Config.ScopeFunc; an error → 401)
 //     and stored hashed with the scope ([RecordKey]); neither is logged.
 //   - The fingerprint is the method, path, raw query (pairs of distinct
-//     keys in any order; nothing decoded or dropped), the body and
-//     Config.FingerprintHeaders. The key with another fingerprint → 422,
-//     while the first request runs and after.
+//     keys in any order; nothing decoded or dropped), the body byte for
+//     byte and Config.FingerprintHeaders. The key with another fingerprint
+//     → 422, while the first request runs and after. The same JSON with
+//     its keys in another order is another body, unless
+//     Config.FingerprintFunc is [CanonicalJSONFingerprint], which compares
+//     JSON bodies by value; a FingerprintFunc error → 400 [TypeBodyInvalid].
 //   - A retry while the first holds the key → 409 with Retry-After (the
 //     seconds left on its stored lease, rounded up, at least 1), saying
 //     the first may be running or may have stopped (see Retries against

@@ -88,6 +88,17 @@ type Config struct {
 	// FingerprintHeaders are request headers added to the fingerprint
 	// (method, path, raw query and body). Defaults to none.
 	FingerprintHeaders []string
+	// FingerprintFunc, when set, says what stands for the body in the
+	// fingerprint: the same key with a result that differs is another
+	// request (422). The method, path, raw query and FingerprintHeaders
+	// are compared as always. It gets the request (whose body it must not
+	// read or change) and the body as read. An error answers 400
+	// [TypeBodyInvalid] with its text, before any claim: nothing runs and
+	// the key stays free. [CanonicalJSONFingerprint] forgives the order of
+	// object keys and whitespace in a JSON body. Defaults to nil: the body
+	// is compared byte for byte, so the same JSON with its keys in another
+	// order is another request.
+	FingerprintFunc func(r *http.Request, body []byte) (string, error)
 	// ReleaseServerErrors releases the key after a 5xx response instead of
 	// storing it, so a retry runs the handler again. Defaults to false:
 	// a 5xx is stored and replayed like any response (Stripe's rule),
@@ -357,10 +368,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.reject(w, http.StatusRequestEntityTooLarge, TypeBodyTooLarge, fmt.Sprintf("the body is over %d bytes", m.cfg.MaxBodyBytes))
 			return
 		}
+	}
+	fp, err := m.fingerprint(r, body)
+	if err != nil {
+		m.reject(w, http.StatusBadRequest, TypeBodyInvalid, "the body was refused: "+err.Error())
+		return
+	}
+	if r.Body != nil {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	rk := RecordKey(scope, key)
-	fp := m.fingerprint(r, body)
 	if m.cfg.BeginTxFunc != nil {
 		h.serveTx(w, r, rk, fp)
 		return
@@ -417,8 +434,16 @@ func (m *Middleware) log(rk string) *zap.Logger {
 }
 
 // fingerprint hashes method, path, raw query (see canonicalQuery), the
-// listed headers and the body, each length-prefixed.
-func (m *Middleware) fingerprint(r *http.Request, body []byte) string {
+// listed headers and the body (or what Config.FingerprintFunc makes of
+// it), each length-prefixed.
+func (m *Middleware) fingerprint(r *http.Request, body []byte) (string, error) {
+	if m.cfg.FingerprintFunc != nil {
+		s, err := m.cfg.FingerprintFunc(r, body)
+		if err != nil {
+			return "", err
+		}
+		body = []byte(s)
+	}
 	h := sha256.New()
 	field := func(b []byte) {
 		var n [binary.MaxVarintLen64]byte
@@ -437,7 +462,7 @@ func (m *Middleware) fingerprint(r *http.Request, body []byte) string {
 		}
 	}
 	field(body)
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // canonicalQuery is the raw query with its &-separated pairs in order of

@@ -21,6 +21,9 @@ const (
 	TypeBodyTooLarge = "urn:sqsonce:idempotency:body-too-large"
 	// TypeBodyUnreadable: 400, reading the body failed.
 	TypeBodyUnreadable = "urn:sqsonce:idempotency:body-unreadable"
+	// TypeBodyInvalid: 400, Config.FingerprintFunc refused the body; the
+	// key was not taken.
+	TypeBodyInvalid = "urn:sqsonce:idempotency:body-invalid"
 	// TypeKeyReused: 422, the key was used for a different request.
 	TypeKeyReused = "urn:sqsonce:idempotency:key-reused"
 	// TypeInProgress: 409 with Retry-After, the first request with this
