@@ -792,6 +792,9 @@ func (r *runner) process(worker int, m *inflight) Result {
 	m.mu.Lock()
 	lost := m.lost
 	if lost == nil {
+		lost = r.untracked(m, "before it started")
+	}
+	if lost == nil {
 		m.cancel = cancel
 	}
 	m.mu.Unlock()
@@ -817,7 +820,21 @@ func (r *runner) process(worker int, m *inflight) Result {
 	m.msg.mu.Unlock()
 	m.mu.Lock()
 	m.cancel = nil
+	lost = m.lost
+	if lost == nil {
+		lost = r.untracked(m, "while it ran")
+	}
 	m.mu.Unlock()
+	if lost != nil && settle.LeaveLost(settle.Outcome(res.Outcome)) {
+		// Visible again or with another consumer: left alone, as release
+		// leaves a lost message it did not run. A lease extension that
+		// failed left the handle with the heartbeat: it stops extending
+		// it, and the message comes back when its visibility ends.
+		r.hb.Remove(m.handle())
+		res = Result{Outcome: OutcomeRelease, Err: fmt.Errorf("%w; left alone (the handler returned: %w)", lost, res.Err), Duration: res.Duration}
+		r.settled(m, res, false)
+		return res
+	}
 
 	if res.Outcome == OutcomeDeadLetter {
 		if err := r.deadLetter(m, res); err != nil {
@@ -838,6 +855,17 @@ func (r *runner) process(worker int, m *inflight) Result {
 	}
 	r.settled(m, res, true)
 	return res
+}
+
+// untracked returns an error wrapping ErrLeaseLost when the heartbeat no
+// longer tracks m's handle: it found the handle lost in a round whose lost
+// callbacks it is still calling (m's has not run yet). when says when, for
+// the error. m.mu is held.
+func (r *runner) untracked(m *inflight, when string) error {
+	if r.hb.Tracked(m.handle()) {
+		return nil
+	}
+	return fmt.Errorf("%w: its visibility was lost %s", ErrLeaseLost, when)
 }
 
 // deadLetter sends m to the DLQ (the heartbeat keeps it invisible

@@ -396,10 +396,36 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 // run processes one record and settles it.
 func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
 	res := h.process(r.ctx, r.msg)
+	if lost := h.lost(r); lost != nil && settle.LeaveLost(settle.Outcome(res.Outcome)) {
+		// Visible again or with another consumer: left alone, and
+		// reported as a failure so that Lambda does not delete it.
+		if r.hb != nil {
+			r.hb.Remove(r.ev.ReceiptHandle)
+		}
+		r.failed = true
+		res = consumer.Result{Outcome: consumer.OutcomeRelease, Err: fmt.Errorf("%w; left alone (the handler returned: %w)", lost, res.Err), Duration: res.Duration}
+		lent.LogSettled(h.log, r.msg, res)
+		h.obs.Settled(r.msg, res)
+		return res.Outcome
+	}
 	h.settle(ctx, r, &res)
 	lent.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
 	return res.Outcome
+}
+
+// lost returns the cause, wrapping consumer.ErrLeaseLost, when r's
+// visibility was lost: its context was cancelled for it, or the heartbeat
+// no longer tracks its handle (found lost in a round whose callbacks have
+// not all run yet).
+func (h *Handler) lost(r *record) error {
+	if cause := context.Cause(r.ctx); errors.Is(cause, consumer.ErrLeaseLost) {
+		return cause
+	}
+	if r.hb != nil && !r.hb.Tracked(r.ev.ReceiptHandle) {
+		return fmt.Errorf("%w: its visibility was lost while it ran", consumer.ErrLeaseLost)
+	}
+	return nil
 }
 
 // skip reports a record that was not run as a failure and makes it
