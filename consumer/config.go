@@ -28,7 +28,7 @@ type Config struct {
 	// Handler handles each message. Required.
 	Handler Handler
 	// Middleware wraps Handler, the first outermost. Panic recovery always
-	// wraps the whole chain. Defaults to none.
+	// wraps the whole chain, its construction included. Defaults to none.
 	Middleware []Middleware
 	// Classifier maps your own errors to outcomes. It is asked first; an
 	// error it has no opinion on (ok=false, or an invalid Outcome) gets the
@@ -44,8 +44,10 @@ type Config struct {
 	//     receive (when MaxAttempts > 0) → dead-letter, class "max_attempts"
 	//
 	// So a Classifier answers only for the errors it knows; use
-	// [ClassifierChain] to combine several. Defaults to nil: the consumer's
-	// classification alone.
+	// [ClassifierChain] to combine several. A panic in it is recovered,
+	// logged, and counts as a transient failure (class "panic", or
+	// "max_attempts" from the MaxAttempts-th receive). Defaults to nil: the
+	// consumer's classification alone.
 	Classifier Classifier
 	// KeyFunc returns a message's dedupe key. Defaults to [DefaultKey] (the
 	// sqsonce-id attribute, else the MessageId).

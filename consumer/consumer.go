@@ -262,7 +262,7 @@ type lane struct {
 }
 
 func newRunner(cfg Config, q queueInfo) (*runner, error) {
-	cfg = instrument(cfg, q.url)
+	cfg = guard(instrument(cfg, q.url))
 	r := &runner{
 		cfg:      cfg,
 		q:        q,
@@ -955,7 +955,7 @@ func (r *runner) beatHandlers(ctx context.Context) {
 			bctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			for _, fn := range fns {
-				if err := fn(bctx); err != nil {
+				if err := r.beat(bctx, m, fn); err != nil {
 					r.leaseLost(m, err)
 					return
 				}
@@ -963,4 +963,16 @@ func (r *runner) beatHandlers(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// beat runs one of m's OnHeartbeat functions; a panic in it is recovered,
+// logged, and returned as its error.
+func (r *runner) beat(ctx context.Context, m *inflight, fn func(context.Context) error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			logPanic(r.log, "an OnHeartbeat function", v, zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()))
+			err = fmt.Errorf("consumer: OnHeartbeat function panicked: %v", v)
+		}
+	}()
+	return fn(ctx)
 }

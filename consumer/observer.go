@@ -4,7 +4,8 @@ import "time"
 
 // Observer receives the consumer's metrics events. Every method must return
 // quickly and be safe for concurrent use. Embed [NopObserver] to implement
-// only the methods you need.
+// only the methods you need. A panic in a method is recovered and logged
+// at error level with its stack; the consumer goes on.
 type Observer interface {
 	// Received is called once per message received from SQS.
 	Received(msg *Message)

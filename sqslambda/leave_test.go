@@ -2,10 +2,14 @@ package sqslambda_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/sqslambda"
@@ -49,4 +53,70 @@ func TestLostVisibilityLeftAlone(t *testing.T) {
 			})
 		})
 	}
+}
+
+// panickyObserver panics in every method, as a buggy metrics adapter
+// would (a write to a nil map).
+type panickyObserver struct{}
+
+func boom() {
+	var m map[string]int
+	m["x"]++
+}
+
+func (panickyObserver) Received(*consumer.Message)                          { boom() }
+func (panickyObserver) HandlerDone(*consumer.Message, time.Duration, error) { boom() }
+func (panickyObserver) Settled(*consumer.Message, consumer.Result)          { boom() }
+func (panickyObserver) HeartbeatFailed(int, error)                          { boom() }
+func (panickyObserver) LeaseLost(*consumer.Message, error)                  { boom() }
+func (panickyObserver) DeadLettered(*consumer.Message, error)               { boom() }
+func (panickyObserver) DeadLetterRefused(*consumer.Message, error)          { boom() }
+func (panickyObserver) SettleFailed(*consumer.Message, string, error)       { boom() }
+
+// TestUserCallbackPanicsRecovered (issue 42, defect 13): an Observer that
+// panics in every method and a Classifier that panics do not crash the
+// invocation: each record is settled as without them, the classifier's
+// panic counting as a transient failure (a retry after the backoff).
+func TestUserCallbackPanicsRecovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFake()
+		h := consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+			switch msg.Body {
+			case "fail":
+				return errors.New("declined")
+			case "bad":
+				return consumer.Permanent(errors.New("malformed"))
+			}
+			return nil
+		})
+		a := newHandler(t, fake, h, func(c *sqslambda.Config) {
+			c.Observer = panickyObserver{}
+			c.Classifier = consumer.ClassifierFunc(func(_ context.Context, m *consumer.Message, _ error) (consumer.Verdict, bool) {
+				if m.Body == "fail" {
+					boom()
+				}
+				return consumer.Verdict{}, false
+			})
+		})
+		var resp events.SQSEventResponse
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Fatalf("panic escaped Handle: %v", v)
+				}
+			}()
+			resp, _ = a.Handle(context.Background(), fake.event(
+				rec(stdARN, "m1", "ok", ""), rec(stdARN, "m2", "fail", ""), rec(stdARN, "m3", "bad", ""),
+			))
+		}()
+		if got := failures(resp); got != "m2" {
+			t.Errorf("batchItemFailures = %q, want m2", got)
+		}
+		if v := fake.visibilities()["rh-m2"]; len(v) != 1 || v[0] != 10 {
+			t.Errorf("m2's visibility set to %v, want [10]: the backoff's delay", v)
+		}
+		if sent := fake.sent(); len(sent) != 1 || aws.ToString(sent[0].MessageBody) != "bad" {
+			t.Errorf("dead letters %v, want the one of m3", sent)
+		}
+	})
 }

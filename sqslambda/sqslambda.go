@@ -189,7 +189,7 @@ func New(cfg Config) (*Handler, error) {
 	// The record's path is configured as a worker's would be, with the
 	// same telemetry (no queue name in the metrics: one function may
 	// consume several queues).
-	pcfg := lent.Instrument(consumer.Config{
+	pcfg := lent.Guard(lent.Instrument(consumer.Config{
 		Handler:        cfg.Handler,
 		Middleware:     cfg.Middleware,
 		Classifier:     cfg.Classifier,
@@ -200,7 +200,8 @@ func New(cfg Config) (*Handler, error) {
 		Observer:       h.obs,
 		TracerProvider: cfg.TracerProvider,
 		MeterProvider:  cfg.MeterProvider,
-	}, "")
+	}, ""))
+	// Every Observer call, here and in the path, recovers a panic in it.
 	h.obs = pcfg.Observer
 	h.process = lent.New(pcfg)
 	return h, nil
