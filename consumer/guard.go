@@ -99,3 +99,8 @@ func (g *guardedObserver) SettleFailed(msg *Message, op string, err error) {
 	defer g.recover("SettleFailed")
 	g.next.SettleFailed(msg, op, err)
 }
+
+func (g *guardedObserver) ReceiveFailed(err error) {
+	defer g.recover("ReceiveFailed")
+	g.next.ReceiveFailed(err)
+}

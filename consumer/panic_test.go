@@ -36,6 +36,7 @@ func (o *panickyObserver) LeaseLost(*consumer.Message, error)                  {
 func (o *panickyObserver) DeadLettered(*consumer.Message, error)               { o.boom() }
 func (o *panickyObserver) DeadLetterRefused(*consumer.Message, error)          { o.boom() }
 func (o *panickyObserver) SettleFailed(*consumer.Message, string, error)       { o.boom() }
+func (o *panickyObserver) ReceiveFailed(error)                                 { o.boom() }
 
 // panickyClassifier panics for every error.
 var panickyClassifier = consumer.ClassifierFunc(func(context.Context, *consumer.Message, error) (consumer.Verdict, bool) {

@@ -72,6 +72,7 @@ func (panickyObserver) LeaseLost(*consumer.Message, error)                  { bo
 func (panickyObserver) DeadLettered(*consumer.Message, error)               { boom() }
 func (panickyObserver) DeadLetterRefused(*consumer.Message, error)          { boom() }
 func (panickyObserver) SettleFailed(*consumer.Message, string, error)       { boom() }
+func (panickyObserver) ReceiveFailed(error)                                 { boom() }
 
 // TestUserCallbackPanicsRecovered (issue 42, defect 13): an Observer that
 // panics in every method and a Classifier that panics do not crash the
