@@ -881,11 +881,12 @@ func (r *runner) process(worker int, m *inflight) Result {
 	m.mu.Lock()
 	m.cancel = nil
 	lost = m.lost
-	if lost == nil {
+	m.mu.Unlock()
+	leave := settle.LeaveLost(settle.Outcome(res.Outcome))
+	if leave && lost == nil { // an ack is settled anyway: no lock taken
 		lost = r.untracked(m, "while it ran")
 	}
-	m.mu.Unlock()
-	if lost != nil && settle.LeaveLost(settle.Outcome(res.Outcome)) {
+	if leave && lost != nil {
 		// Visible again or with another consumer: left alone, as release
 		// leaves a lost message it did not run. A lease extension that
 		// failed left the handle with the heartbeat: it stops extending
@@ -920,7 +921,7 @@ func (r *runner) process(worker int, m *inflight) Result {
 // untracked returns an error wrapping ErrLeaseLost when the heartbeat no
 // longer tracks m's handle: it found the handle lost in a round whose lost
 // callbacks it is still calling (m's has not run yet). when says when, for
-// the error. m.mu is held.
+// the error.
 func (r *runner) untracked(m *inflight, when string) error {
 	if r.hb.Tracked(m.handle()) {
 		return nil

@@ -397,22 +397,33 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 // run processes one record and settles it.
 func (h *Handler) run(ctx context.Context, r *record) consumer.Outcome {
 	res := h.process(r.ctx, r.msg)
-	if lost := h.lost(r); lost != nil && settle.LeaveLost(settle.Outcome(res.Outcome)) {
-		// Visible again or with another consumer: left alone, and
-		// reported as a failure so that Lambda does not delete it.
-		if r.hb != nil {
-			r.hb.Remove(r.ev.ReceiptHandle)
-		}
-		r.failed = true
-		res = consumer.Result{Outcome: consumer.OutcomeRelease, Err: fmt.Errorf("%w; left alone (the handler returned: %w)", lost, res.Err), Duration: res.Duration}
-		lent.LogSettled(h.log, r.msg, res)
-		h.obs.Settled(r.msg, res)
-		return res.Outcome
+	if !h.leaveLost(r, &res) {
+		h.settle(ctx, r, &res)
 	}
-	h.settle(ctx, r, &res)
 	lent.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
 	return res.Outcome
+}
+
+// leaveLost leaves r alone when its visibility was lost while it ran and
+// its outcome is not an ack (see settle.LeaveLost): visible again or with
+// another consumer, it is reported as a failure (so that Lambda does not
+// delete it) without a dead letter or a visibility change, and res
+// becomes a release. It reports whether it did.
+func (h *Handler) leaveLost(r *record, res *consumer.Result) bool {
+	if !settle.LeaveLost(settle.Outcome(res.Outcome)) {
+		return false
+	}
+	lost := h.lost(r)
+	if lost == nil {
+		return false
+	}
+	if r.hb != nil {
+		r.hb.Remove(r.ev.ReceiptHandle)
+	}
+	r.failed = true
+	*res = consumer.Result{Outcome: consumer.OutcomeRelease, Err: fmt.Errorf("%w; left alone (the handler returned: %w)", lost, res.Err), Duration: res.Duration}
+	return true
 }
 
 // lost returns the cause, wrapping consumer.ErrLeaseLost, when r's
