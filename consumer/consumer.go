@@ -347,6 +347,8 @@ func (r *runner) run(ctx context.Context) error {
 	ctx, r.stopRun = context.WithCancelCause(ctx)
 	defer r.stopRun(nil)
 	r.stopping = ctx.Done()
+	r.health.start(r.q.url)
+	defer r.health.set(stopped)
 	bg := context.WithoutCancel(ctx)
 	r.workBase = bg
 	r.running = make([]atomic.Pointer[inflight], r.cfg.Concurrency)
@@ -372,8 +374,6 @@ func (r *runner) run(ctx context.Context) error {
 	for i := range r.cfg.Receivers + r.cfg.aheadReceivers {
 		recvWG.Go(func() { r.receive(ctx, callCtx, i, i >= r.cfg.Receivers) })
 	}
-	r.health.start(r.q.url)
-	defer r.health.set(stopped)
 	r.log.Info("consumer started", zap.Bool("fifo", r.q.fifo), zap.Int("concurrency", r.cfg.Concurrency),
 		zap.Int("receivers", r.cfg.Receivers), zap.Duration("visibility", r.q.visibility))
 
