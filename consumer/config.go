@@ -29,7 +29,7 @@ type Config struct {
 	// Handler handles each message. Required.
 	Handler Handler
 	// Middleware wraps Handler, the first outermost. Panic recovery always
-	// wraps the whole chain. Defaults to none.
+	// wraps the whole chain, its construction included. Defaults to none.
 	Middleware []Middleware
 	// Classifier maps your own errors to outcomes. It is asked first; an
 	// error it has no opinion on (ok=false, or an invalid Outcome) gets the
@@ -46,8 +46,10 @@ type Config struct {
 	//     class "max_attempts"
 	//
 	// So a Classifier answers only for the errors it knows; use
-	// [ClassifierChain] to combine several. Defaults to nil: the consumer's
-	// classification alone.
+	// [ClassifierChain] to combine several. A panic in it is recovered,
+	// logged, and counts as a transient failure (class "panic", or
+	// "max_attempts" from the MaxAttempts-th receive). Defaults to nil: the
+	// consumer's classification alone.
 	Classifier Classifier
 	// KeyFunc returns a message's dedupe key. Defaults to [DefaultKey] (the
 	// sqsonce-id attribute, else the MessageId).
@@ -127,6 +129,18 @@ type Config struct {
 	// FlushInterval is the longest a delete or visibility change waits for
 	// its batch to fill. Defaults to 50ms.
 	FlushInterval time.Duration
+	// ReceiveErrorGrace is how long receives may fail with only errors
+	// that retrying cannot heal (the queue does not exist; access to it or
+	// to its KMS key is denied; the key is disabled or gone; the
+	// credentials are invalid or expired) before Run and Drain stop, as
+	// when their context is cancelled, and return an error that names the
+	// queue and SQS's error. A successful receive, or an error that heals
+	// by itself (throttling, a server or network error), starts the count
+	// again. Meanwhile every failed receive is logged (a warning; the stop
+	// is an error), passed to Observer.ReceiveFailed, and makes
+	// [Consumer.Ready] report it. Defaults to DefaultReceiveErrorGrace
+	// (1m).
+	ReceiveErrorGrace time.Duration
 
 	// Logger receives the consumer's logs. Defaults to a no-op logger. At
 	// debug level one line is written per settled message: message
@@ -179,6 +193,11 @@ const (
 	DefaultWaitTime        = 20 * time.Second
 	DefaultShutdownTimeout = 20 * time.Second
 	DefaultFlushInterval   = 50 * time.Millisecond
+	// DefaultReceiveErrorGrace is the default of
+	// [Config.ReceiveErrorGrace]: long enough for an IAM or KMS change
+	// still propagating, short enough that a worker whose queue is gone
+	// says so within a minute or two.
+	DefaultReceiveErrorGrace = time.Minute
 )
 
 // withDefaults fills zero values and checks what can be checked without
@@ -242,6 +261,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ShutdownTimeout < 0 || cfg.FlushInterval < 0 {
 		bad("ShutdownTimeout (%s) and FlushInterval (%s) must not be negative", cfg.ShutdownTimeout, cfg.FlushInterval)
 	}
+	if cfg.ReceiveErrorGrace < 0 {
+		bad("ReceiveErrorGrace (%s) must not be negative: leave it 0 for the default (%s)", cfg.ReceiveErrorGrace, DefaultReceiveErrorGrace)
+	}
+	cfg.ReceiveErrorGrace = cmp.Or(cfg.ReceiveErrorGrace, DefaultReceiveErrorGrace)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, DefaultFlushInterval)
 	if cfg.Logger == nil {
