@@ -136,7 +136,9 @@ type Config struct {
 	// integer) and duration (the handler's run time), plus delay, class
 	// and error when they apply (the error's text without the prefix of
 	// [Permanent] or [RetryAfter], which the class or delay already says);
-	// never the body. zap's sampling (zap.NewProduction samples by level
+	// never the body. At warning level each dead letter is logged once
+	// ("consumer: dead-lettered") with its class and reason (the error's
+	// text, escaped and cut to 1 KiB; never the body). zap's sampling (zap.NewProduction samples by level
 	// and message) would drop most of these lines under load, so use a
 	// logger without sampling, such as [NewLogger].
 	Logger *zap.Logger
