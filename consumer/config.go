@@ -146,8 +146,9 @@ type Config struct {
 	Observer Observer
 	// TracerProvider, when set, gives every message a process span,
 	// parented to the producer's trace context carried in the message's
-	// traceparent/tracestate attributes (see docs/observability in the
-	// README). Defaults to nil: no spans, no cost.
+	// traceparent/tracestate attributes (see "Observability" in the
+	// repository's README.md, which lists the spans and metrics). Defaults
+	// to nil: no spans, no cost.
 	TracerProvider trace.TracerProvider
 	// MeterProvider, when set, records the consumer's metrics (messages
 	// received, settled by outcome, in flight, handler duration, SQS calls

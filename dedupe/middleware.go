@@ -68,7 +68,8 @@ type Options struct {
 // Middleware returns the consumer middleware that runs each message's
 // handler at most once per key with store:
 //
-//   - Claim before the handler. Duplicate → [consumer.ErrDuplicate] (acked,
+//   - Claim before the handler. Duplicate → a [*DuplicateError], which is
+//     [consumer.ErrDuplicate] (acked,
 //     handler not run); in progress elsewhere → [consumer.RetryAfter] a
 //     second on the message's first receive, so that a duplicate of a fast
 //     handler settles in about a second, and after the other owner's
@@ -190,7 +191,7 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	switch c.Status {
 	case Claimed:
 	case Duplicate:
-		return fmt.Errorf("dedupe: key %q: %w", key, consumer.ErrDuplicate)
+		return &DuplicateError{Key: key}
 	case InProgress:
 		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
 	case KeyReused:

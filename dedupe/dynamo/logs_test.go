@@ -30,6 +30,12 @@ func TestTransactionalKeyReuseLogsNoStack(t *testing.T) {
 	if err := h.Handle(ctx, msg("m1", "k1", "alice:10")); err != nil {
 		t.Fatal(err)
 	}
+	// A duplicate's error names the outcome once, with one prefix: it is
+	// the settled line's error field.
+	const dup = `dedupe: duplicate: key "k1" already completed`
+	if err := h.Handle(ctx, msg("m1", "k1", "alice:10")); err == nil || err.Error() != dup {
+		t.Errorf("duplicate: %v, want %q", err, dup)
+	}
 	if err := h.Handle(ctx, msg("m2", "k1", "alice:99")); err == nil {
 		t.Fatal("key reuse: no error")
 	}

@@ -199,7 +199,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 func (h *txHandler) blocked(c dedupe.Claim, key, fp string, now time.Time, log func() *zap.Logger) error {
 	switch c.Status {
 	case dedupe.Duplicate:
-		return fmt.Errorf("dynamo: key %q: %w", key, consumer.ErrDuplicate)
+		return &dedupe.DuplicateError{Key: key}
 	case dedupe.KeyReused:
 		kerr := &dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
 		log().WithOptions(noStack).Error("dynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",

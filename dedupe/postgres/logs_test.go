@@ -29,6 +29,12 @@ func TestTransactionalKeyReuseLogsNoStack(t *testing.T) {
 	if r := process(h, consumertest.NewMessage("x:1", consumertest.WithID("k-1"))); r.Outcome != consumer.OutcomeAck {
 		t.Fatalf("first: %v (%v)", r.Outcome, r.Err)
 	}
+	// A duplicate's error names the outcome once, with one prefix: it is
+	// the settled line's error field.
+	const dup = `dedupe: duplicate: key "k-1" already completed`
+	if r := process(h, consumertest.NewMessage("x:1", consumertest.WithID("k-1"))); r.Outcome != consumer.OutcomeDuplicate || r.Err == nil || r.Err.Error() != dup {
+		t.Errorf("duplicate: %v (%v), want %q", r.Outcome, r.Err, dup)
+	}
 	if r := process(h, consumertest.NewMessage("x:2", consumertest.WithID("k-1"))); r.Class != consumer.ClassKeyReuse {
 		t.Fatalf("key reuse: %v %q (%v)", r.Outcome, r.Class, r.Err)
 	}

@@ -166,7 +166,7 @@ func (h *txHandler) conflict(ctx context.Context, tx pgx.Tx, key, pk, fp string,
 	}
 	switch c.Status {
 	case dedupe.Duplicate:
-		return fmt.Errorf("postgres: key %q: %w", key, consumer.ErrDuplicate)
+		return &dedupe.DuplicateError{Key: key}
 	case dedupe.KeyReused:
 		h.s.log.WithOptions(noStack).Error("postgres: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("dedupe_key", key), zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
