@@ -122,7 +122,11 @@ type Config struct {
 	// ShutdownTimeout is how long Run waits, after its context is
 	// cancelled, for running handlers to finish before it cancels their
 	// contexts (cause [ErrShutdown]) and releases their messages. Defaults
-	// to 20s (under ECS's default 30s stopTimeout).
+	// to 20s (under ECS's default 30s stopTimeout). Messages received but
+	// not started are released once no receive call cut at shutdown can
+	// still take them on the server: up to WaitTime after the drain
+	// starts, within ShutdownTimeout when WaitTime is not longer (see
+	// "Goroutines and who waits for them" in docs/architecture.md).
 	ShutdownTimeout time.Duration
 	// FlushInterval is the longest a delete or visibility change waits for
 	// its batch to fill. Defaults to 50ms.
