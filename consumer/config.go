@@ -124,7 +124,11 @@ type Config struct {
 	// ShutdownTimeout is how long Run waits, after its context is
 	// cancelled, for running handlers to finish before it cancels their
 	// contexts (cause [ErrShutdown]) and releases their messages. Defaults
-	// to 20s (under ECS's default 30s stopTimeout).
+	// to 20s (under ECS's default 30s stopTimeout). Messages received but
+	// not started are released once no receive call cut at shutdown can
+	// still take them on the server: up to WaitTime after the drain
+	// starts, within ShutdownTimeout when WaitTime is not longer (see
+	// "Goroutines and who waits for them" in docs/architecture.md).
 	ShutdownTimeout time.Duration
 	// FlushInterval is the longest a delete or visibility change waits for
 	// its batch to fill. Defaults to 50ms.
@@ -150,7 +154,9 @@ type Config struct {
 	// integer) and duration (the handler's run time), plus delay, class
 	// and error when they apply (the error's text without the prefix of
 	// [Permanent] or [RetryAfter], which the class or delay already says);
-	// never the body. zap's sampling (zap.NewProduction samples by level
+	// never the body. At warning level each dead letter is logged once
+	// ("consumer: dead-lettered") with its class and reason (the error's
+	// text, escaped and cut to 1 KiB; never the body). zap's sampling (zap.NewProduction samples by level
 	// and message) would drop most of these lines under load, so use a
 	// logger without sampling, such as [NewLogger].
 	Logger *zap.Logger
@@ -158,8 +164,9 @@ type Config struct {
 	Observer Observer
 	// TracerProvider, when set, gives every message a process span,
 	// parented to the producer's trace context carried in the message's
-	// traceparent/tracestate attributes (see docs/observability in the
-	// README). Defaults to nil: no spans, no cost.
+	// traceparent/tracestate attributes (see "Observability" in the
+	// repository's README.md, which lists the spans and metrics). Defaults
+	// to nil: no spans, no cost.
 	TracerProvider trace.TracerProvider
 	// MeterProvider, when set, records the consumer's metrics (messages
 	// received, settled by outcome, in flight, handler duration, SQS calls

@@ -224,6 +224,12 @@ type runner struct {
 	queue     chan *inflight  // standard queues: received messages for the Concurrency workers
 	ready     chan *lane      // FIFO queues: lanes with a message to run, for the Concurrency workers
 	stopping  <-chan struct{} // Run's ctx.Done(): closed when the drain starts
+	// polls is the receivers' client; recvDone is closed once the
+	// receivers have returned, and drainDeadline is set before, to the
+	// drain's start plus ShutdownTimeout (see awaitPolls).
+	polls         *pollWatch
+	recvDone      chan struct{}
+	drainDeadline time.Time
 	// workBase is Run's context without its cancellation: the handlers'
 	// contexts derive from it, each cancelled on its own (see
 	// stopHandlers), so that making one locks nothing shared.
@@ -317,6 +323,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	if cfg.adaptReceivers {
 		r.pollers = newPollers(cfg.Receivers+cfg.aheadReceivers, cfg.WaitTime, q.fifo)
 	}
+	r.polls = &pollWatch{SQSAPI: cfg.Client}
+	r.cfg.Client = r.polls
+	r.recvDone = make(chan struct{})
 	pcfg := cfg
 	pcfg.Logger = r.log
 	r.pipeline = newProcessor(pcfg)
@@ -396,19 +405,22 @@ func (r *runner) run(ctx context.Context) error {
 
 	<-ctx.Done()
 	r.health.set(draining)
+	r.drainDeadline = time.Now().Add(r.cfg.ShutdownTimeout)
 	r.log.Info("consumer draining", zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
 	grace := time.AfterFunc(receiveGrace, cancelCalls)
 	recvWG.Wait()
 	grace.Stop()
+	close(r.recvDone)
 	// Messages waiting for a worker, and FIFO messages waiting behind a
 	// running handler of their group, are released now, not when a
-	// handler finishes.
+	// handler finishes: as soon as no receive call cut short above can
+	// take them on the server (awaitPolls).
 	if !r.q.fifo {
-		takeWaiting(r.queue, func(m *inflight) { r.release(m, nil) })
+		takeWaiting(r.queue, r.releaseUnstarted)
 		close(r.queue) // the workers return once their handlers have
 	} else {
 		// Lanes still in the ready queue hold a message no worker took.
-		takeWaiting(r.ready, func(l *lane) { r.release(l.head, nil) })
+		takeWaiting(r.ready, func(l *lane) { r.releaseUnstarted(l.head) })
 	}
 	r.mu.Lock()
 	lanes := make([]*lane, 0, len(r.lanes))
@@ -416,6 +428,9 @@ func (r *runner) run(ctx context.Context) error {
 		lanes = append(lanes, l)
 	}
 	r.mu.Unlock()
+	if len(lanes) > 0 {
+		r.awaitPolls()
+	}
 	for _, l := range lanes {
 		r.releaseLane(l, nil)
 	}
@@ -428,7 +443,7 @@ func (r *runner) run(ctx context.Context) error {
 	workDone := make(chan struct{})
 	go func() { r.workWG.Wait(); close(workDone) }()
 	var runErr error
-	timer := time.NewTimer(r.cfg.ShutdownTimeout)
+	timer := time.NewTimer(time.Until(r.drainDeadline))
 	select {
 	case <-workDone:
 		timer.Stop()
@@ -438,6 +453,12 @@ func (r *runner) run(ctx context.Context) error {
 			if r.running[i].Load() != nil {
 				n++
 			}
+		}
+		if n == 0 {
+			// The workers only wait to release what they hold
+			// (awaitPolls): no handler to cancel.
+			<-workDone
+			break
 		}
 		r.log.Warn("consumer: shutdown timeout: cancelling running handlers", zap.Int("handlers", n))
 		r.stopHandlers(ErrShutdown)
@@ -720,7 +741,7 @@ func (r *runner) work(worker int) {
 		}
 		select {
 		case <-r.stopping:
-			r.release(m, nil)
+			r.releaseUnstarted(m)
 			continue
 		default:
 		}
@@ -771,7 +792,7 @@ func (r *runner) workLanes(worker int) {
 		l.head = nil
 		select {
 		case <-r.stopping:
-			r.release(m, nil)
+			r.releaseUnstarted(m)
 			r.releaseLane(l, nil)
 		default:
 			res := r.process(worker, m)

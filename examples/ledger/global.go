@@ -14,9 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sqsonce/sqsonce/awsconfig"
 	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
 	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
-	"github.com/sqsonce/sqsonce/localstack/awslocal"
 )
 
 // global holds the flags every subcommand takes.
@@ -151,11 +151,11 @@ func (c clients) close() {
 }
 
 func newClients(ctx context.Context) (clients, error) {
-	cfg, err := awslocal.Config(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
 		return clients{}, err
 	}
-	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, awslocal.DynamoDBOptions)}, nil
+	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions)}, nil
 }
 
 func (c clients) queueURL(ctx context.Context, name string) (string, error) {
