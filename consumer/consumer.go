@@ -178,10 +178,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := newRunner(c.cfg, q)
+	s := newSampler(c.cfg, q.url)
+	r, err := newRunner(s.instrument(c.cfg), q)
 	if err != nil {
 		return err
 	}
+	// The autoscaling sampler (load.go) runs beside r until ctx ends.
+	wait := s.start(ctx, r.cfg.Client, r.log)
+	defer wait()
 	return r.run(ctx)
 }
 
