@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/envelope"
 )
 
 // ErrBadFilter is wrapped by every [ParseFilter] error.
@@ -26,7 +27,7 @@ const (
 	FilterError FilterKind = "error" // failure error text: error~timeout, error=exact text
 	FilterAttr  FilterKind = "attr"  // message attribute: attr:tenant=acme, attr:tenant~^ac, attr:tenant (present)
 	FilterBody  FilterKind = "body"  // body: body~"status":"failed", body=exact
-	FilterJSON  FilterKind = "json"  // field of a JSON body: json:order.status=failed, json:items.0.sku~^A
+	FilterJSON  FilterKind = "json"  // field of a JSON body or of the message in its SNS/EventBridge envelope: json:order.status=failed
 	FilterAge   FilterKind = "age"   // age: age>1h (older than), age<30m (newer than); units ns..h and d
 )
 
@@ -38,6 +39,13 @@ const (
 // colon: attr:NAME=VALUE, json:PATH~RE, and attr:NAME alone tests presence.
 // A JSON path is dot-separated object keys and array indexes; a field's
 // value compares as its text (strings unquoted, other values as JSON).
+// When the body is an SNS notification or an EventBridge event (as
+// [envelope.Parse] reads them: the dead letters of a queue fed by SNS
+// without raw delivery, or by an EventBridge rule), a json filter looks
+// at the body and at the message inside the envelope (the SNS Message's
+// JSON, the EventBridge detail), and matches when either has the field
+// with the value: json:order_id=42 finds the publisher's order,
+// json:TopicArn~orders still reads the envelope.
 // A filter that can never match is an error: a class name with characters
 // no class has or within two edits of a class sqsonce writes ("permanant";
 // other names are taken as the application's own classes), and age<0.
@@ -259,7 +267,14 @@ func (f Filter) Match(e Entry) bool {
 		}
 		return f.text(s)
 	case FilterJSON:
-		s, ok := jsonField(e.Message.Body, f.path)
+		if s, ok := jsonField(e.Message.Body, f.path); ok && f.text(s) {
+			return true
+		}
+		_, inner, ok := unwrap(e.Message.Body)
+		if !ok {
+			return false
+		}
+		s, ok := jsonField(inner, f.path)
 		return ok && f.text(s)
 	case FilterAge:
 		if f.Op == ">" {
@@ -276,6 +291,19 @@ func (f Filter) text(s string) bool {
 		return f.re != nil && f.re.MatchString(s)
 	}
 	return s == f.Value
+}
+
+// unwrap returns the kind of envelope a body is (envelope.SNS for an SNS
+// Notification, envelope.EventBridge for an event) and the message inside
+// it: the SNS Message or the EventBridge detail as JSON text. ok is false
+// for a body that is no envelope, or one envelope.Parse cannot read, or an
+// SNS subscription confirmation (its Message is SNS's text).
+func unwrap(body string) (kind envelope.Kind, inner string, ok bool) {
+	env, inner, _, err := envelope.Parse(body)
+	if err != nil || env == nil || (env.Kind == envelope.SNS && env.Type != "Notification") {
+		return "", "", false
+	}
+	return env.Kind, inner, true
 }
 
 // jsonField returns the text of the field at path in a JSON body.

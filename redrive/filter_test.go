@@ -112,6 +112,8 @@ func FuzzParseFilter(f *testing.F) {
 	for _, s := range []string{"class=permanent", "error~time(out)?", "attr:tenant=acme", "attr:x", "body~^{", "json:a.0.b=1", "age>7d", "age<90m", "json:a~", "attr:a~b=c"} {
 		f.Add(s, `{"a":[{"b":1}]}`)
 	}
+	f.Add("json:a.0.b=1", `{"Type":"Notification","MessageId":"m","TopicArn":"t","Message":"{\"a\":[{\"b\":1}]}"}`)
+	f.Add("json:a~x", `{"id":"e","source":"s","detail-type":"d","detail":{"a":"x"}}`)
 	f.Fuzz(func(t *testing.T, expr, body string) {
 		flt, err := ParseFilter(expr)
 		if err != nil {

@@ -144,8 +144,33 @@ func TestCameBackIsNotMovedAgain(t *testing.T) {
 		ctx := context.Background()
 		dlq, _ := r.Queue(ctx, "dlq")
 		sum, err := r.Move(ctx, dlq, redrive.MoveOptions{To: "src"})
-		if err != nil || sum.Moved != 2 || sum.Skipped != 2 || len(f.Messages(dlqURL)) != 2 {
+		if err != nil || sum.Moved != 2 || sum.CameBack != 2 || sum.Skipped != 0 || len(f.Messages(dlqURL)) != 2 {
 			t.Fatalf("%+v %v", sum, err)
+		}
+	})
+}
+
+// A DLQ of 4 whose consumer still fails: the 4 moved messages come back
+// during the run as new SQS messages. The summary counts each dead letter
+// once: moved 4, nothing skipped, and the copies that came back apart.
+func TestCameBackCountedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, dlqURL := newFake(t)
+		putN(t, f, dlqURL, 4, nil)
+		back := &bouncer{Fake: f, src: f.QueueURL("src"), dlq: dlqURL}
+		r, _ := redrive.New(redrive.Config{Client: back})
+		ctx := context.Background()
+		dlq, _ := r.Queue(ctx, "dlq")
+		sum, err := r.Move(ctx, dlq, redrive.MoveOptions{To: "src"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen := sum.Moved + sum.Skipped + sum.Refused + sum.Failed; seen != 4 || sum.Received != 4 || sum.Moved != 4 {
+			t.Fatalf("DLQ of 4: moved %d, skipped %d, refused %d, failed %d (sum %d), received %d; want moved 4 and a sum of 4 = received",
+				sum.Moved, sum.Skipped, sum.Refused, sum.Failed, seen, sum.Received)
+		}
+		if sum.CameBack != 4 || len(f.Messages(dlqURL)) != 4 {
+			t.Fatalf("came back %d, DLQ holds %d; want the 4 copies counted apart and left there", sum.CameBack, len(f.Messages(dlqURL)))
 		}
 	})
 }
