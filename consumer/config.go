@@ -171,8 +171,24 @@ type Config struct {
 	// MeterProvider, when set, records the consumer's metrics (messages
 	// received, settled by outcome, in flight, handler duration, SQS calls
 	// and errors, receive batch sizes, heartbeat failures, lost leases,
-	// dead letters). Defaults to nil: no metrics, no cost.
+	// dead letters) and the autoscaling signal (see BacklogInterval).
+	// Defaults to nil: no metrics, no cost.
 	MeterProvider metric.MeterProvider
+	// BacklogInterval is how often the consumer samples the autoscaling
+	// signal it exports through MeterProvider (see "Autoscaling" in the
+	// README): the queue's ApproximateNumberOfMessages,
+	// ApproximateNumberOfMessagesNotVisible and
+	// ApproximateNumberOfMessagesDelayed, read with one GetQueueAttributes
+	// call (so the role needs sqs:GetQueueAttributes, as start-up does),
+	// and the share of Concurrency its handlers were busy since the last
+	// sample. Each wait is the interval ± 10% at random, the first a random
+	// part of it, so a fleet of workers does not call in lock-step. A failed
+	// read is logged (a warning, then debug lines while it keeps failing)
+	// and the backlog is left out of the metrics until a read succeeds;
+	// receiving and handling are not affected. Nothing is sampled without a
+	// MeterProvider. At least 1s; negative turns sampling off. Defaults to
+	// 30s.
+	BacklogInterval time.Duration
 	// NowFunc returns the current time (failed_at of dead letters).
 	// Defaults to time.Now.
 	NowFunc func() time.Time
@@ -185,6 +201,9 @@ type Config struct {
 	// receive-ahead adds slots; set by withDefaults when both Prefetch and
 	// Receivers are left at their defaults.
 	aheadReceivers int
+	// sampleRand draws the sampler's jitter, uniform in [0, 1); tests
+	// set it. Defaults to math/rand.
+	sampleRand func() float64
 	// adaptReceivers: how many receivers poll at once follows the queue
 	// (see pollers); set by withDefaults when Receivers is left at its
 	// default.
@@ -205,6 +224,7 @@ const (
 	// still propagating, short enough that a worker whose queue is gone
 	// says so within a minute or two.
 	DefaultReceiveErrorGrace = time.Minute
+	DefaultBacklogInterval = 30 * time.Second
 )
 
 // withDefaults fills zero values and checks what can be checked without
@@ -272,6 +292,10 @@ func (cfg Config) withDefaults() (Config, error) {
 		bad("ReceiveErrorGrace (%s) must not be negative: leave it 0 for the default (%s)", cfg.ReceiveErrorGrace, DefaultReceiveErrorGrace)
 	}
 	cfg.ReceiveErrorGrace = cmp.Or(cfg.ReceiveErrorGrace, DefaultReceiveErrorGrace)
+	if cfg.BacklogInterval > 0 && cfg.BacklogInterval < time.Second {
+		bad("BacklogInterval %s must be at least 1s (or negative to turn sampling off)", cfg.BacklogInterval)
+	}
+	cfg.BacklogInterval = cmp.Or(cfg.BacklogInterval, DefaultBacklogInterval)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, DefaultFlushInterval)
 	if cfg.Logger == nil {

@@ -185,7 +185,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := newRunner(c.cfg, q)
+	s := newSampler(c.cfg, q.url)
+	r, err := newRunner(s.instrument(c.cfg), q)
 	if err != nil {
 		return err
 	}
@@ -193,6 +194,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if r.health == nil {
 		r.health = &health{}
 	}
+	// The autoscaling sampler (load.go) runs beside r until ctx ends.
+	wait := s.start(ctx, r.cfg.Client, r.log)
+	defer wait()
 	return r.run(ctx)
 }
 
