@@ -224,6 +224,7 @@ const (
 	// still propagating, short enough that a worker whose queue is gone
 	// says so within a minute or two.
 	DefaultReceiveErrorGrace = time.Minute
+	// DefaultBacklogInterval is the default of [Config.BacklogInterval].
 	DefaultBacklogInterval = 30 * time.Second
 )
 
