@@ -120,9 +120,19 @@ func (c *Console) read(ctx context.Context, name string, reread bool) (snap *sna
 		return nil, "", err
 	}
 	start := time.Now()
-	entries, err := c.r.Peek(ctx, q, redrive.PeekOptions{Max: c.cfg.PageSize})
-	if err != nil {
-		return nil, "", err
+	// Read at most what SQS counts in the queue (when it gives counts): a
+	// read that has them all ends without the long poll that would find
+	// nothing more. A message that arrives meanwhile shows on the next
+	// read; an empty DLQ is not read at all.
+	limit := c.cfg.PageSize
+	if q.Messages >= 0 && q.InFlight >= 0 {
+		limit = min(limit, q.Messages+q.InFlight)
+	}
+	var entries []redrive.Entry
+	if limit > 0 {
+		if entries, err = c.r.Peek(ctx, q, redrive.PeekOptions{Max: limit}); err != nil {
+			return nil, "", err
+		}
 	}
 	snap = &snapshot{dlq: q, sources: srcs, entries: entries, readAt: c.now(), took: time.Since(start)}
 	c.mu.Lock()
