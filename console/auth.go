@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // cookieName is the cookie that carries the token after the first visit.
@@ -39,7 +40,9 @@ func (c *Console) authenticated(w http.ResponseWriter, r *http.Request) bool {
 		})
 		q := r.URL.Query()
 		q.Del("token")
-		u := url.URL{Path: c.link(r.URL.Path), RawQuery: q.Encode()}
+		// One leading slash, never "//" or "/\": the redirect stays on this
+		// host (a browser reads those as another host's address).
+		u := url.URL{Path: c.link("/" + strings.TrimLeft(r.URL.Path, "/\\")), RawQuery: q.Encode()}
 		http.Redirect(w, r, u.String(), http.StatusSeeOther)
 		return false
 	}

@@ -285,11 +285,13 @@ func serve(t *testing.T, q *queues, mod func(*console.Config)) (*console.Console
 func TestBrowserRedrive(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	b := browser(t)
 	q := newQueues(t, testenv.SQS(t), "orders")
 	q.deadLetters(t, 6, 4, true)
 	c, srv, r := serve(t, q, func(cfg *console.Config) {
 		cfg.Outbox = outbox.NewMemory(outbox.MemoryConfig{})
 		cfg.Keys = idempotency.NewMemory(idempotency.MemoryConfig{})
+		cfg.RefreshInterval = 300 * time.Millisecond
 	})
 	shots := t.TempDir()
 
@@ -319,7 +321,6 @@ func TestBrowserRedrive(t *testing.T) {
 
 	// Without the token: 401, in the browser and to a plain client. An
 	// action with the token but without the CSRF token: 403.
-	b := browser(t)
 	run(t, b, "open without the token", chromedp.Navigate(srv.URL+"/"))
 	if got := eval[string](t, b, `document.body.innerText`); !strings.Contains(got, "401 unauthorized") {
 		t.Fatalf("without the token the browser shows %q", got)
@@ -437,6 +438,15 @@ func TestBrowserRedrive(t *testing.T) {
 	if len(applied) != 5 || negatives != 1 {
 		t.Fatalf("applied %v: want the 4 filtered messages and the ticked one", applied)
 	}
+
+	// The overview refreshes itself: a message sent now shows up without
+	// a reload, and so does the DLQ's new depth.
+	run(t, b, "overview", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible("#queues"))
+	run(t, b, "mark the page", chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))
+	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.src), MessageBody: aws.String("later")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, "live refresh", fmt.Sprintf(`window.notReloaded === true && document.querySelector('tr[data-queue=%q] td[data-field="messages"]').textContent === '1' && document.querySelector('tr[data-queue=%q] td[data-field="messages"]').textContent === '6'`, q.base, q.dlqName))
 }
 
 // noScript checks that the page shows text as text: it is there, no
@@ -459,10 +469,10 @@ func noScript(t *testing.T, b context.Context, text string) {
 // refuses one posted with both tokens.
 func TestBrowserReadOnly(t *testing.T) {
 	t.Parallel()
+	b := browser(t)
 	q := newQueues(t, testenv.SQS(t), "readonly")
 	q.deadLetters(t, 2, 1, false)
 	c, srv, _ := serve(t, q, func(cfg *console.Config) { cfg.ReadOnly = true })
-	b := browser(t)
 	run(t, b, "open the DLQ", chromedp.Navigate(srv.URL+"/dlq/"+q.dlqName+"?token="+c.Token()), chromedp.WaitVisible("#groups"))
 	if n := eval[int](t, b, `document.querySelectorAll('form[method="post"], #act, #redrive, #export, #delete, input.pick, #select-all').length`); n != 0 {
 		t.Fatalf("a read-only page shows %d action element(s)", n)

@@ -168,6 +168,12 @@ func TestTokenRequired(t *testing.T) {
 	if len(ck) != 1 || ck[0].Value != c.Token() || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode {
 		t.Fatalf("cookie %+v", ck)
 	}
+	for _, evil := range []string{"//evil.example/", "/\\evil.example/"} {
+		w := do(c, "GET", "http://127.0.0.1"+strings.ReplaceAll(evil, "\\", "%5C")+"?token="+c.Token(), "", nil)
+		if loc := w.Header().Get("Location"); !strings.HasPrefix(loc, "/evil.example") {
+			t.Errorf("GET %s?token=…: redirected to %q, off this host", evil, loc)
+		}
+	}
 	req := httptest.NewRequest("GET", "/", nil)
 	req.AddCookie(ck[0])
 	rec := httptest.NewRecorder()

@@ -188,20 +188,6 @@ func (f filterForm) exprs() []string {
 	return append(out, f.Expr...)
 }
 
-// values returns the filters as a query.
-func (f filterForm) values() url.Values {
-	v := url.Values{}
-	for k, s := range map[string]string{"class": f.Class, "reason": f.Reason, "older": f.Older, "newer": f.Newer, "source": f.Source, "group": f.Group} {
-		if s != "" {
-			v.Set(k, s)
-		}
-	}
-	for _, e := range f.Expr {
-		v.Add("expr", e)
-	}
-	return v
-}
-
 // group is the dead letters of one class and reason.
 type group struct {
 	Class, Reason string

@@ -18,9 +18,6 @@ type outboxData struct {
 	Done      string
 }
 
-// maxPayloadShown is how much of a dead event's payload the page shows.
-const maxPayloadShown = 4 << 10
-
 func (c *Console) outboxPage(w http.ResponseWriter, r *http.Request) {
 	if c.cfg.Outbox == nil {
 		c.fail(w, http.StatusNotFound, "outbox", errors.New("this console was given no outbox store"))

@@ -142,13 +142,12 @@ func (c *Console) oldest(ctx context.Context, q redrive.Queue, now time.Time) ti
 
 // overviewData is the overview page's data.
 type overviewData struct {
-	Queues      []queueRow
-	Prefix      string
-	RefreshMS   int64
-	Visibility  string
-	Err         string
-	Generated   time.Time
-	EveryQueues bool
+	Queues     []queueRow
+	Prefix     string
+	RefreshMS  int64
+	Visibility string
+	Err        string
+	Generated  time.Time
 }
 
 func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {

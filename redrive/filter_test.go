@@ -163,7 +163,7 @@ func TestParseFilterErrors(t *testing.T) {
 // accepts prints back to an expression it parses the same way, and that
 // matching never panics.
 func FuzzParseFilter(f *testing.F) {
-	for _, s := range []string{"class=permanent", "error~time(out)?", "attr:tenant=acme", "attr:x", "body~^{", "json:a.0.b=1", "age>7d", "age<90m", "json:a~", "attr:a~b=c"} {
+	for _, s := range []string{"class=permanent", "error~time(out)?", "attr:tenant=acme", "attr:x", "body~^{", "json:a.0.b=1", "age>7d", "age<90m", "json:a~", "attr:a~b=c", "id=m1,m2", "id~^m", "group=g-1", "source=orders", "source~arn:"} {
 		f.Add(s, `{"a":[{"b":1}]}`)
 	}
 	f.Fuzz(func(t *testing.T, expr, body string) {
