@@ -24,11 +24,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/sqsonce/sqsonce/awsconfig"
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/payload"
 	"github.com/sqsonce/sqsonce/internal/printable"
-	"github.com/sqsonce/sqsonce/localstack/awslocal"
 	"github.com/sqsonce/sqsonce/redrive"
 )
 
@@ -49,6 +49,7 @@ commands:
   export DLQ FILE [--delete]    write messages as JSON lines ("-" for stdout); --delete removes
                                 from the DLQ only what was written and synced
   import FILE QUEUE             send the messages of an export file to a queue (lines up to 8 MiB)
+  ui [-addr A] [-read-only] [-queue-prefix P]   the web console (sqs-redrive ui -h)
   native start DLQ [--to QUEUE] [--max-per-second N] [--wait]
   native status DLQ             SQS's own move tasks (no filter, no dry run)
   native cancel DLQ [--handle H]
@@ -150,6 +151,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.native(ctx, args[1:])
 	case "version", "--version":
 		err = a.version(args[1:])
+	case "ui":
+		err = a.ui(ctx, args[1:])
 	default:
 		err = usageError("unknown command %q", args[0])
 	}
@@ -286,7 +289,7 @@ func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
 	})
 	a.region = cfg.Region
 	if a.s3 == nil {
-		a.s3 = awslocal.S3(cfg)
+		a.s3 = awsconfig.S3(cfg)
 	}
 	a.endpoint = aws.ToString(client.Options().BaseEndpoint)
 	if a.endpoint == "" {

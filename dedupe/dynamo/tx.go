@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
@@ -263,9 +264,7 @@ func (h *txHandler) completed(ctx context.Context, key, fp string) (bool, error)
 }
 
 // duplicate is the handler's answer for a key already completed.
-func duplicate(key string) error {
-	return fmt.Errorf("dynamo: key %q: %w", key, consumer.ErrDuplicate)
-}
+func duplicate(key string) error { return &dedupe.DuplicateError{Key: key} }
 
 // blocked is the handler's answer when the message's dedupe record
 // already exists: c is what the record holds.
@@ -275,7 +274,7 @@ func (h *txHandler) blocked(c dedupe.Claim, key, fp string, now time.Time, log f
 		return duplicate(key)
 	case dedupe.KeyReused:
 		kerr := &dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
-		log().Error("dynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+		log().WithOptions(noStack).Error("dynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
 		return consumer.Permanent(kerr)
 	default:
@@ -437,3 +436,8 @@ func cloneValues(m map[string]types.AttributeValue) map[string]types.AttributeVa
 	maps.Copy(out, m)
 	return out
 }
+
+// noStack keeps the stack trace a logger adds at error level (as
+// zap.NewProduction's does) off a line that reports an outcome, such as
+// key reuse: the library's own frames say nothing about its cause.
+var noStack = zap.AddStacktrace(zap.LevelEnablerFunc(func(zapcore.Level) bool { return false }))

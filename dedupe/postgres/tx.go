@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
@@ -202,7 +203,7 @@ func (h *txHandler) conflict(ctx context.Context, tx pgx.Tx, key, pk, fp string,
 	case dedupe.Duplicate:
 		return duplicate(key)
 	case dedupe.KeyReused:
-		h.s.log.Error("postgres: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+		h.s.log.WithOptions(noStack).Error("postgres: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("dedupe_key", key), zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
 		return consumer.Permanent(&dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint})
 	default:
@@ -224,6 +225,9 @@ func (h *txHandler) completed(ctx context.Context, key, fp string) (bool, error)
 }
 
 // duplicate is the handler's answer for a key already completed.
-func duplicate(key string) error {
-	return fmt.Errorf("postgres: key %q: %w", key, consumer.ErrDuplicate)
-}
+func duplicate(key string) error { return &dedupe.DuplicateError{Key: key} }
+
+// noStack keeps the stack trace a logger adds at error level (as
+// zap.NewProduction's does) off a line that reports an outcome, such as
+// key reuse: the library's own frames say nothing about its cause.
+var noStack = zap.AddStacktrace(zap.LevelEnablerFunc(func(zapcore.Level) bool { return false }))

@@ -16,9 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sqsonce/sqsonce/awsconfig"
 	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
 	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
-	"github.com/sqsonce/sqsonce/localstack/awslocal"
 )
 
 // global holds the flags every subcommand takes.
@@ -172,11 +172,11 @@ func (c clients) close() {
 }
 
 func newClients(ctx context.Context) (clients, error) {
-	cfg, err := awslocal.Config(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
 		return clients{}, err
 	}
-	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, awslocal.DynamoDBOptions), s3: awslocal.S3(cfg), region: cfg.Region}, nil
+	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions), s3: awsconfig.S3(cfg), region: cfg.Region}, nil
 }
 
 func (c clients) queueURL(ctx context.Context, name string) (string, error) {

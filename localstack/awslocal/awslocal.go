@@ -1,94 +1,28 @@
-// Package awslocal builds AWS SDK clients that work the same against AWS,
-// LocalStack and sqsonce's no-Docker local stack (fauxqs and DynamoDB
-// Local).
+// Package awslocal is the former name of package awsconfig, which loads
+// the AWS SDK configuration from the standard variables.
 //
-//	cfg, err := awslocal.Config(ctx) // the standard variables: AWS_ENDPOINT_URL_SQS, AWS_REGION, ...
-//	sqsClient := sqs.NewFromConfig(cfg)
-//	ddb := dynamodb.NewFromConfig(cfg, awslocal.DynamoDBOptions)
-//	s3Client := awslocal.S3(cfg) // path-style addressing on an emulator
-//
-// Endpoints come from the SDK's standard variables (AWS_ENDPOINT_URL_SQS,
-// AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL), as
-// LocalStack users expect; unset, the clients talk to AWS.
+// Deprecated: use github.com/sqsonce/sqsonce/awsconfig: awslocal.Config
+// is awsconfig.Load, awslocal.DynamoDBOptions is awsconfig.DynamoDBOptions.
 package awslocal
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
+
+	"github.com/sqsonce/sqsonce/awsconfig"
 )
 
-// Config loads the default SDK configuration and checks that it names a
-// region, with an error that says what to set.
+// Config is [awsconfig.Load].
+//
+// Deprecated: use awsconfig.Load.
 func Config(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.Config, error) {
-	cfg, err := config.LoadDefaultConfig(ctx, optFns...)
-	if err != nil {
-		return aws.Config{}, fmt.Errorf("awslocal: load AWS config: %w", err)
-	}
-	if cfg.Region == "" {
-		return aws.Config{}, errors.New("awslocal: no AWS region: set AWS_REGION (the local stack's .stack/env sets it)")
-	}
-	return cfg, nil
+	return awsconfig.Load(ctx, optFns...)
 }
 
-// DynamoDBOptions turns off the SDK's check of the CRC32 response header
-// when DynamoDB is an emulator (AWS_ENDPOINT_URL_DYNAMODB or
-// AWS_ENDPOINT_URL is set). DynamoDB Local sends no such header on error
-// responses, so without this the SDK logs "response did not match expected
-// checksum" on every failed conditional write — which sqsonce makes on
-// every duplicate. Against AWS it changes nothing.
-func DynamoDBOptions(o *dynamodb.Options) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || os.Getenv("AWS_ENDPOINT_URL") != "" {
-		o.DisableValidateResponseChecksum = true
-	}
-}
-
-// S3Options addresses buckets path-style (http://host:port/bucket/key)
-// when S3 is an emulator (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL is
-// set): fauxqs and LocalStack serve S3 on one host name, where the
-// SDK's default virtual-hosted style (http://bucket.host:port/key)
-// names a host that does not resolve. Against AWS it changes nothing.
-func S3Options(o *s3.Options) {
-	if os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != "" {
-		o.UsePathStyle = true
-	}
-}
-
-// S3 builds an S3 client from cfg with [S3Options] and any other
-// options given.
-func S3(cfg aws.Config, optFns ...func(*s3.Options)) *s3.Client {
-	return s3.NewFromConfig(cfg, append([]func(*s3.Options){S3Options}, optFns...)...)
-}
-
-// BucketAPI is the S3 call [EnsureBucket] makes. *s3.Client satisfies it.
-type BucketAPI interface {
-	CreateBucket(ctx context.Context, in *s3.CreateBucketInput, optFns ...func(*s3.Options)) (*s3.CreateBucketOutput, error)
-}
-
-// EnsureBucket creates the bucket in region unless this account has it
-// already (a bucket outside us-east-1 is created with its location, as
-// S3 requires).
-func EnsureBucket(ctx context.Context, client BucketAPI, name, region string) error {
-	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
-	if region != "" && region != "us-east-1" {
-		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(region)}
-	}
-	_, err := client.CreateBucket(ctx, in)
-	var owned *s3types.BucketAlreadyOwnedByYou
-	var ae smithy.APIError
-	switch {
-	case err == nil, errors.As(err, &owned):
-		return nil
-	case errors.As(err, &ae) && ae.ErrorCode() == "BucketAlreadyOwnedByYou":
-		return nil
-	}
-	return fmt.Errorf("awslocal: create bucket %s: %w", name, err)
-}
+// DynamoDBOptions is [awsconfig.DynamoDBOptions].
+//
+// Deprecated: use awsconfig.DynamoDBOptions.
+func DynamoDBOptions(o *dynamodb.Options) { awsconfig.DynamoDBOptions(o) }

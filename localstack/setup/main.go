@@ -26,13 +26,12 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsonce/sqsonce/awsconfig"
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
-	"github.com/sqsonce/sqsonce/localstack/awslocal"
 )
 
 // DemoBucket is the bucket setup makes for bodies stored in S3.
@@ -50,9 +49,9 @@ func main() {
 }
 
 func run(ctx context.Context, stdout io.Writer) error {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("load AWS config: %w", err)
+		return err
 	}
 	if err := demoQueues(ctx, sqs.NewFromConfig(cfg)); err != nil {
 		return err
@@ -63,14 +62,13 @@ func run(ctx context.Context, stdout io.Writer) error {
 			return fmt.Errorf("on %s (%s): %w", envMoveTask, ep, err)
 		}
 	}
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		// DynamoDB Local sends no CRC32 header on error responses (such as
-		// "table exists"), which makes the SDK log a checksum warning.
-		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
-	}), dynamo.DefaultTable); err != nil {
+	// DynamoDBOptions: DynamoDB Local sends no CRC32 header on error
+	// responses (such as "table exists"), which makes the SDK log a
+	// checksum warning.
+	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions), dynamo.DefaultTable); err != nil {
 		return err
 	}
-	if err := awslocal.EnsureBucket(ctx, awslocal.S3(cfg), DemoBucket, cfg.Region); err != nil {
+	if err := awsconfig.EnsureBucket(ctx, awsconfig.S3(cfg), DemoBucket, cfg.Region); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo, table sqsonce-dedupe and bucket "+DemoBucket+" are ready")

@@ -1,4 +1,4 @@
-package awslocal_test
+package awsconfig_test
 
 import (
 	"context"
@@ -8,23 +8,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/sqsonce/sqsonce/awsconfig"
 	"github.com/sqsonce/sqsonce/internal/testenv"
-	"github.com/sqsonce/sqsonce/localstack/awslocal"
 )
 
 // A client from S3 reaches the local stack's S3 (path-style), and
 // EnsureBucket is idempotent.
 func TestS3OnLocalStack(t *testing.T) {
 	testenv.S3(t) // fails or skips as the stack rule says
-	cfg, err := awslocal.Config(context.Background())
+	cfg, err := awsconfig.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := awslocal.S3(cfg)
+	client := awsconfig.S3(cfg)
 	ctx := context.Background()
-	bucket := strings.ToLower(testenv.Name("awslocal"))
+	bucket := strings.ToLower(testenv.Name("awsconfig"))
 	for range 2 {
-		if err := awslocal.EnsureBucket(ctx, client, bucket, cfg.Region); err != nil {
+		if err := awsconfig.EnsureBucket(ctx, client, bucket, cfg.Region); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -33,6 +33,6 @@ func TestS3OnLocalStack(t *testing.T) {
 		_, _ = client.DeleteBucket(context.Background(), &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
 	})
 	if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), Body: strings.NewReader("v")}); err != nil {
-		t.Fatalf("put through a client from awslocal.S3: %v", err)
+		t.Fatalf("put through a client from awsconfig.S3: %v", err)
 	}
 }
