@@ -89,7 +89,7 @@ func (p Pointer) Body() string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false) // Jackson does not escape <, > or &
-	_ = enc.Encode([]any{PointerClass, pointerJSON{Bucket: p.Bucket, Key: p.Key}})
+	_ = enc.Encode([]any{PointerClass, pointerJSON(p)})
 	return strings.TrimSuffix(b.String(), "\n")
 }
 

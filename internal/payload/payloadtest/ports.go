@@ -68,7 +68,7 @@ func JavaReceive(ctx context.Context, s3c GetAPI, body string, attrs map[string]
 	pointer := strings.ReplaceAll(body, javaLegacyClass, javaClass)
 	bucket, key, err := jacksonPointer(pointer)
 	if err != nil {
-		return out, fmt.Errorf("java: Failed to read the S3 object pointer from given string: %w", err)
+		return out, fmt.Errorf("java: failed to read the S3 object pointer from given string: %w", err)
 	}
 	text, err := getText(ctx, s3c, bucket, key)
 	if err != nil {
@@ -172,7 +172,7 @@ func PythonReceive(ctx context.Context, s3c GetAPI, body string, attrs map[strin
 func getText(ctx context.Context, s3c GetAPI, bucket, key string) (string, error) {
 	obj, err := s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if err != nil {
-		return "", fmt.Errorf("Failed to get the S3 object which contains the payload: %w", err)
+		return "", fmt.Errorf("failed to get the S3 object which contains the payload: %w", err)
 	}
 	defer obj.Body.Close()
 	b, err := io.ReadAll(obj.Body)
