@@ -46,6 +46,7 @@ commands:
   export DLQ FILE [--delete]    write messages as JSON lines ("-" for stdout); --delete removes
                                 from the DLQ only what was written and synced
   import FILE QUEUE             send the messages of an export file to a queue (lines up to 8 MiB)
+  ui [-addr A] [-read-only] [-queue-prefix P]   the web console (sqs-redrive ui -h)
   native start DLQ [--to QUEUE] [--max-per-second N] [--wait]
   native status DLQ             SQS's own move tasks (no filter, no dry run)
   native cancel DLQ [--handle H]
@@ -144,6 +145,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.native(ctx, args[1:])
 	case "version", "--version":
 		err = a.version(args[1:])
+	case "ui":
+		err = a.ui(ctx, args[1:])
 	default:
 		err = usageError("unknown command %q", args[0])
 	}
