@@ -15,7 +15,7 @@
 //		dedupe.Middleware(store, dedupe.Options{Lease: time.Minute}))
 //
 // [Memory] keeps records in process (tests, single-process use); the
-// DynamoDB store in package dedupe/dynamo keeps them durably and adds
+// DynamoDB store in package dedupe/dedupedynamo keeps them durably and adds
 // transactional mode, where the handler's own DynamoDB writes commit in
 // one transaction with the COMPLETED record.
 //

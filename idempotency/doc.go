@@ -4,7 +4,7 @@
 // (docs/architecture.md): a lease, token fencing, a fingerprint, and
 // expiry checked on read.
 //
-//	store, _ := dynamo.New(dynamo.Config{Client: dynamodb.NewFromConfig(cfg)}) // or idempotency.NewMemory
+//	store, _ := idemdynamo.New(idemdynamo.Config{Client: dynamodb.NewFromConfig(cfg)}) // or idempotency.NewMemory
 //	mw, err := idempotency.New(idempotency.Config{
 //		Store: store,
 //		ScopeFunc: func(r *http.Request) (string, error) {
@@ -43,7 +43,7 @@
 //     was taken over gets its context cancelled ([ErrLeaseLost]) and can
 //     never complete or release the new owner's record.
 //   - Records expire the store's TTL after their last write (24 h by
-//     default: MemoryConfig.TTL, dynamo.Config.TTL), judged on read.
+//     default: MemoryConfig.TTL, idemdynamo.Config.TTL), judged on read.
 //   - A body over Config.MaxBodyBytes → 413. A response over
 //     Config.MaxResponseBytes (or too large for the store, or whose
 //     completion failed) is delivered; the record keeps its status and the
@@ -71,9 +71,9 @@
 // commit time and builds them again after a conflict its retry function
 // recognises (an outbox order conflict).
 //
-// With an SQL database, Config.BeginTxFunc (postgres.Store.BeginTx) runs
+// With an SQL database, Config.BeginTxFunc (idempg.Store.BeginTx) runs
 // each keyed request in a transaction the middleware opens and hands to
-// the handler ([TxFromContext]; postgres.TxFromContext returns the
+// the handler ([TxFromContext]; idempg.TxFromContext returns the
 // pgx.Tx). The transaction claims the key ([Tx.Claim]) and holds it
 // while it lasts, instead of a lease: a retry meanwhile gets 409 at once,
 // and a request whose process or connection dies frees its key as the
@@ -83,7 +83,7 @@
 // or a failed commit roll it all back, so a retry runs the handler again.
 // A commit whose answer was lost answers 503 [TypeOutcomeUnknown], one the
 // store refuses for good 500 [TypeCommitRefused], as in the lease mode.
-// Its isolation level is the store's (postgres.Config.TxOptions).
+// Its isolation level is the store's (idempg.Config.TxOptions).
 //
 // # What it cannot do
 //

@@ -97,14 +97,14 @@ type Config struct {
 	// (made even when the client has gone). Defaults to 10 seconds.
 	SettleTimeout time.Duration
 	// BeginTxFunc, when set, runs each keyed request in a transaction it
-	// opens (the transactional mode; postgres.Store.BeginTx is one). The
+	// opens (the transactional mode; idempg.Store.BeginTx is one). The
 	// transaction claims the key ([Tx.Claim]) before the handler runs and
 	// holds it until it ends, so nothing keeps a lease: a retry meanwhile
 	// gets 409 at once, and a request whose connection or process dies
 	// frees its key as its transaction ends. The store's Claim, Extend and
 	// Release are not used. The handler reaches the transaction through
 	// its request's context ([TxFromContext], unwrapped by the store's
-	// package, e.g. postgres.TxFromContext) and does its work in it. When
+	// package, e.g. idempg.TxFromContext) and does its work in it. When
 	// the handler returns, the middleware stores the response in the same
 	// transaction ([Tx.Complete]) and commits; only then is the response
 	// sent. A panic or runtime.Goexit, [Release], a 5xx (whatever

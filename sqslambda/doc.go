@@ -25,7 +25,7 @@
 //
 //	func main() {
 //		cfg, _ := config.LoadDefaultConfig(context.Background())
-//		store, _ := dynamo.New(dynamo.Config{Client: dynamodb.NewFromConfig(cfg), Namespace: "orders"})
+//		store, _ := dedupedynamo.New(dedupedynamo.Config{Client: dynamodb.NewFromConfig(cfg), Namespace: "orders"})
 //		h, err := sqslambda.New(sqslambda.Config{
 //			Client:     sqs.NewFromConfig(cfg),
 //			Handler:    consumer.HandlerFunc(handleOrder),

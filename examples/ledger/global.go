@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
-	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
+	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
+	"github.com/sqsonce/sqsonce/idempotency/idempg"
 	"github.com/sqsonce/sqsonce/localstack/awslocal"
 )
 

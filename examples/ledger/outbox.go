@@ -12,8 +12,8 @@ import (
 	"unicode"
 
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
 )
 
 // openOutbox opens the ledger's outbox in its store, checking that it

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
-	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
+	"github.com/sqsonce/sqsonce/idempotency/idempg"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
 )
 
 // With -store postgres, every table of a ledger lives in a schema of its

@@ -18,9 +18,9 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/idempotency"
-	idemdynamo "github.com/sqsonce/sqsonce/idempotency/dynamo"
+	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
 )
 
 // serveShutdownTimeout is how long SIGTERM waits for running requests.

@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sqsonce/sqsonce/idempotency"
-	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
+	"github.com/sqsonce/sqsonce/idempotency/idempg"
 	"github.com/sqsonce/sqsonce/internal/pgutil"
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
 )
 
 // creditNamespace derives an API credit's id from its Idempotency-Key

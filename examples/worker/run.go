@@ -20,7 +20,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/examples/orders"
 )
 
@@ -138,7 +138,7 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 		mw = append(mw, delay(s.handlerDelay))
 	}
 	if s.dedupeTable != "" {
-		store, err := dynamo.New(dynamo.Config{
+		store, err := dedupedynamo.New(dedupedynamo.Config{
 			// A connection kept for each handler: the SDK keeps 10 per
 			// host, and each call beyond them would open its own.
 			Client: dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {

@@ -3,7 +3,7 @@
 //
 //   - sqsonce-demo and its DLQ sqsonce-demo-dlq (maxReceiveCount 5)
 //   - sqsonce-demo.fifo and its DLQ sqsonce-demo-dlq.fifo (maxReceiveCount 5)
-//   - the dedupe table sqsonce-dedupe, made by dynamo.CreateTable (pk string
+//   - the dedupe table sqsonce-dedupe, made by dedupedynamo.CreateTable (pk string
 //     key, on-demand, TTL on expires_at)
 //
 // When SQSONCE_MOVE_TASK_ENDPOINT is set (the no-Docker stack sets it), the
@@ -28,7 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 )
 
 // envMoveTask names the endpoint of the server that answers the
@@ -56,11 +56,11 @@ func run(ctx context.Context, stdout io.Writer) error {
 			return fmt.Errorf("on %s (%s): %w", envMoveTask, ep, err)
 		}
 	}
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+	if err := dedupedynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		// DynamoDB Local sends no CRC32 header on error responses (such as
 		// "table exists"), which makes the SDK log a checksum warning.
 		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
-	}), dynamo.DefaultTable); err != nil {
+	}), dedupedynamo.DefaultTable); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo and table sqsonce-dedupe are ready")

@@ -1,0 +1,177 @@
+package dedupepg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/pgutil"
+)
+
+// TxFunc applies a message's effect with tx, the transaction that also
+// holds the message's dedupe row. It must not commit or roll back tx. It
+// runs again, in a new transaction, when a transaction fails transiently;
+// only one run's statements ever commit.
+type TxFunc func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error
+
+// TxOptions configures [Transactional]; nil or a zero field takes the
+// default.
+type TxOptions struct {
+	// FingerprintFunc fingerprints a message: the same key with a different
+	// fingerprint is key reuse. Defaults to dedupe.Fingerprint of the body.
+	FingerprintFunc func(*consumer.Message) string
+	// TxOptions is the transaction's isolation and access mode. Defaults
+	// to PostgreSQL's (READ COMMITTED, read-write).
+	TxOptions pgx.TxOptions
+	// Retries is how many times a transaction that failed transiently (a
+	// serialization failure, a deadlock, the connection lost or the backend
+	// terminated; see [Transient]) is run again at once, with a short
+	// jittered pause, before the message is retried with the consumer's
+	// backoff. Defaults to 3; -1 means none.
+	Retries int
+}
+
+// Transactional returns a handler that runs fn and inserts the message's
+// COMPLETED dedupe row in one PostgreSQL transaction:
+//
+//   - The dedupe row is written first, with INSERT ... ON CONFLICT DO
+//     UPDATE taking over only a dead record (expired, or a lease-mode claim
+//     of the same body whose lease ended). A concurrent delivery of the same key blocks on
+//     the row until this transaction ends, then sees it.
+//   - A live record → [consumer.ErrDuplicate] (acked, fn not run), or key
+//     reuse ([consumer.Permanent] with a [*dedupe.KeyReuseError]), or a
+//     lease-mode claim in progress ([consumer.RetryAfter] its lease).
+//   - fn runs with the transaction; an error from fn rolls everything back
+//     and is returned as fn classified it.
+//   - Commit makes the row and fn's statements durable together. A crash
+//     or a lost connection before it leaves nothing; after it, the next
+//     delivery is a duplicate — also when the commit's answer was lost.
+//   - A transient failure ([Transient]) is retried in a new transaction
+//     (TxOptions.Retries), then returned as a transient error.
+//
+// Do not wrap the handler in dedupe.Middleware with the same store: it
+// needs no claim.
+func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
+	var o TxOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.FingerprintFunc == nil {
+		o.FingerprintFunc = func(m *consumer.Message) string { return dedupe.Fingerprint(m.Body) }
+	}
+	switch {
+	case o.Retries == 0:
+		o.Retries = 3
+	case o.Retries < 0:
+		o.Retries = 0
+	}
+	return &txHandler{s: store, fn: fn, opts: o}
+}
+
+// Transient reports whether err is a failure a new transaction may not
+// meet: a serialization failure (40001), a deadlock (40P01), a lock
+// timeout, the connection lost, the backend terminated, or the server
+// shutting down or starting up.
+func Transient(err error) bool { return pgutil.Transient(err) }
+
+type txHandler struct {
+	s    *Store
+	fn   TxFunc
+	opts TxOptions
+}
+
+// errLost is a dedupe row that died between the write and the read: the
+// attempt runs again.
+var errLost = errors.New("postgres: dedupe record changed during the claim")
+
+func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
+	key := msg.Key()
+	fp := h.opts.FingerprintFunc(msg)
+	for attempt := 0; ; attempt++ {
+		err := h.attempt(ctx, key, fp, msg)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errLost) && !Transient(err) {
+			return err
+		}
+		if attempt >= h.opts.Retries || ctx.Err() != nil {
+			return fmt.Errorf("postgres: transaction failed %d times: %w", attempt+1, err)
+		}
+		h.s.log.Warn("postgres: transaction failed transiently; running it again",
+			zap.String("message_id", msg.ID), zap.String("dedupe_key", key), zap.Int("attempt", attempt+1), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("postgres: transaction: %w", context.Cause(ctx))
+		case <-time.After(time.Duration(rand.Int64N(int64(20*time.Millisecond) << attempt))):
+		}
+	}
+}
+
+// attempt runs one transaction.
+func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *consumer.Message) (err error) {
+	tx, err := h.s.db.BeginTx(ctx, h.opts.TxOptions)
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			// On a dead connection the rollback fails too; the server
+			// rolls the transaction back when the backend ends.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = tx.Rollback(rctx)
+		}
+	}()
+	now := h.s.now()
+	pk := h.s.PK(key)
+	var got string
+	err = tx.QueryRow(ctx, upsert, pk, dedupe.StatusCompleted, leasekey.NewToken(), fp, nil, now.Add(h.s.ttl), now).Scan(&got)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return h.conflict(ctx, tx, key, pk, fp, now)
+	case err != nil:
+		return fmt.Errorf("postgres: dedupe row: %w", err)
+	}
+	if err := h.fn(ctx, tx, msg); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	return nil
+}
+
+// conflict answers a live record that blocked the dedupe row.
+func (h *txHandler) conflict(ctx context.Context, tx pgx.Tx, key, pk, fp string, now time.Time) error {
+	r, found, err := read(ctx, tx, pk)
+	if err != nil {
+		return fmt.Errorf("postgres: dedupe row: read: %w", err)
+	}
+	if !found {
+		return errLost
+	}
+	c, live := r.conflict(fp, now)
+	if !live {
+		return errLost
+	}
+	switch c.Status {
+	case dedupe.Duplicate:
+		return fmt.Errorf("postgres: key %q: %w", key, consumer.ErrDuplicate)
+	case dedupe.KeyReused:
+		h.s.log.Error("postgres: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+			zap.String("dedupe_key", key), zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
+		return consumer.Permanent(&dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint})
+	default:
+		wait := max(c.LeaseUntil.Sub(now), time.Second)
+		return consumer.RetryAfter(&dedupe.InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
+	}
+}

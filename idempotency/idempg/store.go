@@ -1,0 +1,262 @@
+package idempg
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sqsonce/sqsonce/idempotency"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
+)
+
+// DB is what the store needs of a connection pool; *pgxpool.Pool has it.
+type DB interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Config configures a [Store].
+type Config struct {
+	// DB is the pool. Required.
+	DB DB
+	// TTL is how long a record lives after its last write. Defaults to
+	// idempotency.DefaultTTL (24 hours).
+	TTL time.Duration
+	// TxOptions are the options of the transactions [Store.BeginTx]
+	// opens for the middleware's transactional mode, chiefly the isolation
+	// level: READ COMMITTED, REPEATABLE READ and SERIALIZABLE all work (see
+	// the package doc). The transaction's first statement claims the key,
+	// so a handler cannot change its level with SET TRANSACTION: set it
+	// here. Defaults to the server's default (READ COMMITTED, read-write);
+	// a read-only mode is refused, as the record is written in it.
+	TxOptions pgx.TxOptions
+	// NowFunc is the clock for leases and expiry. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Store is the PostgreSQL [idempotency.Store]: one row per record key,
+// claimed with INSERT ... ON CONFLICT DO UPDATE and fenced by the claim's
+// token.
+type Store struct {
+	db     DB
+	ttl    time.Duration
+	txOpts pgx.TxOptions
+	now    func() time.Time
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// New returns a Store. It makes no call: the table must exist (see
+// [Migrate]).
+func New(cfg Config) (*Store, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("idempotency/postgres: Config.DB is required")
+	}
+	if cfg.TTL < 0 {
+		return nil, fmt.Errorf("idempotency/postgres: Config.TTL %s is negative", cfg.TTL)
+	}
+	if cfg.TxOptions.AccessMode == pgx.ReadOnly {
+		return nil, errors.New("idempotency/postgres: Config.TxOptions.AccessMode is read-only: the request's transaction writes the idempotency record (leave it empty or set pgx.ReadWrite)")
+	}
+	s := &Store{db: cfg.DB, ttl: cmp.Or(cfg.TTL, idempotency.DefaultTTL), txOpts: cfg.TxOptions, now: cfg.NowFunc}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+// upsert writes an IN_PROGRESS record when there is no live one: none, an
+// expired one, or an IN_PROGRESS one of the same fingerprint whose lease
+// has ended ($6 is the store's now). It returns the token written, or no
+// row when a live record blocks it.
+const upsert = `INSERT INTO ` + Table + ` AS d (key, status, token, fingerprint, lease_until, expires_at)
+VALUES ($1, 'IN_PROGRESS', $2, $3, $4, $5)
+ON CONFLICT (key) DO UPDATE
+SET status = excluded.status, token = excluded.token, fingerprint = excluded.fingerprint,
+    lease_until = excluded.lease_until, expires_at = excluded.expires_at,
+    response_status = NULL, response_header = NULL, response_body = NULL
+WHERE d.expires_at < $6 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $6 AND d.fingerprint = $3)
+RETURNING d.token`
+
+const selectRecord = `SELECT status, fingerprint, lease_until, expires_at, response_status, response_header, response_body
+FROM ` + Table + ` WHERE key = $1`
+
+// querier is a DB or a pgx.Tx.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// read returns the record of key; found=false when there is none.
+func read(ctx context.Context, q querier, key string) (r record, found bool, err error) {
+	err = q.QueryRow(ctx, selectRecord, key).Scan(&r.status, &r.fingerprint, &r.leaseUntil, &r.expiresAt, &r.respStatus, &r.respHeader, &r.respBody)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
+
+type record struct {
+	status      string
+	fingerprint string
+	leaseUntil  *time.Time
+	expiresAt   time.Time
+	respStatus  *int32
+	respHeader  http.Header
+	respBody    []byte
+}
+
+// Claim implements [idempotency.Store].
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
+	for attempt := 0; ; attempt++ {
+		now := s.now()
+		token := leasekey.NewToken()
+		until := now.Add(lease)
+		var got string
+		err := s.db.QueryRow(ctx, upsert, key, token, fingerprint, until, now.Add(s.ttl), now).Scan(&got)
+		if err == nil {
+			return idempotency.Claim{Status: idempotency.Claimed, Token: token, LeaseUntil: until}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: %w", err)
+		}
+		r, found, err := read(ctx, s.db, key)
+		if err != nil {
+			return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: read: %w", err)
+		}
+		if found {
+			if c, live := r.conflict(fingerprint, now); live {
+				return c, nil
+			}
+		}
+		if attempt >= 2 {
+			return idempotency.Claim{Status: idempotency.InProgress, LeaseUntil: now.Add(time.Second)}, nil
+		}
+	}
+}
+
+// conflict turns the record that blocked a claim into the claim's answer.
+// live=false means the record is dead by our clock after all (it changed
+// between the write and the read): claim again. A lease that ended frees
+// the key for the same request only: another fingerprint is key reuse
+// until the record expires.
+func (r record) conflict(fingerprint string, now time.Time) (c idempotency.Claim, live bool) {
+	if r.expiresAt.Before(now) {
+		return c, false
+	}
+	c.Fingerprint = r.fingerprint
+	switch {
+	case r.fingerprint != fingerprint:
+		c.Status = idempotency.KeyReused
+	case r.status == idempotency.StatusCompleted:
+		c.Status = idempotency.Completed
+		// A completed row always has a body, empty or not; NULL marks one
+		// that was not retained.
+		c.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody, NotRetained: r.respBody == nil}
+		if r.respStatus != nil {
+			c.Response.Status = int(*r.respStatus)
+		}
+	case r.leaseUntil == nil || r.leaseUntil.Before(now):
+		return idempotency.Claim{}, false
+	default:
+		c.Status = idempotency.InProgress
+		c.LeaseUntil = *r.leaseUntil
+	}
+	return c, true
+}
+
+func fenced(op string, tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		return fmt.Errorf("idempotency/postgres: %s: %w", op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("idempotency/postgres: %s: %w", op, idempotency.ErrNotOwner)
+	}
+	return nil
+}
+
+// Extend implements [idempotency.Store].
+func (s *Store) Extend(ctx context.Context, key, token string, lease time.Duration) error {
+	now := s.now()
+	tag, err := s.db.Exec(ctx, `UPDATE `+Table+` SET lease_until = $3, expires_at = $4
+		WHERE key = $1 AND token = $2 AND status = 'IN_PROGRESS'`, key, token, now.Add(lease), now.Add(s.ttl))
+	return fenced("extend", tag, err)
+}
+
+// execer is a DB or a pgx.Tx.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func (s *Store) complete(ctx context.Context, db execer, key, token string, resp idempotency.Response) error {
+	header := resp.Header
+	if header == nil {
+		header = http.Header{}
+	}
+	body := resp.Body
+	switch {
+	case resp.NotRetained:
+		body = nil // stored as NULL: the mark
+	case body == nil:
+		body = []byte{}
+	}
+	tag, err := db.Exec(ctx, `UPDATE `+Table+` SET status = 'COMPLETED', lease_until = NULL, expires_at = $3,
+		response_status = $4, response_header = $5, response_body = $6
+		WHERE key = $1 AND token = $2 AND status = 'IN_PROGRESS'`, key, token, s.now().Add(s.ttl), resp.Status, header, body)
+	return fenced("complete", tag, err)
+}
+
+// Complete implements [idempotency.Store]. It stores the response; it
+// cannot commit DynamoDB writes (Completion.Writes and Builds), and
+// answers [idempotency.ErrWritesUnsupported] when given some. To commit
+// the response with SQL work, see [Store.CompleteTx].
+func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.Completion) error {
+	if len(c.Writes) > 0 || len(c.Builds) > 0 {
+		return idempotency.ErrWritesUnsupported
+	}
+	return s.complete(ctx, s.db, key, token, c.Response)
+}
+
+// CompleteTx completes the claim holding token with resp inside tx, the
+// transaction holding the request's work: when tx commits, the work and
+// the stored response are durable together; when it rolls back, neither
+// is, and the claim stays IN_PROGRESS (release it, or let its lease end).
+// It returns an error wrapping [idempotency.ErrNotOwner] when the claim
+// was lost: roll tx back then, the key belongs to another request.
+func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, key, token string, resp idempotency.Response) error {
+	return s.complete(ctx, tx, key, token, resp)
+}
+
+// Release implements [idempotency.Store].
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	tag, err := s.db.Exec(ctx, `DELETE FROM `+Table+` WHERE key = $1 AND token = $2 AND status = 'IN_PROGRESS'`, key, token)
+	return fenced("release", tag, err)
+}
+
+// Prune deletes up to batch (default 1000) expired records per DELETE,
+// until none is left or maxBatches (default 100) ran, and returns how many
+// it deleted. Safe from several processes at once (SKIP LOCKED); schedule
+// it hourly.
+func (s *Store) Prune(ctx context.Context, batch, maxBatches int) (int, error) {
+	batch, maxBatches = cmp.Or(batch, 1000), cmp.Or(maxBatches, 100)
+	now := s.now()
+	total := 0
+	for range maxBatches {
+		tag, err := s.db.Exec(ctx, `DELETE FROM `+Table+` WHERE key IN (
+			SELECT key FROM `+Table+` WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED) AND expires_at < $1`, now, batch)
+		if err != nil {
+			return total, fmt.Errorf("idempotency/postgres: prune: %w", err)
+		}
+		total += int(tag.RowsAffected())
+		if int(tag.RowsAffected()) < batch {
+			break
+		}
+	}
+	return total, nil
+}
