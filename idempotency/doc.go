@@ -62,12 +62,13 @@
 //
 // # Transactional completion
 //
-// A handler whose work is DynamoDB writes hands them to [Transact] instead
-// of making them; the DynamoDB store commits them in one TransactWriteItems
-// with the completed record holding the response, and only then is the
-// response sent. The work and the stored response commit together or not
-// at all. Anything that produces a types.TransactWriteItem (an outbox
-// event, for one) is added the same way; [TransactFunc] builds writes at
+// A handler whose work is DynamoDB writes hands them to idemdynamo.Transact
+// instead of making them (it attaches them to the request with [Attach]);
+// the DynamoDB store commits them in one TransactWriteItems with the
+// completed record holding the response, and only then is the response
+// sent. The work and the stored response commit together or not at all.
+// Anything that produces a types.TransactWriteItem (an outbox event, for
+// one) is added the same way; idemdynamo.TransactFunc builds writes at
 // commit time and builds them again after a conflict its retry function
 // recognises (an outbox order conflict).
 //
@@ -87,7 +88,7 @@
 //
 // # What it cannot do
 //
-// Without Transact or BeginTxFunc, a handler's effects and the stored response are two
+// Without attached work or BeginTxFunc, a handler's effects and the stored response are two
 // writes: if the process dies between them, the key runs again when its
 // lease ends. Effects outside the store's database need their own
 // idempotency downstream (pass the key on). A response too large to store

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
 
@@ -22,12 +20,12 @@ const DefaultTable = "sqsonce-dedupe"
 
 // Attribute names of a dedupe record.
 const (
-	AttrPK          = dynamolease.AttrPK          // S: "<namespace>#<key>" (hashed past 2048 bytes)
-	AttrStatus      = dynamolease.AttrStatus      // S: IN_PROGRESS or COMPLETED
-	AttrLeaseUntil  = dynamolease.AttrLeaseUntil  // N: ms since the epoch
-	AttrToken       = dynamolease.AttrToken       // S: random per claim
-	AttrFingerprint = dynamolease.AttrFingerprint // S: hash of the body
-	AttrExpiresAt   = dynamolease.AttrExpiresAt   // N: s since the epoch; the TTL attribute
+	AttrPK          = "pk"          // S: "<namespace>#<key>" (hashed past 2048 bytes)
+	AttrStatus      = "status"      // S: IN_PROGRESS or COMPLETED
+	AttrLeaseUntil  = "lease_until" // N: ms since the epoch
+	AttrToken       = "token"       // S: random per claim
+	AttrFingerprint = "fingerprint" // S: hash of the body
+	AttrExpiresAt   = "expires_at"  // N: s since the epoch; the TTL attribute
 )
 
 // Config configures a [Store].
@@ -68,13 +66,13 @@ var _ dedupe.Store = (*Store)(nil)
 // New returns a Store. It makes no call; run [Store.Check] at start-up.
 func New(cfg Config) (*Store, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("dynamo: Config.Client is required")
+		return nil, errors.New("dedupedynamo: Config.Client is required")
 	}
 	if cfg.Namespace == "" {
-		return nil, errors.New("dynamo: Config.Namespace is required (one per consumer, e.g. the queue name)")
+		return nil, errors.New("dedupedynamo: Config.Namespace is required (one per consumer, e.g. the queue name)")
 	}
 	if cfg.TTL < 0 {
-		return nil, fmt.Errorf("dynamo: Config.TTL %s is negative", cfg.TTL)
+		return nil, fmt.Errorf("dedupedynamo: Config.TTL %s is negative", cfg.TTL)
 	}
 	s := &Store{
 		client: cfg.Client,
@@ -103,16 +101,7 @@ func (s *Store) PK(key string) string { return leasekey.PK(s.ns, key) }
 // sqsonce needs, with an error that says what to fix. A table without TTL
 // on expires_at is only logged (records then stay forever).
 func (s *Store) Check(ctx context.Context) error {
-	if err := checkTable(ctx, s.client, s.table); err != nil {
-		return err
-	}
-	out, err := s.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(s.table)})
-	if err == nil && (out.TimeToLiveDescription == nil || out.TimeToLiveDescription.TimeToLiveStatus != types.TimeToLiveStatusEnabled ||
-		aws.ToString(out.TimeToLiveDescription.AttributeName) != AttrExpiresAt) {
-		s.log.Warn("dynamo: TTL is not enabled on expires_at: dedupe records will never be deleted (run dedupedynamo.CreateTable or enable TTL)",
-			zap.String("table", s.table))
-	}
-	return nil
+	return dynamolease.Check(ctx, s.client, s.table, schema, s.log)
 }
 
 func num(n int64) types.AttributeValue  { return dynamolease.Num(n) }
@@ -122,7 +111,7 @@ func str(s string) types.AttributeValue { return dynamolease.Str(s) }
 func (s *Store) lease() *dynamolease.Table {
 	return &dynamolease.Table{
 		Client: s.client, Name: s.table, TTL: s.ttl, Now: s.now,
-		LenientFingerprint: true, ErrNotOwner: dedupe.ErrNotOwner,
+		LenientFingerprint: true, ErrNotOwner: dedupe.ErrNotOwner, Prefix: "dedupedynamo",
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/dynamohttp"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
-	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 )
 
 // DynamoDB's TransactWriteItems limits.
@@ -57,7 +57,7 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("dynamo: transaction too large: %d items (max %d, the dedupe record included), ~%d bytes (max %d)",
+	return fmt.Sprintf("dedupedynamo: transaction too large: %d items (max %d, the dedupe record included), ~%d bytes (max %d)",
 		e.Items, MaxTransactItems, e.Bytes, MaxTransactBytes)
 }
 
@@ -77,7 +77,7 @@ type ConditionError struct {
 }
 
 func (e *ConditionError) Error() string {
-	return fmt.Sprintf("dynamo: transaction: condition failed on write %d: %s", e.Index, aws.ToString(e.Reason.Message))
+	return fmt.Sprintf("dedupedynamo: transaction: condition failed on write %d: %s", e.Index, aws.ToString(e.Reason.Message))
 }
 
 func (e *ConditionError) Unwrap() error { return e.Err }
@@ -157,14 +157,14 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		var can *types.TransactionCanceledException
 		if !errors.As(err, &can) {
 			if isValidation(err) {
-				return consumer.Permanent(fmt.Errorf("dynamo: transaction rejected: %w", err))
+				return consumer.Permanent(fmt.Errorf("dedupedynamo: transaction rejected: %w", err))
 			}
-			return fmt.Errorf("dynamo: transaction: %w", err)
+			return fmt.Errorf("dedupedynamo: transaction: %w", err)
 		}
 		c := decodeCancel(writes, can.CancellationReasons)
 		switch {
 		case c.mismatch:
-			return fmt.Errorf("dynamo: transaction cancelled (%d reasons for %d writes): %w", len(can.CancellationReasons), len(writes)+1, err)
+			return fmt.Errorf("dedupedynamo: transaction cancelled (%d reasons for %d writes): %w", len(can.CancellationReasons), len(writes)+1, err)
 		case c.recordFailed:
 			r, live := h.s.lease().Conflict(c.record, fp, now)
 			if !live && attempt < 2 {
@@ -174,22 +174,22 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		case c.userFailed >= 0:
 			return &ConditionError{Index: c.userFailed, Reason: can.CancellationReasons[c.userFailed], Err: err}
 		case c.stale >= 0:
-			log().Info("dynamo: stale version: the message's writes are skipped and it is recorded as done", zap.Int("write", c.stale))
+			log().Info("dedupedynamo: stale version: the message's writes are skipped and it is recorded as done", zap.Int("write", c.stale))
 			writes = nil
 			continue
 		case c.conflict && conflicts < h.opts.ConflictRetries:
 			conflicts++
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("dynamo: transaction conflict: %w", context.Cause(ctx))
+				return fmt.Errorf("dedupedynamo: transaction conflict: %w", context.Cause(ctx))
 			case <-time.After(time.Duration(rand.Int64N(int64(20*time.Millisecond) << conflicts))):
 			}
 			continue
 		case c.rejected >= 0:
 			msg := aws.ToString(can.CancellationReasons[c.rejected].Message)
-			return consumer.Permanent(fmt.Errorf("dynamo: transaction rejected: %s: %w", msg, err))
+			return consumer.Permanent(fmt.Errorf("dedupedynamo: transaction rejected: %s: %w", msg, err))
 		}
-		return fmt.Errorf("dynamo: transaction cancelled: %w", err)
+		return fmt.Errorf("dedupedynamo: transaction cancelled: %w", err)
 	}
 }
 
@@ -198,10 +198,10 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 func (h *txHandler) blocked(c dedupe.Claim, key, fp string, now time.Time, log func() *zap.Logger) error {
 	switch c.Status {
 	case dedupe.Duplicate:
-		return fmt.Errorf("dynamo: key %q: %w", key, consumer.ErrDuplicate)
+		return fmt.Errorf("dedupedynamo: key %q: %w", key, consumer.ErrDuplicate)
 	case dedupe.KeyReused:
 		kerr := &dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
-		log().Error("dynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+		log().Error("dedupedynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
 		return consumer.Permanent(kerr)
 	default:
@@ -279,7 +279,7 @@ func (h *txHandler) commit(ctx context.Context, key, fp string, writes []types.T
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, writes...)
 	items = append(items, types.TransactWriteItem{Put: h.s.lease().CompletedPut(h.s.PK(key), fp, now)})
-	_, err := h.s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, sdkhttp.DynamoDB)
+	_, err := h.s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, dynamohttp.Guard)
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
+	"github.com/sqsonce/sqsonce/internal/dynamolease"
 )
 
 // TestVersionGuardEveryWriteKind: each kind of write gains the version
@@ -72,4 +73,17 @@ func exprMaps(w types.TransactWriteItem) (map[string]string, map[string]types.At
 		return w.Delete.ExpressionAttributeNames, w.Delete.ExpressionAttributeValues
 	}
 	return w.ConditionCheck.ExpressionAttributeNames, w.ConditionCheck.ExpressionAttributeValues
+}
+
+// TestAttributesAreTheLeaseRecords: the record's attribute names are the
+// shared lease record's, which the idempotency store writes too.
+func TestAttributesAreTheLeaseRecords(t *testing.T) {
+	t.Parallel()
+	got := []string{dedupedynamo.AttrPK, dedupedynamo.AttrStatus, dedupedynamo.AttrLeaseUntil, dedupedynamo.AttrToken, dedupedynamo.AttrFingerprint, dedupedynamo.AttrExpiresAt}
+	want := []string{dynamolease.AttrPK, dynamolease.AttrStatus, dynamolease.AttrLeaseUntil, dynamolease.AttrToken, dynamolease.AttrFingerprint, dynamolease.AttrExpiresAt}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("attribute %d: %q, the lease record's is %q", i, got[i], want[i])
+		}
+	}
 }

@@ -39,7 +39,7 @@ func (s *Store) Prune(ctx context.Context, opts PruneOptions) (int, error) {
 	for range batches {
 		tag, err := s.db.Exec(ctx, pruneSQL, now, batch)
 		if err != nil {
-			return total, fmt.Errorf("postgres: prune: %w", err)
+			return total, fmt.Errorf("dedupepg: prune: %w", err)
 		}
 		n := int(tag.RowsAffected())
 		total += n

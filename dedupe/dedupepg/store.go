@@ -60,13 +60,13 @@ var _ dedupe.Store = (*Store)(nil)
 // [Migrate]).
 func New(cfg Config) (*Store, error) {
 	if cfg.DB == nil {
-		return nil, errors.New("postgres: Config.DB is required")
+		return nil, errors.New("dedupepg: Config.DB is required")
 	}
 	if cfg.Namespace == "" {
-		return nil, errors.New("postgres: Config.Namespace is required (one per consumer, e.g. the queue name)")
+		return nil, errors.New("dedupepg: Config.Namespace is required (one per consumer, e.g. the queue name)")
 	}
 	if cfg.TTL < 0 {
-		return nil, fmt.Errorf("postgres: Config.TTL %s is negative", cfg.TTL)
+		return nil, fmt.Errorf("dedupepg: Config.TTL %s is negative", cfg.TTL)
 	}
 	s := &Store{db: cfg.DB, ns: cfg.Namespace, ttl: cmp.Or(cfg.TTL, dedupe.DefaultTTL), now: cfg.NowFunc, log: cfg.Logger}
 	if s.now == nil {
@@ -88,10 +88,10 @@ func (s *Store) Check(ctx context.Context) error {
 	err := s.db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+Table+` LIMIT 1) t`).Scan(&n)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
-		return fmt.Errorf("postgres: table %s does not exist in the connection's search_path: run dedupepg.Migrate (dedupe/postgres) first: %w", Table, err)
+		return fmt.Errorf("dedupepg: table %s does not exist in the connection's search_path: run dedupepg.Migrate (dedupe/postgres) first: %w", Table, err)
 	}
 	if err != nil {
-		return fmt.Errorf("postgres: check %s: %w", Table, err)
+		return fmt.Errorf("dedupepg: check %s: %w", Table, err)
 	}
 	return nil
 }
@@ -173,11 +173,11 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 			return dedupe.Claim{Status: dedupe.Claimed, Token: token, LeaseUntil: until}, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return dedupe.Claim{}, fmt.Errorf("postgres: claim: %w", err)
+			return dedupe.Claim{}, fmt.Errorf("dedupepg: claim: %w", err)
 		}
 		r, found, err := read(ctx, s.db, pk)
 		if err != nil {
-			return dedupe.Claim{}, fmt.Errorf("postgres: claim: read: %w", err)
+			return dedupe.Claim{}, fmt.Errorf("dedupepg: claim: read: %w", err)
 		}
 		if found {
 			if c, live := r.conflict(fingerprint, now); live {
@@ -203,10 +203,10 @@ WHERE pk = $1 AND token = $2 AND status = 'IN_PROGRESS'`
 
 func fenced(op string, tag pgconn.CommandTag, err error) error {
 	if err != nil {
-		return fmt.Errorf("postgres: %s: %w", op, err)
+		return fmt.Errorf("dedupepg: %s: %w", op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: %s: %w", op, dedupe.ErrNotOwner)
+		return fmt.Errorf("dedupepg: %s: %w", op, dedupe.ErrNotOwner)
 	}
 	return nil
 }

@@ -90,7 +90,7 @@ type txHandler struct {
 
 // errLost is a dedupe row that died between the write and the read: the
 // attempt runs again.
-var errLost = errors.New("postgres: dedupe record changed during the claim")
+var errLost = errors.New("dedupepg: dedupe record changed during the claim")
 
 func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 	key := msg.Key()
@@ -104,13 +104,13 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 			return err
 		}
 		if attempt >= h.opts.Retries || ctx.Err() != nil {
-			return fmt.Errorf("postgres: transaction failed %d times: %w", attempt+1, err)
+			return fmt.Errorf("dedupepg: transaction failed %d times: %w", attempt+1, err)
 		}
-		h.s.log.Warn("postgres: transaction failed transiently; running it again",
+		h.s.log.Warn("dedupepg: transaction failed transiently; running it again",
 			zap.String("message_id", msg.ID), zap.String("dedupe_key", key), zap.Int("attempt", attempt+1), zap.Error(err))
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("postgres: transaction: %w", context.Cause(ctx))
+			return fmt.Errorf("dedupepg: transaction: %w", context.Cause(ctx))
 		case <-time.After(time.Duration(rand.Int64N(int64(20*time.Millisecond) << attempt))):
 		}
 	}
@@ -120,7 +120,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *consumer.Message) (err error) {
 	tx, err := h.s.db.BeginTx(ctx, h.opts.TxOptions)
 	if err != nil {
-		return fmt.Errorf("postgres: begin: %w", err)
+		return fmt.Errorf("dedupepg: begin: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -139,13 +139,13 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *consumer.M
 	case errors.Is(err, pgx.ErrNoRows):
 		return h.conflict(ctx, tx, key, pk, fp, now)
 	case err != nil:
-		return fmt.Errorf("postgres: dedupe row: %w", err)
+		return fmt.Errorf("dedupepg: dedupe row: %w", err)
 	}
 	if err := h.fn(ctx, tx, msg); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: commit: %w", err)
+		return fmt.Errorf("dedupepg: commit: %w", err)
 	}
 	return nil
 }
@@ -154,7 +154,7 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *consumer.M
 func (h *txHandler) conflict(ctx context.Context, tx pgx.Tx, key, pk, fp string, now time.Time) error {
 	r, found, err := read(ctx, tx, pk)
 	if err != nil {
-		return fmt.Errorf("postgres: dedupe row: read: %w", err)
+		return fmt.Errorf("dedupepg: dedupe row: read: %w", err)
 	}
 	if !found {
 		return errLost
@@ -165,9 +165,9 @@ func (h *txHandler) conflict(ctx context.Context, tx pgx.Tx, key, pk, fp string,
 	}
 	switch c.Status {
 	case dedupe.Duplicate:
-		return fmt.Errorf("postgres: key %q: %w", key, consumer.ErrDuplicate)
+		return fmt.Errorf("dedupepg: key %q: %w", key, consumer.ErrDuplicate)
 	case dedupe.KeyReused:
-		h.s.log.Error("postgres: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+		h.s.log.Error("dedupepg: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("dedupe_key", key), zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
 		return consumer.Permanent(&dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint})
 	default:

@@ -36,7 +36,7 @@
 //	mw, err := idempotency.New(idempotency.Config{Store: store, ScopeFunc: callerID})
 //	http.Handle("POST /credits", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 //		// ... validate; on a bad body: idempotency.Release(r.Context()) and a 400
-//		err := idempotency.Transact(r.Context(), types.TransactWriteItem{Put: &types.Put{
+//		err := idemdynamo.Transact(r.Context(), types.TransactWriteItem{Put: &types.Put{
 //			TableName: aws.String("credits"),
 //			Item:      creditItem,
 //		}})

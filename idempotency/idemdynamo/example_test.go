@@ -51,7 +51,7 @@ func Example() {
 			http.Error(w, "a credit needs an id and an amount", http.StatusBadRequest)
 			return
 		}
-		err := idempotency.Transact(r.Context(), types.TransactWriteItem{Put: &types.Put{
+		err := idemdynamo.Transact(r.Context(), types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String("credits"),
 			Item: map[string]types.AttributeValue{
 				"id":     &types.AttributeValueMemberS{Value: c.ID},

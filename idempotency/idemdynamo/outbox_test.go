@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsonce/sqsonce/idempotency"
+	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
@@ -39,7 +39,7 @@ func TestTransactWithOutbox(t *testing.T) {
 		if err != nil {
 			t.Errorf("outbox Put: %v", err)
 		}
-		if err := idempotency.Transact(r.Context(), append(events, a.putCredit(id))...); err != nil {
+		if err := idemdynamo.Transact(r.Context(), append(events, a.putCredit(id))...); err != nil {
 			t.Errorf("Transact: %v", err)
 		}
 		w.WriteHeader(http.StatusCreated)
@@ -121,14 +121,14 @@ func TestTransactFuncRebuildsOutbox(t *testing.T) {
 		body, _ := io.ReadAll(r.Body)
 		var err error
 		if useFunc {
-			err = idempotency.TransactFunc(r.Context(), func() ([]types.TransactWriteItem, error) {
+			err = idemdynamo.TransactFunc(r.Context(), func() ([]types.TransactWriteItem, error) {
 				builds.Add(1)
 				return ob.Put(outbox.Event{Entity: "acct-1", Payload: string(body)})
 			}, ob.IsOrderConflict)
 		} else {
 			var events []types.TransactWriteItem
 			if events, err = ob.Put(outbox.Event{Entity: "acct-1", Payload: string(body)}); err == nil {
-				err = idempotency.Transact(r.Context(), events...)
+				err = idemdynamo.Transact(r.Context(), events...)
 			}
 		}
 		if err != nil {

@@ -55,7 +55,7 @@ func TestRefusedWritesAreFinal(t *testing.T) {
 		key := strings.ReplaceAll(name, " ", "-")
 		h := a.middleware(t).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			runs.Add(1)
-			if err := idempotency.Transact(r.Context(), writes(key)...); err != nil {
+			if err := idemdynamo.Transact(r.Context(), writes(key)...); err != nil {
 				t.Errorf("Transact: %v", err)
 			}
 			w.WriteHeader(http.StatusCreated)
@@ -109,7 +109,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	var runs atomic.Int64
 	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
-		if err := idempotency.Transact(r.Context(), a.putCredit("unknown")); err != nil {
+		if err := idemdynamo.Transact(r.Context(), a.putCredit("unknown")); err != nil {
 			t.Errorf("Transact: %v", err)
 		}
 		w.WriteHeader(http.StatusCreated)

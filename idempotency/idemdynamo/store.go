@@ -16,11 +16,11 @@ import (
 	"github.com/aws/smithy-go"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/idempotency"
+	"github.com/sqsonce/sqsonce/internal/dynamohttp"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
+	"github.com/sqsonce/sqsonce/internal/dynamotable"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
-	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 )
 
 // Defaults.
@@ -38,21 +38,37 @@ const (
 // Attribute names of a key record: those of a dedupe record, plus the
 // stored response.
 const (
-	AttrPK              = dedupedynamo.AttrPK          // S: "<namespace>#<record key>"
-	AttrStatus          = dedupedynamo.AttrStatus      // S: IN_PROGRESS or COMPLETED
-	AttrLeaseUntil      = dedupedynamo.AttrLeaseUntil  // N: ms since the epoch
-	AttrToken           = dedupedynamo.AttrToken       // S: random per claim
-	AttrFingerprint     = dedupedynamo.AttrFingerprint // S: hash of the request
-	AttrExpiresAt       = dedupedynamo.AttrExpiresAt   // N: s since the epoch; the TTL attribute
-	AttrResponseStatus  = "response_status"            // N: the stored status
-	AttrResponseHeaders = "response_headers"           // M: header name → L of S
-	AttrResponseBody    = "response_body"              // B: the stored body (absent when empty)
-	AttrNotRetained     = "response_not_retained"      // BOOL: true when the response was not retained (no body)
+	AttrPK              = "pk"                    // S: "<namespace>#<record key>"
+	AttrStatus          = "status"                // S: IN_PROGRESS or COMPLETED
+	AttrLeaseUntil      = "lease_until"           // N: ms since the epoch
+	AttrToken           = "token"                 // S: random per claim
+	AttrFingerprint     = "fingerprint"           // S: hash of the request
+	AttrExpiresAt       = "expires_at"            // N: s since the epoch; the TTL attribute
+	AttrResponseStatus  = "response_status"       // N: the stored status
+	AttrResponseHeaders = "response_headers"      // M: header name → L of S
+	AttrResponseBody    = "response_body"         // B: the stored body (absent when empty)
+	AttrNotRetained     = "response_not_retained" // BOOL: true when the response was not retained (no body)
 )
 
-// DynamoDBAPI is the part of the DynamoDB client the store uses (the dedupe
-// store's). *dynamodb.Client implements it.
-type DynamoDBAPI = dedupedynamo.DynamoDBAPI
+// DynamoDBAPI is the part of the DynamoDB client the store uses: one
+// method per call made, the same as the dedupe store's
+// (dedupedynamo.DynamoDBAPI). *dynamodb.Client implements it.
+type DynamoDBAPI interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+var _ DynamoDBAPI = (*dynamodb.Client)(nil)
+
+// schema is the key table's: the lease-record table the dedupe store
+// uses too.
+var schema = dynamotable.Lease("idemdynamo", "idempotency table")
 
 // Config configures a [Store].
 type Config struct {
@@ -97,10 +113,10 @@ var _ idempotency.Store = (*Store)(nil)
 // New returns a Store. It makes no call; run [Store.Check] at start-up.
 func New(cfg Config) (*Store, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("dynamo: Config.Client is required")
+		return nil, errors.New("idemdynamo: Config.Client is required")
 	}
 	if cfg.TTL < 0 || cfg.ConflictRetries < 0 {
-		return nil, errors.New("dynamo: Config.TTL and ConflictRetries must not be negative")
+		return nil, errors.New("idemdynamo: Config.TTL and ConflictRetries must not be negative")
 	}
 	s := &Store{
 		client:    cfg.Client,
@@ -125,7 +141,7 @@ func New(cfg Config) (*Store, error) {
 // one table can hold both. It waits until the table is ACTIVE and is
 // idempotent.
 func CreateTable(ctx context.Context, client DynamoDBAPI, table string) error {
-	return dedupedynamo.CreateTable(ctx, client, table)
+	return dynamotable.Create(ctx, client, table, schema)
 }
 
 // Table returns the table name.
@@ -138,11 +154,7 @@ func (s *Store) PK(key string) string { return leasekey.PK(s.ns, key) }
 // the store needs, with an error that says what to fix. A table without
 // TTL on expires_at is only logged.
 func (s *Store) Check(ctx context.Context) error {
-	d, err := dedupedynamo.New(dedupedynamo.Config{Client: s.client, Table: s.table, Namespace: s.ns, Logger: s.log})
-	if err != nil {
-		return err
-	}
-	return d.Check(ctx)
+	return dynamolease.Check(ctx, s.client, s.table, schema, s.log)
 }
 
 func num(n int64) types.AttributeValue  { return dynamolease.Num(n) }
@@ -150,7 +162,7 @@ func str(s string) types.AttributeValue { return dynamolease.Str(s) }
 
 // lease is the store's view of its table for the shared record code.
 func (s *Store) lease() *dynamolease.Table {
-	return &dynamolease.Table{Client: s.client, Name: s.table, TTL: s.ttl, Now: s.now, ErrNotOwner: idempotency.ErrNotOwner}
+	return &dynamolease.Table{Client: s.client, Name: s.table, TTL: s.ttl, Now: s.now, ErrNotOwner: idempotency.ErrNotOwner, Prefix: "idemdynamo"}
 }
 
 // Claim implements [idempotency.Store] with one conditional PutItem; on
@@ -254,27 +266,33 @@ func (s *Store) recordSize(key string, resp idempotency.Response) int {
 	return n
 }
 
-// Complete implements [idempotency.Store]. Without writes it is one
-// conditional UpdateItem; with writes, one TransactWriteItems holding the
-// writes and that update, so they commit together or not at all. A
-// cancelled transaction is tried again with freshly built writes when a
-// Build's Retry asks (5 attempts in all), and resubmitted after a
-// TransactionConflict (Config.ConflictRetries).
+// Complete implements [idempotency.Store]. Without writes ([Transact],
+// [TransactFunc]) it is one conditional UpdateItem; with writes, one
+// TransactWriteItems holding the writes and that update, so they commit
+// together or not at all. A cancelled transaction is tried again with
+// freshly built writes when a TransactFunc's retry asks (5 attempts in
+// all), and resubmitted after a TransactionConflict
+// (Config.ConflictRetries). Work another package attached is refused with
+// idempotency.ErrWorkUnsupported.
 func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.Completion) error {
 	if size := s.recordSize(key, c.Response); size > MaxItemBytes {
-		return fmt.Errorf("dynamo: complete: record of ~%d bytes, DynamoDB's item limit is %d: %w", size, MaxItemBytes, idempotency.ErrTooLarge)
+		return fmt.Errorf("idemdynamo: complete: record of ~%d bytes, DynamoDB's item limit is %d: %w", size, MaxItemBytes, idempotency.ErrTooLarge)
 	}
-	if len(c.Writes) == 0 && len(c.Builds) == 0 {
+	w, err := workOf(c.Work)
+	if err != nil {
+		return err
+	}
+	if len(w.fixed) == 0 && len(w.builds) == 0 {
 		return s.lease().Complete(ctx, token, s.completeUpdate(key, token, c.Response))
 	}
 	rebuilds := 0
 	for conflicts := 0; ; {
-		writes, err := build(c)
+		writes, err := w.build()
 		if err != nil {
-			return fmt.Errorf("dynamo: complete: build writes: %w", err)
+			return fmt.Errorf("idemdynamo: complete: build writes: %w", err)
 		}
 		if n := len(writes) + 1; n > MaxTransactItems {
-			return fmt.Errorf("dynamo: complete: %d writes with the key record, DynamoDB takes at most %d in one transaction: %w",
+			return fmt.Errorf("idemdynamo: complete: %d writes with the key record, DynamoDB takes at most %d in one transaction: %w",
 				n, MaxTransactItems, idempotency.ErrPermanent)
 		}
 		err = s.commit(ctx, key, token, writes, c.Response)
@@ -283,22 +301,22 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 		}
 		var can *types.TransactionCanceledException
 		if !errors.As(err, &can) {
-			return fmt.Errorf("dynamo: complete: transaction: %w", classify(err))
+			return fmt.Errorf("idemdynamo: complete: transaction: %w", classify(err))
 		}
 		reasons := can.CancellationReasons
 		if len(reasons) != len(writes)+1 {
-			return fmt.Errorf("dynamo: complete: transaction cancelled (%d reasons for %d writes): %w", len(reasons), len(writes)+1, err)
+			return fmt.Errorf("idemdynamo: complete: transaction cancelled (%d reasons for %d writes): %w", len(reasons), len(writes)+1, err)
 		}
 		own := reasons[len(writes)]
 		if aws.ToString(own.Code) == dynamolease.ReasonConditionalCheck {
 			if dynamolease.CompletedBy(own.Item, token) {
 				return nil // a retry of a transaction that had committed
 			}
-			return fmt.Errorf("dynamo: complete: %w", idempotency.ErrNotOwner)
+			return fmt.Errorf("idemdynamo: complete: %w", idempotency.ErrNotOwner)
 		}
 		// A build that asks for another attempt judges first (an outbox
 		// order conflict is a failed condition it knows how to fix).
-		if rebuilds < maxRebuilds-1 && slices.ContainsFunc(c.Builds, func(b idempotency.Build) bool { return b.Retry != nil && b.Retry(err) }) {
+		if rebuilds < maxRebuilds-1 && slices.ContainsFunc(w.builds, func(b builder) bool { return b.retry != nil && b.retry(err) }) {
 			rebuilds++
 			continue
 		}
@@ -310,16 +328,16 @@ func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.C
 			case dynamolease.ReasonTransactionConflict:
 				conflict = true
 			case dynamolease.ReasonValidation:
-				return fmt.Errorf("dynamo: complete: write %d is invalid: %s: %w", i, aws.ToString(r.Message), permanent{err})
+				return fmt.Errorf("idemdynamo: complete: write %d is invalid: %s: %w", i, aws.ToString(r.Message), permanent{err})
 			}
 		}
 		if !conflict || conflicts >= s.conflicts {
-			return fmt.Errorf("dynamo: complete: transaction cancelled: %w", err)
+			return fmt.Errorf("idemdynamo: complete: transaction cancelled: %w", err)
 		}
 		conflicts++
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("dynamo: complete: transaction conflict: %w", context.Cause(ctx))
+			return fmt.Errorf("idemdynamo: complete: transaction conflict: %w", context.Cause(ctx))
 		case <-time.After(time.Duration(rand.Int64N(int64(20*time.Millisecond) << conflicts))):
 		}
 	}
@@ -361,19 +379,42 @@ func classify(err error) error {
 }
 
 // maxRebuilds is how many attempts a completion with builds makes when
-// they keep asking for another (idempotency.TransactFunc).
+// they keep asking for another ([TransactFunc]).
 const maxRebuilds = 5
 
-// build returns c's writes for one attempt: the fixed ones, then each
+// work is what Transact and TransactFunc attached to one request.
+type work struct {
+	fixed  []types.TransactWriteItem
+	builds []builder
+}
+
+// workOf sorts the request's attached work into fixed writes and builds,
+// each in the order attached; work of another package is refused.
+func workOf(attached []any) (work, error) {
+	var w work
+	for _, a := range attached {
+		switch a := a.(type) {
+		case writes:
+			w.fixed = append(w.fixed, a...)
+		case builder:
+			w.builds = append(w.builds, a)
+		default:
+			return work{}, fmt.Errorf("idemdynamo: complete: cannot commit %T (attach DynamoDB writes with idemdynamo.Transact): %w", a, idempotency.ErrWorkUnsupported)
+		}
+	}
+	return w, nil
+}
+
+// build returns the writes for one attempt: the fixed ones, then each
 // build's, in order.
-func build(c idempotency.Completion) ([]types.TransactWriteItem, error) {
-	writes := slices.Clone(c.Writes)
-	for _, b := range c.Builds {
-		w, err := b.Func()
+func (w work) build() ([]types.TransactWriteItem, error) {
+	writes := slices.Clone(w.fixed)
+	for _, b := range w.builds {
+		bw, err := b.build()
 		if err != nil {
 			return nil, err
 		}
-		writes = append(writes, w...)
+		writes = append(writes, bw...)
 	}
 	return writes, nil
 }
@@ -384,7 +425,7 @@ func (s *Store) commit(ctx context.Context, key, token string, writes []types.Tr
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, writes...)
 	items = append(items, types.TransactWriteItem{Update: s.completeUpdate(key, token, resp)})
-	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, sdkhttp.DynamoDB)
+	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, dynamohttp.Guard)
 	return err
 }
 

@@ -107,7 +107,7 @@ func TestTransactionalCompletion(t *testing.T) {
 	var runs atomic.Int64
 	h := a.middleware(t).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := fmt.Sprintf("credit-%d", runs.Add(1))
-		if err := idempotency.Transact(r.Context(), a.putCredit(id)); err != nil {
+		if err := idemdynamo.Transact(r.Context(), a.putCredit(id)); err != nil {
 			t.Errorf("Transact: %v", err)
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -158,7 +158,7 @@ func TestTransactionalCommitsNeither(t *testing.T) {
 			id = "fresh"
 		}
 		// Two writes: the first would succeed alone.
-		if err := idempotency.Transact(r.Context(), a.putCredit("side-"+id), a.putCredit(id)); err != nil {
+		if err := idemdynamo.Transact(r.Context(), a.putCredit("side-"+id), a.putCredit(id)); err != nil {
 			t.Errorf("Transact: %v", err)
 		}
 		w.WriteHeader(http.StatusCreated)
@@ -196,7 +196,7 @@ func TestTransactionalStaleOwner(t *testing.T) {
 	stale := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(started)
 		<-proceed
-		if err := idempotency.Transact(r.Context(), a.putCredit("stale")); err != nil {
+		if err := idemdynamo.Transact(r.Context(), a.putCredit("stale")); err != nil {
 			t.Errorf("Transact: %v", err)
 		}
 		w.WriteHeader(http.StatusCreated)
@@ -209,7 +209,7 @@ func TestTransactionalStaleOwner(t *testing.T) {
 	// time); a retry takes the key over and commits.
 	a.clock.Advance(31 * time.Second)
 	fresh := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := idempotency.Transact(r.Context(), a.putCredit("fresh")); err != nil {
+		if err := idemdynamo.Transact(r.Context(), a.putCredit("fresh")); err != nil {
 			t.Errorf("Transact: %v", err)
 		}
 		w.WriteHeader(http.StatusCreated)
@@ -243,7 +243,7 @@ func TestConcurrentRetries(t *testing.T) {
 		id := fmt.Sprintf("credit-%d", runs.Add(1))
 		started <- struct{}{}
 		<-finish
-		if err := idempotency.Transact(r.Context(), a.putCredit(id)); err != nil {
+		if err := idemdynamo.Transact(r.Context(), a.putCredit(id)); err != nil {
 			t.Errorf("Transact: %v", err)
 		}
 		w.WriteHeader(http.StatusCreated)

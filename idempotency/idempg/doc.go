@@ -92,5 +92,6 @@
 //
 // Outside the middleware, [Store.CompleteTx] completes a claim inside the
 // caller's own pgx.Tx. [Store.Complete] stores the response on its own and
-// answers idempotency.ErrWritesUnsupported to DynamoDB writes.
+// answers idempotency.ErrWorkUnsupported to work attached to the request
+// (DynamoDB writes).
 package idempg

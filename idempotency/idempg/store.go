@@ -57,13 +57,13 @@ var _ idempotency.Store = (*Store)(nil)
 // [Migrate]).
 func New(cfg Config) (*Store, error) {
 	if cfg.DB == nil {
-		return nil, errors.New("idempotency/postgres: Config.DB is required")
+		return nil, errors.New("idempg: Config.DB is required")
 	}
 	if cfg.TTL < 0 {
-		return nil, fmt.Errorf("idempotency/postgres: Config.TTL %s is negative", cfg.TTL)
+		return nil, fmt.Errorf("idempg: Config.TTL %s is negative", cfg.TTL)
 	}
 	if cfg.TxOptions.AccessMode == pgx.ReadOnly {
-		return nil, errors.New("idempotency/postgres: Config.TxOptions.AccessMode is read-only: the request's transaction writes the idempotency record (leave it empty or set pgx.ReadWrite)")
+		return nil, errors.New("idempg: Config.TxOptions.AccessMode is read-only: the request's transaction writes the idempotency record (leave it empty or set pgx.ReadWrite)")
 	}
 	s := &Store{db: cfg.DB, ttl: cmp.Or(cfg.TTL, idempotency.DefaultTTL), txOpts: cfg.TxOptions, now: cfg.NowFunc}
 	if s.now == nil {
@@ -124,11 +124,11 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 			return idempotency.Claim{Status: idempotency.Claimed, Token: token, LeaseUntil: until}, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: %w", err)
+			return idempotency.Claim{}, fmt.Errorf("idempg: claim: %w", err)
 		}
 		r, found, err := read(ctx, s.db, key)
 		if err != nil {
-			return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: read: %w", err)
+			return idempotency.Claim{}, fmt.Errorf("idempg: claim: read: %w", err)
 		}
 		if found {
 			if c, live := r.conflict(fingerprint, now); live {
@@ -173,10 +173,10 @@ func (r record) conflict(fingerprint string, now time.Time) (c idempotency.Claim
 
 func fenced(op string, tag pgconn.CommandTag, err error) error {
 	if err != nil {
-		return fmt.Errorf("idempotency/postgres: %s: %w", op, err)
+		return fmt.Errorf("idempg: %s: %w", op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("idempotency/postgres: %s: %w", op, idempotency.ErrNotOwner)
+		return fmt.Errorf("idempg: %s: %w", op, idempotency.ErrNotOwner)
 	}
 	return nil
 }
@@ -213,12 +213,13 @@ func (s *Store) complete(ctx context.Context, db execer, key, token string, resp
 }
 
 // Complete implements [idempotency.Store]. It stores the response; it
-// cannot commit DynamoDB writes (Completion.Writes and Builds), and
-// answers [idempotency.ErrWritesUnsupported] when given some. To commit
-// the response with SQL work, see [Store.CompleteTx].
+// commits no work attached to the request (Completion.Work, such as
+// idemdynamo.Transact's DynamoDB writes), and answers
+// [idempotency.ErrWorkUnsupported] when given some. To commit the
+// response with SQL work, see [Store.BeginTx] and [Store.CompleteTx].
 func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.Completion) error {
-	if len(c.Writes) > 0 || len(c.Builds) > 0 {
-		return idempotency.ErrWritesUnsupported
+	if len(c.Work) > 0 {
+		return idempotency.ErrWorkUnsupported
 	}
 	return s.complete(ctx, s.db, key, token, c.Response)
 }
@@ -251,7 +252,7 @@ func (s *Store) Prune(ctx context.Context, batch, maxBatches int) (int, error) {
 		tag, err := s.db.Exec(ctx, `DELETE FROM `+Table+` WHERE key IN (
 			SELECT key FROM `+Table+` WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED) AND expires_at < $1`, now, batch)
 		if err != nil {
-			return total, fmt.Errorf("idempotency/postgres: prune: %w", err)
+			return total, fmt.Errorf("idempg: prune: %w", err)
 		}
 		total += int(tag.RowsAffected())
 		if int(tag.RowsAffected()) < batch {

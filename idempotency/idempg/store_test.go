@@ -100,8 +100,8 @@ func TestCompleteTxCommitsWithTheWork(t *testing.T) {
 		t.Fatalf("%d credits, want 1", n)
 	}
 	// DynamoDB writes are not for this store.
-	if err := s.Complete(ctx, idempotency.RecordKey("scope", "k-2"), "t", idempotency.Completion{Builds: []idempotency.Build{{}}}); !errors.Is(err, idempotency.ErrWritesUnsupported) {
-		t.Fatalf("Complete with writes: %v, want ErrWritesUnsupported", err)
+	if err := s.Complete(ctx, idempotency.RecordKey("scope", "k-2"), "t", idempotency.Completion{Work: []any{"a write"}}); !errors.Is(err, idempotency.ErrWorkUnsupported) {
+		t.Fatalf("Complete with writes: %v, want ErrWorkUnsupported", err)
 	}
 }
 

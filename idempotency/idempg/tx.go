@@ -28,7 +28,7 @@ import (
 func (s *Store) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 	tx, err := s.db.BeginTx(ctx, s.txOpts)
 	if err != nil {
-		return nil, fmt.Errorf("idempotency/postgres: begin: %w", err)
+		return nil, fmt.Errorf("idempg: begin: %w", err)
 	}
 	return &requestTx{s: s, tx: tx}, nil
 }
@@ -65,7 +65,7 @@ func (t *requestTx) Claim(ctx context.Context, key, fingerprint string) (idempot
 		_ = t.tx.Rollback(ctx)
 		tx, berr := t.s.db.BeginTx(ctx, t.s.txOpts)
 		if berr != nil {
-			return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: begin again after %w: %w", err, berr)
+			return idempotency.Claim{}, fmt.Errorf("idempg: claim: begin again after %w: %w", err, berr)
 		}
 		t.tx = tx
 	}
@@ -74,7 +74,7 @@ func (t *requestTx) Claim(ctx context.Context, key, fingerprint string) (idempot
 func (t *requestTx) claim(ctx context.Context, key, fingerprint string) (idempotency.Claim, error) {
 	var locked bool
 	if err := t.tx.QueryRow(ctx, lockKey, key).Scan(&locked); err != nil {
-		return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: lock: %w", err)
+		return idempotency.Claim{}, fmt.Errorf("idempg: claim: lock: %w", err)
 	}
 	if !locked {
 		// Another request's transaction holds the key: it is running now.
@@ -89,11 +89,11 @@ func (t *requestTx) claim(ctx context.Context, key, fingerprint string) (idempot
 		return idempotency.Claim{Status: idempotency.Claimed, Token: token}, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: %w", err)
+		return idempotency.Claim{}, fmt.Errorf("idempg: claim: %w", err)
 	}
 	r, found, err := read(ctx, t.tx, key)
 	if err != nil {
-		return idempotency.Claim{}, fmt.Errorf("idempotency/postgres: claim: read: %w", err)
+		return idempotency.Claim{}, fmt.Errorf("idempg: claim: read: %w", err)
 	}
 	if found {
 		if c, live := r.conflict(fingerprint, now); live {
@@ -117,16 +117,16 @@ func (t *requestTx) Commit(ctx context.Context) error {
 		return nil
 	case errors.As(err, &pgErr), errors.Is(err, pgx.ErrTxCommitRollback), errors.Is(err, pgx.ErrTxClosed), pgconn.SafeToRetry(err):
 		// The server answered, or nothing was sent: not committed.
-		return fmt.Errorf("idempotency/postgres: commit: %w", err)
+		return fmt.Errorf("idempg: commit: %w", err)
 	}
 	// The COMMIT may have reached the server: a broken connection, a
 	// timeout.
-	return fmt.Errorf("idempotency/postgres: commit: %w: %w", idempotency.ErrOutcomeUnknown, err)
+	return fmt.Errorf("idempg: commit: %w: %w", idempotency.ErrOutcomeUnknown, err)
 }
 
 func (t *requestTx) Rollback(ctx context.Context) error {
 	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		return fmt.Errorf("idempotency/postgres: rollback: %w", err)
+		return fmt.Errorf("idempg: rollback: %w", err)
 	}
 	return nil
 }

@@ -298,14 +298,15 @@ func concurrentSameKey(t *testing.T, a *txAPI) {
 	}
 }
 
-// Transact is for DynamoDB writes; in the transactional mode the handler
-// writes in its own transaction, and Transact says so.
+// Attached work (idemdynamo.Transact's DynamoDB writes) is for the lease
+// mode; in the transactional mode the handler writes in its own
+// transaction, and Attach says so.
 func TestTxModeRefusesTransact(t *testing.T) {
 	t.Parallel()
 	a := newTxAPI(t)
 	a.fault = func(w http.ResponseWriter, r *http.Request) bool {
-		if err := idempotency.Transact(r.Context()); err != idempotency.ErrWritesUnsupported {
-			t.Errorf("Transact in the transactional mode: %v, want ErrWritesUnsupported", err)
+		if err := idempotency.Attach(r.Context(), nil); err != idempotency.ErrWorkUnsupported {
+			t.Errorf("Attach in the transactional mode: %v, want ErrWorkUnsupported", err)
 		}
 		return false
 	}

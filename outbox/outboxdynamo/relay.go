@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/sqsonce/sqsonce/internal/sdkhttp"
+	"github.com/sqsonce/sqsonce/internal/dynamohttp"
 	"github.com/sqsonce/sqsonce/outbox"
 )
 
@@ -64,8 +64,8 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 	tbl := aws.String(st.cfg.Table)
 	if _, err := st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: tbl, Item: map[string]types.AttributeValue{
 		attrPK: s("r"), attrSK: s(owner), "until": n(untilMs), attrExpiresAt: n(now.Add(24 * time.Hour).Unix()),
-	}}, sdkhttp.DynamoDB); err != nil {
-		return nil, fmt.Errorf("outbox/dynamo: register relay: %w", err)
+	}}, dynamohttp.Guard); err != nil {
+		return nil, fmt.Errorf("outboxdynamo: register relay: %w", err)
 	}
 	relays, err := st.queryAll(ctx, "r")
 	if err != nil {
@@ -98,9 +98,9 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 		if len(held) >= share { // over its share: let another relay take it
 			_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: tbl, Key: key,
 				ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, sdkhttp.DynamoDB)
+				ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, dynamohttp.Guard)
 			if err != nil && !isConditionFailed(err) {
-				return nil, fmt.Errorf("outbox/dynamo: give up partition %d: %w", p, err)
+				return nil, fmt.Errorf("outboxdynamo: give up partition %d: %w", p, err)
 			}
 			continue
 		}
@@ -108,12 +108,12 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 			UpdateExpression:          aws.String("SET #u = :until"),
 			ConditionExpression:       aws.String("#o = :me"),
 			ExpressionAttributeNames:  map[string]string{"#o": "owner", "#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(untilMs)}}, sdkhttp.DynamoDB)
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(untilMs)}}, dynamohttp.Guard)
 		switch {
 		case err == nil:
 			held = append(held, p)
 		case !isConditionFailed(err):
-			return nil, fmt.Errorf("outbox/dynamo: renew partition %d: %w", p, err)
+			return nil, fmt.Errorf("outboxdynamo: renew partition %d: %w", p, err)
 		}
 	}
 	for p := range st.cfg.Partitions {
@@ -130,12 +130,12 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 			Item:                      map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p)), "owner": s(owner), "until": n(untilMs)},
 			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u <= :now"),
 			ExpressionAttributeNames:  map[string]string{"#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}}, sdkhttp.DynamoDB)
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}}, dynamohttp.Guard)
 		switch {
 		case err == nil:
 			held = append(held, p)
 		case !isConditionFailed(err):
-			return nil, fmt.Errorf("outbox/dynamo: take partition %d: %w", p, err)
+			return nil, fmt.Errorf("outboxdynamo: take partition %d: %w", p, err)
 		}
 	}
 	slices.Sort(held)
@@ -156,9 +156,9 @@ func (st *Store) queryAll(ctx context.Context, pk string) ([]map[string]types.At
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
 			ConsistentRead:            aws.Bool(true),
 			ExclusiveStartKey:         start,
-		}, sdkhttp.DynamoDB)
+		}, dynamohttp.Guard)
 		if err != nil {
-			return nil, fmt.Errorf("outbox/dynamo: query %s: %w", pk, err)
+			return nil, fmt.Errorf("outboxdynamo: query %s: %w", pk, err)
 		}
 		out = append(out, res.Items...)
 		if len(res.LastEvaluatedKey) == 0 {
@@ -193,7 +193,7 @@ func toEvent(item map[string]types.AttributeValue) outbox.Event {
 func handleKey(h string) (map[string]types.AttributeValue, error) {
 	pk, sk, ok := strings.Cut(h, "|")
 	if !ok {
-		return nil, fmt.Errorf("outbox/dynamo: malformed event handle %q", h)
+		return nil, fmt.Errorf("outboxdynamo: malformed event handle %q", h)
 	}
 	return map[string]types.AttributeValue{attrPK: s(pk), attrSK: s(sk)}, nil
 }
@@ -362,9 +362,9 @@ func (st *Store) dueIn(ctx context.Context, p int, now time.Time, limit int, pg 
 			in.KeyConditionExpression = aws.String("pk = :pk AND sk > :after")
 			in.ExpressionAttributeValues[":after"] = s(after)
 		}
-		res, err := st.cfg.Client.Query(ctx, in, sdkhttp.DynamoDB)
+		res, err := st.cfg.Client.Query(ctx, in, dynamohttp.Guard)
 		if err != nil {
-			return nil, fmt.Errorf("outbox/dynamo: query %s: %w", pk, err)
+			return nil, fmt.Errorf("outboxdynamo: query %s: %w", pk, err)
 		}
 		prev, run, heads := "", 0, 0
 		for _, item := range res.Items {
@@ -427,14 +427,14 @@ func (st *Store) remove(ctx context.Context, reqs []types.WriteRequest) error {
 	for try := 0; len(reqs) > 0; try++ {
 		out, err := st.cfg.Client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
 			RequestItems: map[string][]types.WriteRequest{st.cfg.Table: reqs},
-		}, sdkhttp.DynamoDB)
+		}, dynamohttp.Guard)
 		if err != nil {
-			return fmt.Errorf("outbox/dynamo: remove published events: %w", err)
+			return fmt.Errorf("outboxdynamo: remove published events: %w", err)
 		}
 		reqs = out.UnprocessedItems[st.cfg.Table]
 		if len(reqs) > 0 {
 			if try == 10 {
-				return errors.New("outbox/dynamo: remove published events: DynamoDB left items unprocessed 10 times")
+				return errors.New("outboxdynamo: remove published events: DynamoDB left items unprocessed 10 times")
 			}
 			select {
 			case <-ctx.Done():
@@ -463,9 +463,9 @@ func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, ret
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":a": n(int64(ev.Attempts)), ":r": s(reason), ":n": n(retryAt.UnixMilli()), ":d": &types.AttributeValueMemberBOOL{Value: dead},
 		},
-	}, sdkhttp.DynamoDB)
+	}, dynamohttp.Guard)
 	if err != nil && !isConditionFailed(err) { // gone: another relay published it
-		return fmt.Errorf("outbox/dynamo: record failed send of %s: %w", ev.ID, err)
+		return fmt.Errorf("outboxdynamo: record failed send of %s: %w", ev.ID, err)
 	}
 	return nil
 }
@@ -533,9 +533,9 @@ func (st *Store) Requeue(ctx context.Context) (int, error) {
 				UpdateExpression:          aws.String("SET attempts = :z, next_at = :z, dead = :f"),
 				ConditionExpression:       aws.String("attribute_exists(pk)"),
 				ExpressionAttributeValues: map[string]types.AttributeValue{":z": n(0), ":f": &types.AttributeValueMemberBOOL{Value: false}},
-			}, sdkhttp.DynamoDB)
+			}, dynamohttp.Guard)
 			if err != nil && !isConditionFailed(err) {
-				return count, fmt.Errorf("outbox/dynamo: requeue: %w", err)
+				return count, fmt.Errorf("outboxdynamo: requeue: %w", err)
 			}
 			if err == nil {
 				count++
@@ -563,9 +563,9 @@ func (st *Store) deadByID(ctx context.Context, id string) ([]map[string]types.At
 					ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(partitionPK(p)), ":id": s(id), ":t": &types.AttributeValueMemberBOOL{Value: true}},
 					ConsistentRead:            aws.Bool(true),
 					ExclusiveStartKey:         start,
-				}, sdkhttp.DynamoDB)
+				}, dynamohttp.Guard)
 				if err != nil {
-					return fmt.Errorf("outbox/dynamo: find dead event %s: %w", id, err)
+					return fmt.Errorf("outboxdynamo: find dead event %s: %w", id, err)
 				}
 				parts[p] = append(parts[p], res.Items...)
 				if len(res.LastEvaluatedKey) == 0 {
@@ -595,12 +595,12 @@ func (st *Store) Discard(ctx context.Context, id string) error {
 			Key:                       map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]},
 			ConditionExpression:       aws.String("dead = :t"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberBOOL{Value: true}},
-		}, sdkhttp.DynamoDB)
+		}, dynamohttp.Guard)
 		switch {
 		case err == nil:
 			found = true
 		case !isConditionFailed(err): // requeued meanwhile: not dead any more
-			return fmt.Errorf("outbox/dynamo: discard %s: %w", id, err)
+			return fmt.Errorf("outboxdynamo: discard %s: %w", id, err)
 		}
 	}
 	if !found {
@@ -630,12 +630,12 @@ func (st *Store) Edit(ctx context.Context, id, payload string) error {
 				":p": s(payload), ":z": n(0),
 				":t": &types.AttributeValueMemberBOOL{Value: true}, ":f": &types.AttributeValueMemberBOOL{Value: false},
 			},
-		}, sdkhttp.DynamoDB)
+		}, dynamohttp.Guard)
 		switch {
 		case err == nil:
 			found = true
 		case !isConditionFailed(err):
-			return fmt.Errorf("outbox/dynamo: edit %s: %w", id, err)
+			return fmt.Errorf("outboxdynamo: edit %s: %w", id, err)
 		}
 	}
 	if !found {
@@ -662,16 +662,16 @@ func (st *Store) Release(ctx context.Context, owner string) error {
 		_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(st.cfg.Table), Key: map[string]types.AttributeValue{attrPK: l[attrPK], attrSK: l[attrSK]},
 			ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, sdkhttp.DynamoDB)
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, dynamohttp.Guard)
 		if err != nil && !isConditionFailed(err) {
 			errs = append(errs, err)
 		}
 	}
 	_, err = st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.cfg.Table),
-		Key: map[string]types.AttributeValue{attrPK: s("r"), attrSK: s(owner)}}, sdkhttp.DynamoDB)
+		Key: map[string]types.AttributeValue{attrPK: s("r"), attrSK: s(owner)}}, dynamohttp.Guard)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("outbox/dynamo: release: %w", err)
+		return fmt.Errorf("outboxdynamo: release: %w", err)
 	}
 	return nil
 }

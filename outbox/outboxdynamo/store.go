@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sqsonce/sqsonce/internal/sdkhttp"
+	"github.com/sqsonce/sqsonce/internal/dynamohttp"
 	"github.com/sqsonce/sqsonce/outbox"
 )
 
@@ -44,11 +44,15 @@ const (
 	attrExpiresAt  = "expires_at"
 )
 
-// Config configures a Store. Client and Table are required.
+// DefaultTable is the table used when Config.Table is empty.
+const DefaultTable = "sqsonce-outbox"
+
+// Config configures a Store.
 type Config struct {
-	// Client talks to DynamoDB.
+	// Client talks to DynamoDB. Required.
 	Client DynamoDBAPI
-	// Table is the outbox table, made by [CreateTable].
+	// Table is the outbox table, made by [CreateTable]. Defaults to
+	// "sqsonce-outbox".
 	Table string
 	// Partitions spread entities over relays. Every writer and relay of a
 	// table must use the same number; change it only with the outbox
@@ -83,12 +87,13 @@ type Store struct {
 
 // New checks cfg and fills its defaults.
 func New(cfg Config) (*Store, error) {
-	if cfg.Client == nil || cfg.Table == "" {
-		return nil, errors.New("outbox/dynamo: Config.Client and Config.Table are required")
+	if cfg.Client == nil {
+		return nil, errors.New("outboxdynamo: Config.Client is required")
 	}
 	if cfg.Partitions < 0 || cfg.Partitions > 1000 || cfg.Lease < 0 || cfg.HeadTTL < 0 {
-		return nil, errors.New("outbox/dynamo: Partitions must be between 1 and 1000, durations not negative")
+		return nil, errors.New("outboxdynamo: Partitions must be between 1 and 1000, durations not negative")
 	}
+	cfg.Table = cmp.Or(cfg.Table, DefaultTable)
 	cfg.Partitions = cmp.Or(cfg.Partitions, 16)
 	cfg.Lease = cmp.Or(cfg.Lease, 10*time.Second)
 	cfg.HeadTTL = cmp.Or(cfg.HeadTTL, 30*24*time.Hour)
@@ -97,6 +102,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	return &Store{cfg: cfg, held: map[string][]int{}, heldUntil: map[string]time.Time{}}, nil
 }
+
+// Table returns the table name.
+func (st *Store) Table() string { return st.cfg.Table }
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func n(v int64) types.AttributeValue {
@@ -237,16 +245,16 @@ func (st *Store) Commit(ctx context.Context, build func() ([]types.TransactWrite
 		if items, err = build(); err != nil {
 			return err
 		}
-		_, err = st.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, sdkhttp.DynamoDB)
+		_, err = st.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, dynamohttp.Guard)
 		if err == nil {
 			return nil
 		}
 		var tce *types.TransactionConflictException
 		if !st.IsOrderConflict(err) && !errors.As(err, &tce) && !conflicted(err) {
-			return fmt.Errorf("outbox/dynamo: commit: %w", err)
+			return fmt.Errorf("outboxdynamo: commit: %w", err)
 		}
 	}
-	return fmt.Errorf("outbox/dynamo: commit: still conflicting after 5 attempts: %w", err)
+	return fmt.Errorf("outboxdynamo: commit: still conflicting after 5 attempts: %w", err)
 }
 
 func conflicted(err error) bool {

@@ -50,12 +50,12 @@ func (l *Listener) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	if l.conn == nil || l.conn.IsClosed() {
 		c, err := l.pool.Acquire(ctx)
 		if err != nil {
-			return false, fmt.Errorf("outbox/postgres: listen: %w", err)
+			return false, fmt.Errorf("outboxpg: listen: %w", err)
 		}
 		conn := c.Hijack()
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
-			return false, fmt.Errorf("outbox/postgres: listen: %w", err)
+			return false, fmt.Errorf("outboxpg: listen: %w", err)
 		}
 		l.conn = conn
 		return true, nil
@@ -77,7 +77,7 @@ func (l *Listener) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	}
 	_ = l.conn.Close(context.WithoutCancel(ctx))
 	l.conn = nil
-	return false, fmt.Errorf("outbox/postgres: wait for events: %w", err)
+	return false, fmt.Errorf("outboxpg: wait for events: %w", err)
 }
 
 // Close closes the Listener's connection.

@@ -38,7 +38,7 @@ func (st *Store) PruneEntities(ctx context.Context, batch int) (int, error) {
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("outbox/postgres: prune entities: %w", err)
+		return 0, fmt.Errorf("outboxpg: prune entities: %w", err)
 	}
 	return n, nil
 }

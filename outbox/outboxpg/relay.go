@@ -27,25 +27,25 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 	until := now.Add(st.cfg.Lease)
 	if _, err := db.Exec(ctx, `INSERT INTO `+tableRelays+` (owner, until) VALUES ($1, $2)
 		ON CONFLICT (owner) DO UPDATE SET until = excluded.until`, owner, until); err != nil {
-		return nil, fmt.Errorf("outbox/postgres: register relay: %w", err)
+		return nil, fmt.Errorf("outboxpg: register relay: %w", err)
 	}
 	if _, err := db.Exec(ctx, `DELETE FROM `+tableRelays+` WHERE until < $1`, now.Add(-24*time.Hour)); err != nil {
-		return nil, fmt.Errorf("outbox/postgres: forget stopped relays: %w", err)
+		return nil, fmt.Errorf("outboxpg: forget stopped relays: %w", err)
 	}
 	var live int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM `+tableRelays+` WHERE until > $1`, now).Scan(&live); err != nil {
-		return nil, fmt.Errorf("outbox/postgres: count relays: %w", err)
+		return nil, fmt.Errorf("outboxpg: count relays: %w", err)
 	}
 	live = max(live, 1)
 	share := (st.cfg.Partitions + live - 1) / live
 
 	rows, err := db.Query(ctx, `SELECT partition FROM `+tableLeases+` WHERE owner = $1 AND until > $2 ORDER BY partition`, owner, now)
 	if err != nil {
-		return nil, fmt.Errorf("outbox/postgres: read leases: %w", err)
+		return nil, fmt.Errorf("outboxpg: read leases: %w", err)
 	}
 	mine, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	if err != nil {
-		return nil, fmt.Errorf("outbox/postgres: read leases: %w", err)
+		return nil, fmt.Errorf("outboxpg: read leases: %w", err)
 	}
 	keep, drop := mine, []int32(nil)
 	if len(mine) > share { // over its share: let another relay take the rest
@@ -53,7 +53,7 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 	}
 	if len(drop) > 0 {
 		if _, err := db.Exec(ctx, `DELETE FROM `+tableLeases+` WHERE owner = $1 AND partition = ANY($2)`, owner, drop); err != nil {
-			return nil, fmt.Errorf("outbox/postgres: give up partitions: %w", err)
+			return nil, fmt.Errorf("outboxpg: give up partitions: %w", err)
 		}
 	}
 	var held []int32
@@ -61,10 +61,10 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 		rows, err := db.Query(ctx, `UPDATE `+tableLeases+` SET until = $3
 			WHERE owner = $1 AND partition = ANY($2) AND until > $4 RETURNING partition`, owner, keep, until, now)
 		if err != nil {
-			return nil, fmt.Errorf("outbox/postgres: renew partitions: %w", err)
+			return nil, fmt.Errorf("outboxpg: renew partitions: %w", err)
 		}
 		if held, err = pgx.CollectRows(rows, pgx.RowTo[int32]); err != nil {
-			return nil, fmt.Errorf("outbox/postgres: renew partitions: %w", err)
+			return nil, fmt.Errorf("outboxpg: renew partitions: %w", err)
 		}
 	}
 	if len(held) < share {
@@ -77,11 +77,11 @@ func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([
 			ON CONFLICT (partition) DO UPDATE SET owner = excluded.owner, until = excluded.until WHERE l.until <= $4
 			RETURNING partition`, owner, until, st.cfg.Partitions, now, share-len(held))
 		if err != nil {
-			return nil, fmt.Errorf("outbox/postgres: take partitions: %w", err)
+			return nil, fmt.Errorf("outboxpg: take partitions: %w", err)
 		}
 		taken, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 		if err != nil {
-			return nil, fmt.Errorf("outbox/postgres: take partitions: %w", err)
+			return nil, fmt.Errorf("outboxpg: take partitions: %w", err)
 		}
 		held = append(held, taken...)
 	}
@@ -144,11 +144,11 @@ func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Eve
 	}
 	rows, err := st.cfg.DB.Query(ctx, dueSQL, held, now, limit)
 	if err != nil {
-		return nil, fmt.Errorf("outbox/postgres: due: %w", err)
+		return nil, fmt.Errorf("outboxpg: due: %w", err)
 	}
 	evs, err := scanEvents(rows)
 	if err != nil {
-		return nil, fmt.Errorf("outbox/postgres: due: %w", err)
+		return nil, fmt.Errorf("outboxpg: due: %w", err)
 	}
 	return evs, nil
 }
@@ -172,7 +172,7 @@ func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
 	// another event that reused (entity, seq) after PruneEntities.
 	if _, err := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableEvents+` o USING unnest($1::text[], $2::bigint[], $3::text[]) AS h(k, s, id)
 		WHERE o.entity_key = h.k AND o.seq = h.s AND o.id = h.id`, keys, seqs, ids); err != nil {
-		return fmt.Errorf("outbox/postgres: remove published events: %w", err)
+		return fmt.Errorf("outboxpg: remove published events: %w", err)
 	}
 	return nil
 }
@@ -189,7 +189,7 @@ func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, ret
 	// No row: another relay published it meanwhile.
 	if _, err := st.cfg.DB.Exec(ctx, `UPDATE `+tableEvents+` SET attempts = $3, last_error = $4, next_at = $5, dead = $6
 		WHERE entity_key = $1 AND seq = $2 AND id = $7`, key, seq, ev.Attempts, reason, retryAt, dead, ev.ID); err != nil {
-		return fmt.Errorf("outbox/postgres: record failed send of %s: %w", ev.ID, err)
+		return fmt.Errorf("outboxpg: record failed send of %s: %w", ev.ID, err)
 	}
 	return nil
 }
@@ -203,7 +203,7 @@ func (st *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	err := st.cfg.DB.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT dead), min(created_at) FILTER (WHERE NOT dead),
 		count(*) FILTER (WHERE dead) FROM `+tableEvents).Scan(&out.Pending, &oldest, &out.Dead)
 	if err != nil {
-		return outbox.Stats{}, fmt.Errorf("outbox/postgres: stats: %w", err)
+		return outbox.Stats{}, fmt.Errorf("outboxpg: stats: %w", err)
 	}
 	if oldest != nil {
 		out.Oldest = *oldest
@@ -211,10 +211,10 @@ func (st *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	if out.Dead > 0 {
 		rows, err := st.cfg.DB.Query(ctx, `SELECT `+eventColumns+` FROM `+tableEvents+` WHERE dead ORDER BY created_at, entity_key, seq LIMIT 100`)
 		if err != nil {
-			return outbox.Stats{}, fmt.Errorf("outbox/postgres: stats: dead events: %w", err)
+			return outbox.Stats{}, fmt.Errorf("outboxpg: stats: dead events: %w", err)
 		}
 		if out.DeadEvents, err = scanEvents(rows); err != nil {
-			return outbox.Stats{}, fmt.Errorf("outbox/postgres: stats: dead events: %w", err)
+			return outbox.Stats{}, fmt.Errorf("outboxpg: stats: dead events: %w", err)
 		}
 	}
 	return out, nil
@@ -224,7 +224,7 @@ func (st *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 func (st *Store) Requeue(ctx context.Context) (int, error) {
 	tag, err := st.cfg.DB.Exec(ctx, `UPDATE `+tableEvents+` SET dead = false, attempts = 0, next_at = NULL WHERE dead`)
 	if err != nil {
-		return 0, fmt.Errorf("outbox/postgres: requeue: %w", err)
+		return 0, fmt.Errorf("outboxpg: requeue: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -233,7 +233,7 @@ func (st *Store) Requeue(ctx context.Context) (int, error) {
 func (st *Store) Discard(ctx context.Context, id string) error {
 	tag, err := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableEvents+` WHERE id = $1 AND dead`, id)
 	if err != nil {
-		return fmt.Errorf("outbox/postgres: discard %s: %w", id, err)
+		return fmt.Errorf("outboxpg: discard %s: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return outbox.ErrNotDead
@@ -249,7 +249,7 @@ func (st *Store) Edit(ctx context.Context, id, payload string) error {
 	tag, err := st.cfg.DB.Exec(ctx, `UPDATE `+tableEvents+` SET payload = $2, dead = false, attempts = 0, next_at = NULL
 		WHERE id = $1 AND dead`, id, payload)
 	if err != nil {
-		return fmt.Errorf("outbox/postgres: edit %s: %w", id, err)
+		return fmt.Errorf("outboxpg: edit %s: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return outbox.ErrNotDead
@@ -266,7 +266,7 @@ func (st *Store) Release(ctx context.Context, owner string) error {
 	_, err1 := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableLeases+` WHERE owner = $1`, owner)
 	_, err2 := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableRelays+` WHERE owner = $1`, owner)
 	if err := errors.Join(err1, err2); err != nil {
-		return fmt.Errorf("outbox/postgres: release: %w", err)
+		return fmt.Errorf("outboxpg: release: %w", err)
 	}
 	return nil
 }

@@ -68,10 +68,10 @@ var _ outbox.Store = (*Store)(nil)
 // must exist (see [Migrate]).
 func New(cfg Config) (*Store, error) {
 	if cfg.DB == nil {
-		return nil, errors.New("outbox/postgres: Config.DB is required")
+		return nil, errors.New("outboxpg: Config.DB is required")
 	}
 	if cfg.Partitions < 0 || cfg.Partitions > 1000 || cfg.Lease < 0 {
-		return nil, errors.New("outbox/postgres: Partitions must be between 1 and 1000, Lease not negative")
+		return nil, errors.New("outboxpg: Partitions must be between 1 and 1000, Lease not negative")
 	}
 	cfg.Partitions = cmp.Or(cfg.Partitions, 16)
 	cfg.Lease = cmp.Or(cfg.Lease, 10*time.Second)
@@ -142,7 +142,7 @@ func (st *Store) Put(ctx context.Context, tx pgx.Tx, evs ...outbox.Event) error 
 	for _, k := range keys {
 		var last int64
 		if err := tx.QueryRow(ctx, bumpSQL, k, count[k]).Scan(&last); err != nil {
-			return fmt.Errorf("outbox/postgres: put: sequence of an entity: %w", err)
+			return fmt.Errorf("outboxpg: put: sequence of an entity: %w", err)
 		}
 		next[k] = last - count[k] + 1
 	}
@@ -166,10 +166,10 @@ func (st *Store) Put(ctx context.Context, tx pgx.Tx, evs ...outbox.Event) error 
 		}
 	}
 	if _, err := tx.Exec(ctx, insertSQL, ekeys, seqs, ids, entities, parts, types, payloads, created, traces); err != nil {
-		return fmt.Errorf("outbox/postgres: put: %w", err)
+		return fmt.Errorf("outboxpg: put: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, st.cfg.Channel); err != nil {
-		return fmt.Errorf("outbox/postgres: put: notify: %w", err)
+		return fmt.Errorf("outboxpg: put: notify: %w", err)
 	}
 	return nil
 }
@@ -183,7 +183,7 @@ func parseHandle(h string) (key string, seq int64, err error) {
 		seq, err = strconv.ParseInt(s, 10, 64)
 	}
 	if !ok || err != nil {
-		return "", 0, fmt.Errorf("outbox/postgres: malformed event handle %q", h)
+		return "", 0, fmt.Errorf("outboxpg: malformed event handle %q", h)
 	}
 	return key, seq, nil
 }
