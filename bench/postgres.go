@@ -19,6 +19,7 @@ import (
 	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // pgConcurrency is the worker count of the PostgreSQL dedupe rows and the
@@ -81,10 +82,7 @@ func (b *bench) postgresRows() ([]row, error) {
 		return nil, err
 	}
 	defer cleanup()
-	if _, err := dedupepg.Migrate(ctx, pool); err != nil {
-		return nil, err
-	}
-	if _, err := outboxpg.Migrate(ctx, pool); err != nil {
+	if _, err := pgstore.Migrate(ctx, pool, pgstore.Dedupe, pgstore.Outbox); err != nil {
 		return nil, err
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL);

@@ -1,4 +1,4 @@
-// Package dynamo is sqsonce's DynamoDB dedupe store: the [Store] for the
+// Package dedupedynamo is sqsonce's DynamoDB dedupe store: the [Store] for the
 // lease-based dedupe.Middleware, and [Transactional], which commits a
 // handler's own DynamoDB writes in one transaction with the message's
 // dedupe record.

@@ -12,6 +12,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer/consumertest"
 	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
 	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // benchPool returns a pool on a fresh schema with the dedupe table and
@@ -20,7 +21,7 @@ func benchPool(b *testing.B) *pgxpool.Pool {
 	b.Helper()
 	ctx := context.Background()
 	pool := testenv.Postgres(b)
-	if _, err := dedupepg.Migrate(ctx, pool); err != nil {
+	if _, err := pgstore.Migrate(ctx, pool, pgstore.Dedupe); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL);

@@ -1,14 +1,15 @@
-// Package postgres is sqsonce's PostgreSQL dedupe store: the [Store] for
+// Package dedupepg is sqsonce's PostgreSQL dedupe store: the [Store] for
 // the lease-based dedupe.Middleware, and [Transactional], which runs a
 // handler's SQL in the same transaction as the message's dedupe row.
 //
 // # Schema
 //
-// [Migrate] applies the embedded migrations (migrations/*.sql) in one
-// transaction and records them in sqsonce_schema_migrations; it is never
-// run implicitly. Call it from a deploy step or a setup command:
+// pgstore.Migrate with pgstore.Dedupe creates the table (with the other
+// sqsonce tables an application uses, in one call), and records its
+// migrations in sqsonce_schema_migrations; it is never run implicitly.
+// Call it from a deploy step or a setup command:
 //
-//	if _, err := dedupepg.Migrate(ctx, pool); err != nil { ... }
+//	if _, err := pgstore.Migrate(ctx, pool, pgstore.Dedupe); err != nil { ... }
 //
 // The table, in the connection's schema (search_path):
 //
@@ -34,7 +35,7 @@
 //
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON sqsonce_dedupe TO worker;
 //
-// plus USAGE on its schema. [Migrate] needs CREATE on the schema (give it
+// plus USAGE on its schema. pgstore.Migrate needs CREATE on the schema (give it
 // to the deploy role, which then owns the tables), and creates
 // sqsonce_schema_migrations; the worker needs nothing on that table.
 //
@@ -67,8 +68,9 @@
 // is acked as a duplicate, also when the commit's answer was lost.
 // Concurrent deliveries of one key wait on the row's unique index for the
 // first to end, so the effect runs once. Serialization failures (40001),
-// deadlocks (40P01) and lost connections are run again in a new
-// transaction ([TxOptions].Retries), then left to the consumer's retry.
+// deadlocks (40P01) and lost connections (pgstore.IsTransient) are run
+// again in a new transaction ([TxOptions].Retries), then left to the
+// consumer's retry.
 // Keep the transaction short: it holds the dedupe row's lock while the
 // handler runs.
 //
@@ -76,8 +78,8 @@
 //
 // PostgreSQL has no TTL. Records carry expires_at (Config.TTL, 30 days by
 // default) and are dead for Claim once it passes, pruned or not;
-// [Store.Prune] deletes them in short batches (1000 rows per DELETE, at
-// most 100 DELETEs per call by default, FOR UPDATE SKIP LOCKED so several
+// [Store.Prune] deletes them in short batches (pgstore.PruneOptions: 1000
+// rows per DELETE, at most 100 DELETEs per call by default, FOR UPDATE SKIP LOCKED so several
 // workers can prune at once without waiting on each other or on claims).
 // Schedule it: hourly from each worker, or every few minutes from one cron
 // job when a worker writes more than 100,000 keys an hour.

@@ -12,6 +12,7 @@ import (
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
 	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // The grants the package documents are enough for every call a worker
@@ -60,11 +61,11 @@ func TestDocumentedPrivilegesSuffice(t *testing.T) {
 	if r := consumertest.Process(ctx, h, consumertest.NewMessage("b", consumertest.WithID("m"))); r.Outcome != consumer.OutcomeAck {
 		t.Fatalf("Transactional: %v (%v)", r.Outcome, r.Err)
 	}
-	if _, err := s.Prune(ctx, dedupepg.PruneOptions{}); err != nil {
+	if _, err := s.Prune(ctx, pgstore.PruneOptions{}); err != nil {
 		t.Fatalf("Prune: %v", err)
 	}
 	// Migrate needs more than the worker has.
-	if _, err := dedupepg.Migrate(ctx, worker); err == nil {
+	if _, err := pgstore.Migrate(ctx, worker, pgstore.Dedupe); err == nil {
 		t.Fatal("the worker's role could run Migrate")
 	}
 }

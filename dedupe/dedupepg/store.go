@@ -13,19 +13,17 @@ import (
 
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/pgutil"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
-// DB is what the store needs of a connection pool; *pgxpool.Pool has it.
-type DB interface {
-	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// table is the dedupe table (pgstore.Dedupe's migrations create it).
+const table = "sqsonce_dedupe"
 
 // Config configures a [Store].
 type Config struct {
-	// DB is the pool. Required.
-	DB DB
+	// DB is the pool (*pgxpool.Pool). Required.
+	DB pgstore.DB
 	// Namespace prefixes every key: use one per consumer (the queue name is
 	// a good choice), so queues fed the same ids dedupe separately.
 	// Required.
@@ -47,7 +45,7 @@ type Config struct {
 // sqsonce_dedupe, claimed with INSERT ... ON CONFLICT DO UPDATE and fenced
 // by the claim's token.
 type Store struct {
-	db  DB
+	db  pgstore.DB
 	ns  string
 	ttl time.Duration
 	now func() time.Time
@@ -57,7 +55,7 @@ type Store struct {
 var _ dedupe.Store = (*Store)(nil)
 
 // New returns a Store. It makes no call: the table must exist (see
-// [Migrate]).
+// pgstore.Migrate with pgstore.Dedupe).
 func New(cfg Config) (*Store, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("dedupepg: Config.DB is required")
@@ -78,6 +76,10 @@ func New(cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Table returns the table the store uses, sqsonce_dedupe, in the
+// connection's current schema.
+func (s *Store) Table() string { return table }
+
 // PK returns the stored primary key of a message key.
 func (s *Store) PK(key string) string { return leasekey.PK(s.ns, key) }
 
@@ -85,13 +87,13 @@ func (s *Store) PK(key string) string { return leasekey.PK(s.ns, key) }
 // with an error that says what to fix.
 func (s *Store) Check(ctx context.Context) error {
 	var n int
-	err := s.db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+Table+` LIMIT 1) t`).Scan(&n)
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+table+` LIMIT 1) t`).Scan(&n)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
-		return fmt.Errorf("dedupepg: table %s does not exist in the connection's search_path: run dedupepg.Migrate (dedupe/postgres) first: %w", Table, err)
+		return fmt.Errorf("dedupepg: table %s does not exist in the connection's search_path: run pgstore.Migrate(ctx, pool, pgstore.Dedupe) first: %w", table, err)
 	}
 	if err != nil {
-		return fmt.Errorf("dedupepg: check %s: %w", Table, err)
+		return fmt.Errorf("dedupepg: check %s: %w", table, err)
 	}
 	return nil
 }
@@ -100,7 +102,7 @@ func (s *Store) Check(ctx context.Context) error {
 // or an IN_PROGRESS one of the same fingerprint ($4; an empty one matches
 // any) whose lease has ended ($7 is the store's now). It returns the token
 // written, or no row when a live record blocks it.
-const upsert = `INSERT INTO ` + Table + ` AS d (pk, status, token, fingerprint, lease_until, expires_at)
+const upsert = `INSERT INTO ` + table + ` AS d (pk, status, token, fingerprint, lease_until, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (pk) DO UPDATE
 SET status = excluded.status, token = excluded.token, fingerprint = excluded.fingerprint,
@@ -109,7 +111,7 @@ WHERE d.expires_at < $7 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $7
     AND (d.fingerprint = $4 OR d.fingerprint = '' OR $4 = ''))
 RETURNING d.token`
 
-const selectRecord = `SELECT status, token, fingerprint, lease_until, expires_at FROM ` + Table + ` WHERE pk = $1`
+const selectRecord = `SELECT status, token, fingerprint, lease_until, expires_at FROM ` + table + ` WHERE pk = $1`
 
 // querier is a DB or a pgx.Tx.
 type querier interface {
@@ -194,21 +196,15 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 
 // Fenced statements: the claim holding token, IN_PROGRESS.
 const (
-	extendSQL = `UPDATE ` + Table + ` SET lease_until = $3, expires_at = $4
+	extendSQL = `UPDATE ` + table + ` SET lease_until = $3, expires_at = $4
 WHERE pk = $1 AND token = $2 AND status = 'IN_PROGRESS'`
-	completeSQL = `UPDATE ` + Table + ` SET status = 'COMPLETED', lease_until = NULL, expires_at = $3
+	completeSQL = `UPDATE ` + table + ` SET status = 'COMPLETED', lease_until = NULL, expires_at = $3
 WHERE pk = $1 AND token = $2 AND status = 'IN_PROGRESS'`
-	releaseSQL = `DELETE FROM ` + Table + ` WHERE pk = $1 AND token = $2 AND status = 'IN_PROGRESS'`
+	releaseSQL = `DELETE FROM ` + table + ` WHERE pk = $1 AND token = $2 AND status = 'IN_PROGRESS'`
 )
 
 func fenced(op string, tag pgconn.CommandTag, err error) error {
-	if err != nil {
-		return fmt.Errorf("dedupepg: %s: %w", op, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("dedupepg: %s: %w", op, dedupe.ErrNotOwner)
-	}
-	return nil
+	return pgutil.Fenced("dedupepg", op, tag, err, dedupe.ErrNotOwner)
 }
 
 // Extend implements [dedupe.Store].

@@ -2,27 +2,25 @@ package dedupepg_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
 	"github.com/sqsonce/sqsonce/dedupe/dedupetest"
 	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // newPool returns a pool on a fresh schema holding the dedupe table.
 func newPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	pool := testenv.Postgres(t)
-	if _, err := dedupepg.Migrate(context.Background(), pool); err != nil {
+	if _, err := pgstore.Migrate(context.Background(), pool, pgstore.Dedupe); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
 	return pool
@@ -44,43 +42,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func TestMigrateIsIdempotent(t *testing.T) {
+// TestCheckAfterMigrate: the table pgstore.Migrate creates is the one
+// the store checks.
+func TestCheckAfterMigrate(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool := testenv.Postgres(t)
-	// Concurrent first runs serialise: one applies, the others find it done.
-	var wg sync.WaitGroup
-	applied := make(chan []int, 4)
-	for range 4 {
-		wg.Go(func() {
-			v, err := dedupepg.Migrate(ctx, pool)
-			if err != nil {
-				t.Errorf("Migrate: %v", err)
-			}
-			applied <- v
-		})
-	}
-	wg.Wait()
-	close(applied)
-	runs := 0
-	for v := range applied {
-		if len(v) > 0 {
-			runs++
-			if fmt.Sprint(v) != "[1]" {
-				t.Errorf("applied %v, want [1]", v)
-			}
-		}
-	}
-	if runs != 1 {
-		t.Fatalf("%d runs applied migrations, want 1", runs)
-	}
-	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM sqsonce_schema_migrations WHERE component = 'dedupe'`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("version rows: %d %v", n, err)
-	}
-	s := newStore(t, pool, time.Now)
-	if err := s.Check(ctx); err != nil {
+	s := newStore(t, newPool(t), time.Now)
+	if err := s.Check(context.Background()); err != nil {
 		t.Fatalf("Check after Migrate: %v", err)
+	}
+	if s.Table() != "sqsonce_dedupe" {
+		t.Fatalf("Table() = %q", s.Table())
 	}
 }
 
@@ -119,7 +90,7 @@ func TestPrune(t *testing.T) {
 	total := 0
 	for range 4 {
 		wg.Go(func() {
-			n, err := s.Prune(ctx, dedupepg.PruneOptions{BatchSize: 100})
+			n, err := s.Prune(ctx, pgstore.PruneOptions{BatchSize: 100})
 			if err != nil {
 				t.Errorf("Prune: %v", err)
 			}
@@ -131,7 +102,7 @@ func TestPrune(t *testing.T) {
 	wg.Wait()
 	// A prune that stopped early (rows held by another) leaves the rest to
 	// the next scheduled run.
-	n, err := s.Prune(ctx, dedupepg.PruneOptions{BatchSize: 100})
+	n, err := s.Prune(ctx, pgstore.PruneOptions{BatchSize: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,30 +117,7 @@ func TestPrune(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE sqsonce_dedupe SET expires_at = $1`, clock.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Prune(ctx, dedupepg.PruneOptions{BatchSize: 2, MaxBatches: 2}); err != nil || n != 4 {
+	if n, err := s.Prune(ctx, pgstore.PruneOptions{BatchSize: 2, MaxBatches: 2}); err != nil || n != 4 {
 		t.Fatalf("bounded Prune deleted %d (%v), want 4", n, err)
-	}
-}
-
-func TestTransient(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{&pgconn.PgError{Code: "40001"}, true},
-		{&pgconn.PgError{Code: "40P01"}, true},
-		{&pgconn.PgError{Code: "57P01"}, true},
-		{&pgconn.PgError{Code: "08006"}, true},
-		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "40001"}), true},
-		{io.ErrUnexpectedEOF, true},
-		{&pgconn.PgError{Code: "23505"}, false}, // unique violation
-		{&pgconn.PgError{Code: "42601"}, false}, // syntax error
-		{context.Canceled, false},
-		{errors.New("bad input"), false},
-	} {
-		if got := dedupepg.Transient(tc.err); got != tc.want {
-			t.Errorf("Transient(%v) = %v, want %v", tc.err, got, tc.want)
-		}
 	}
 }

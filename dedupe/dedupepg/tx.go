@@ -33,7 +33,7 @@ type TxOptions struct {
 	TxOptions pgx.TxOptions
 	// Retries is how many times a transaction that failed transiently (a
 	// serialization failure, a deadlock, the connection lost or the backend
-	// terminated; see [Transient]) is run again at once, with a short
+	// terminated; see pgstore.IsTransient) is run again at once, with a short
 	// jittered pause, before the message is retried with the consumer's
 	// backoff. Defaults to 3; -1 means none.
 	Retries int
@@ -54,7 +54,7 @@ type TxOptions struct {
 //   - Commit makes the row and fn's statements durable together. A crash
 //     or a lost connection before it leaves nothing; after it, the next
 //     delivery is a duplicate — also when the commit's answer was lost.
-//   - A transient failure ([Transient]) is retried in a new transaction
+//   - A transient failure (pgstore.IsTransient) is retried in a new transaction
 //     (TxOptions.Retries), then returned as a transient error.
 //
 // Do not wrap the handler in dedupe.Middleware with the same store: it
@@ -76,12 +76,6 @@ func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
 	return &txHandler{s: store, fn: fn, opts: o}
 }
 
-// Transient reports whether err is a failure a new transaction may not
-// meet: a serialization failure (40001), a deadlock (40P01), a lock
-// timeout, the connection lost, the backend terminated, or the server
-// shutting down or starting up.
-func Transient(err error) bool { return pgutil.Transient(err) }
-
 type txHandler struct {
 	s    *Store
 	fn   TxFunc
@@ -100,7 +94,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, errLost) && !Transient(err) {
+		if !errors.Is(err, errLost) && !pgutil.Transient(err) {
 			return err
 		}
 		if attempt >= h.opts.Retries || ctx.Err() != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
 	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // ledger is a dedupe store plus the handler's own tables.
@@ -174,7 +175,7 @@ func TestTransactionalKilledBackend(t *testing.T) {
 			if retries < 0 {
 				// No retry in the handler: a transient failure, retried by
 				// the consumer with backoff, and nothing applied.
-				if r.Outcome != consumer.OutcomeRetry || !dedupepg.Transient(r.Err) {
+				if r.Outcome != consumer.OutcomeRetry || !pgstore.IsTransient(r.Err) {
 					t.Fatalf("killed backend: outcome %v (%v), want a transient retry", r.Outcome, r.Err)
 				}
 				if b, n := l.balance(t, "acct"), l.count(t, "sqsonce_dedupe"); b != 0 || n != 0 {

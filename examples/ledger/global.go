@@ -14,8 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
-	"github.com/sqsonce/sqsonce/idempotency/idempg"
 	"github.com/sqsonce/sqsonce/localstack/awslocal"
 )
 
@@ -123,8 +121,8 @@ func (g *global) names() (names, error) {
 	n := names{Queue: g.name, DLQ: g.name + "-dlq", DedupeTable: base + "-dedupe", Ledger: base + "-accounts",
 		IdempotencyTable: base + "-idempotency", Outbox: base + "-outbox", FIFO: g.fifo, Store: g.store, Schema: base}
 	if g.store == storePostgres {
-		n.DedupeTable, n.Ledger = qualified(base, dedupepg.Table), qualified(base, tableAccounts)
-		n.IdempotencyTable, n.Outbox = qualified(base, idempg.Table), qualified(base, "sqsonce_outbox")
+		n.DedupeTable, n.Ledger = qualified(base, pgDedupeTable), qualified(base, tableAccounts)
+		n.IdempotencyTable, n.Outbox = qualified(base, pgIdempotencyTable), qualified(base, pgOutboxTable)
 		if len(base) > maxIdentifier {
 			return names{}, usagef("-queue %q: with -store postgres the schema %q must fit PostgreSQL's %d-byte names", g.name, base, maxIdentifier)
 		}

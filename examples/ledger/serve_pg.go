@@ -15,9 +15,9 @@ import (
 
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/idempotency/idempg"
-	"github.com/sqsonce/sqsonce/internal/pgutil"
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // creditNamespace derives an API credit's id from its Idempotency-Key
@@ -74,7 +74,7 @@ func creditsHandlerPostgres(c clients, box *outboxpg.Store, delay time.Duration)
 			err = pgx.BeginFunc(r.Context(), c.pg, func(tx pgx.Tx) error {
 				return putCredit(r.Context(), tx, box, rk, resp, ev)
 			})
-			if err == nil || !pgutil.Transient(err) || attempt == 2 {
+			if err == nil || !pgstore.IsTransient(err) || attempt == 2 {
 				break
 			}
 		}

@@ -1,4 +1,4 @@
-// Package dynamo is the DynamoDB [idempotency.Store]: key records in a
+// Package idemdynamo is the DynamoDB [idempotency.Store]: key records in a
 // table with the dedupe table's schema (it may be the same table, under
 // its own namespace), completed, with the handler's writes, in one
 // transaction.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // Under REPEATABLE READ a request's snapshot may predate the commit of
@@ -20,7 +21,7 @@ func TestClaimSeesCommitAfterSnapshot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testenv.Postgres(t)
-	if _, err := Migrate(ctx, pool); err != nil {
+	if _, err := pgstore.Migrate(ctx, pool, pgstore.Idempotency); err != nil {
 		t.Fatal(err)
 	}
 	s, err := New(Config{DB: pool, TxOptions: pgx.TxOptions{IsoLevel: pgx.RepeatableRead}})

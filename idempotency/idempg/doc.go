@@ -1,4 +1,4 @@
-// Package postgres is the PostgreSQL store of the idempotency middleware:
+// Package idempg is the PostgreSQL store of the idempotency middleware:
 // one row per (scope, key) in sqsonce_idempotency, with the record model
 // of package dedupe (a lease, token fencing, a fingerprint, expiry judged
 // on read by the store's clock).
@@ -9,8 +9,9 @@
 //
 // # Schema
 //
-// [Migrate] applies the embedded migrations in one transaction, recorded
-// in sqsonce_schema_migrations; it is never run implicitly.
+// pgstore.Migrate with pgstore.Idempotency creates the table (with the
+// other sqsonce tables an application uses, in one call), recorded in
+// sqsonce_schema_migrations; it is never run implicitly.
 //
 //	CREATE TABLE sqsonce_idempotency (
 //	    key             text PRIMARY KEY,  -- idempotency.RecordKey(scope, key): unique per (scope, key)
@@ -25,7 +26,7 @@
 //	CREATE INDEX sqsonce_idempotency_expires_at ON sqsonce_idempotency (expires_at);
 //
 // The worker's role needs SELECT, INSERT, UPDATE, DELETE on
-// sqsonce_idempotency and USAGE on its schema; Migrate needs CREATE on the
+// sqsonce_idempotency and USAGE on its schema; pgstore.Migrate needs CREATE on the
 // schema. PostgreSQL has no TTL: schedule [Store.Prune] (hourly).
 //
 // # The response in the work's transaction

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/idempotency/idempg"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // In the transactional mode the handler's INSERT and the stored response
@@ -37,7 +38,7 @@ func ExampleStore_BeginTx() {
 		panic(err)
 	}
 	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
-	if _, err := idempg.Migrate(ctx, pool); err != nil {
+	if _, err := pgstore.Migrate(ctx, pool, pgstore.Idempotency); err != nil {
 		panic(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE credits (id serial PRIMARY KEY, amount integer NOT NULL)`); err != nil {

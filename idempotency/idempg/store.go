@@ -13,19 +13,18 @@ import (
 
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/pgutil"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
-// DB is what the store needs of a connection pool; *pgxpool.Pool has it.
-type DB interface {
-	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// table is the idempotency table (pgstore.Idempotency's migrations
+// create it).
+const table = "sqsonce_idempotency"
 
 // Config configures a [Store].
 type Config struct {
-	// DB is the pool. Required.
-	DB DB
+	// DB is the pool (*pgxpool.Pool). Required.
+	DB pgstore.DB
 	// TTL is how long a record lives after its last write. Defaults to
 	// idempotency.DefaultTTL (24 hours).
 	TTL time.Duration
@@ -45,7 +44,7 @@ type Config struct {
 // claimed with INSERT ... ON CONFLICT DO UPDATE and fenced by the claim's
 // token.
 type Store struct {
-	db     DB
+	db     pgstore.DB
 	ttl    time.Duration
 	txOpts pgx.TxOptions
 	now    func() time.Time
@@ -54,7 +53,7 @@ type Store struct {
 var _ idempotency.Store = (*Store)(nil)
 
 // New returns a Store. It makes no call: the table must exist (see
-// [Migrate]).
+// pgstore.Migrate with pgstore.Idempotency).
 func New(cfg Config) (*Store, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("idempg: Config.DB is required")
@@ -76,7 +75,7 @@ func New(cfg Config) (*Store, error) {
 // expired one, or an IN_PROGRESS one of the same fingerprint whose lease
 // has ended ($6 is the store's now). It returns the token written, or no
 // row when a live record blocks it.
-const upsert = `INSERT INTO ` + Table + ` AS d (key, status, token, fingerprint, lease_until, expires_at)
+const upsert = `INSERT INTO ` + table + ` AS d (key, status, token, fingerprint, lease_until, expires_at)
 VALUES ($1, 'IN_PROGRESS', $2, $3, $4, $5)
 ON CONFLICT (key) DO UPDATE
 SET status = excluded.status, token = excluded.token, fingerprint = excluded.fingerprint,
@@ -86,7 +85,7 @@ WHERE d.expires_at < $6 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $6 AND 
 RETURNING d.token`
 
 const selectRecord = `SELECT status, fingerprint, lease_until, expires_at, response_status, response_header, response_body
-FROM ` + Table + ` WHERE key = $1`
+FROM ` + table + ` WHERE key = $1`
 
 // querier is a DB or a pgx.Tx.
 type querier interface {
@@ -172,19 +171,13 @@ func (r record) conflict(fingerprint string, now time.Time) (c idempotency.Claim
 }
 
 func fenced(op string, tag pgconn.CommandTag, err error) error {
-	if err != nil {
-		return fmt.Errorf("idempg: %s: %w", op, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("idempg: %s: %w", op, idempotency.ErrNotOwner)
-	}
-	return nil
+	return pgutil.Fenced("idempg", op, tag, err, idempotency.ErrNotOwner)
 }
 
 // Extend implements [idempotency.Store].
 func (s *Store) Extend(ctx context.Context, key, token string, lease time.Duration) error {
 	now := s.now()
-	tag, err := s.db.Exec(ctx, `UPDATE `+Table+` SET lease_until = $3, expires_at = $4
+	tag, err := s.db.Exec(ctx, `UPDATE `+table+` SET lease_until = $3, expires_at = $4
 		WHERE key = $1 AND token = $2 AND status = 'IN_PROGRESS'`, key, token, now.Add(lease), now.Add(s.ttl))
 	return fenced("extend", tag, err)
 }
@@ -206,7 +199,7 @@ func (s *Store) complete(ctx context.Context, db execer, key, token string, resp
 	case body == nil:
 		body = []byte{}
 	}
-	tag, err := db.Exec(ctx, `UPDATE `+Table+` SET status = 'COMPLETED', lease_until = NULL, expires_at = $3,
+	tag, err := db.Exec(ctx, `UPDATE `+table+` SET status = 'COMPLETED', lease_until = NULL, expires_at = $3,
 		response_status = $4, response_header = $5, response_body = $6
 		WHERE key = $1 AND token = $2 AND status = 'IN_PROGRESS'`, key, token, s.now().Add(s.ttl), resp.Status, header, body)
 	return fenced("complete", tag, err)
@@ -236,28 +229,27 @@ func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, key, token string, re
 
 // Release implements [idempotency.Store].
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	tag, err := s.db.Exec(ctx, `DELETE FROM `+Table+` WHERE key = $1 AND token = $2 AND status = 'IN_PROGRESS'`, key, token)
+	tag, err := s.db.Exec(ctx, `DELETE FROM `+table+` WHERE key = $1 AND token = $2 AND status = 'IN_PROGRESS'`, key, token)
 	return fenced("release", tag, err)
 }
 
-// Prune deletes up to batch (default 1000) expired records per DELETE,
-// until none is left or maxBatches (default 100) ran, and returns how many
-// it deleted. Safe from several processes at once (SKIP LOCKED); schedule
-// it hourly.
-func (s *Store) Prune(ctx context.Context, batch, maxBatches int) (int, error) {
-	batch, maxBatches = cmp.Or(batch, 1000), cmp.Or(maxBatches, 100)
+// Table returns the table the store uses, sqsonce_idempotency, in the
+// connection's current schema.
+func (s *Store) Table() string { return table }
+
+// Prune deletes expired records (expires_at before the store's now), in
+// batches of opts.BatchSize rows, each its own transaction, until none is
+// left or opts.MaxBatches ran, and returns how many it deleted. It is safe
+// from several processes at once (SKIP LOCKED); schedule it hourly. An
+// expired record is dead for Claim whether or not it was pruned.
+func (s *Store) Prune(ctx context.Context, opts pgstore.PruneOptions) (int, error) {
 	now := s.now()
-	total := 0
-	for range maxBatches {
-		tag, err := s.db.Exec(ctx, `DELETE FROM `+Table+` WHERE key IN (
-			SELECT key FROM `+Table+` WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED) AND expires_at < $1`, now, batch)
+	return pgutil.Prune(ctx, opts.BatchSize, opts.MaxBatches, func(ctx context.Context, batch int) (int, error) {
+		tag, err := s.db.Exec(ctx, `DELETE FROM `+table+` WHERE key IN (
+			SELECT key FROM `+table+` WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED) AND expires_at < $1`, now, batch)
 		if err != nil {
-			return total, fmt.Errorf("idempg: prune: %w", err)
+			return 0, fmt.Errorf("idempg: prune: %w", err)
 		}
-		total += int(tag.RowsAffected())
-		if int(tag.RowsAffected()) < batch {
-			break
-		}
-	}
-	return total, nil
+		return int(tag.RowsAffected()), nil
+	})
 }

@@ -15,12 +15,13 @@ import (
 	"github.com/sqsonce/sqsonce/idempotency/idempg"
 	"github.com/sqsonce/sqsonce/idempotency/idemtest"
 	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 func newPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	pool := testenv.Postgres(t)
-	if _, err := idempg.Migrate(context.Background(), pool); err != nil {
+	if _, err := pgstore.Migrate(context.Background(), pool, pgstore.Idempotency); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
 	return pool
@@ -108,7 +109,7 @@ func TestCompleteTxCommitsWithTheWork(t *testing.T) {
 // A read-only transaction cannot hold the record: refused at start-up.
 func TestNewRefusesReadOnlyTx(t *testing.T) {
 	t.Parallel()
-	_, err := idempg.New(idempg.Config{DB: struct{ idempg.DB }{}, TxOptions: pgx.TxOptions{AccessMode: pgx.ReadOnly}})
+	_, err := idempg.New(idempg.Config{DB: struct{ pgstore.DB }{}, TxOptions: pgx.TxOptions{AccessMode: pgx.ReadOnly}})
 	if err == nil || !strings.Contains(err.Error(), "TxOptions.AccessMode") {
 		t.Fatalf("New with a read-only TxOptions: %v, want an error naming TxOptions.AccessMode", err)
 	}

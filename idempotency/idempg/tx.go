@@ -45,7 +45,7 @@ type requestTx struct {
 // two schemas never share a lock; another use of advisory locks in the
 // database collides with it only by a 64-bit hash collision (a spurious
 // 409 at worst).
-const lockKey = `SELECT pg_try_advisory_xact_lock(hashtextextended($1, '` + Table + `'::regclass::oid::bigint))`
+const lockKey = `SELECT pg_try_advisory_xact_lock(hashtextextended($1, '` + table + `'::regclass::oid::bigint))`
 
 // Claim implements [idempotency.Tx]. In the request's transaction it
 // takes the key's advisory lock (taken by another transaction: InProgress

@@ -110,7 +110,7 @@ func (a *txAPI) credits(t *testing.T) []string {
 func (a *txAPI) records(t *testing.T) int {
 	t.Helper()
 	var n int
-	if err := a.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+idempg.Table).Scan(&n); err != nil {
+	if err := a.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+"sqsonce_idempotency").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -155,7 +155,7 @@ func TestTxModeReplaysNotRetained(t *testing.T) {
 	if w := a.post("k-1"); w.Code != http.StatusCreated {
 		t.Fatalf("first POST: %d %s", w.Code, w.Body)
 	}
-	if _, err := a.pool.Exec(context.Background(), `UPDATE `+idempg.Table+` SET response_body = NULL`); err != nil {
+	if _, err := a.pool.Exec(context.Background(), `UPDATE `+"sqsonce_idempotency"+` SET response_body = NULL`); err != nil {
 		t.Fatal(err)
 	}
 	w := a.post("k-1")

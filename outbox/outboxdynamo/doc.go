@@ -1,9 +1,11 @@
-// Package dynamo is the DynamoDB outbox: [Store.Put] turns events into
+// Package outboxdynamo is the DynamoDB outbox: [Store.Put] turns events into
 // writes for the caller's TransactWriteItems, and the [Store] is what an
 // [outbox.Relay] reads.
 //
 // Table: pk (S, HASH) and sk (S, RANGE), on-demand, TTL on expires_at;
-// [CreateTable] makes it. Items (see docs/architecture.md):
+// [CreateTable] makes it (Config.Table, [DefaultTable] by default), and
+// [Store.Check] at start-up fails with an error naming the table and the
+// fix. Items (see docs/architecture.md):
 //
 //	pk = b#NNNN   sk = <entity hash>#<order stamp>#<event id>   an event in partition NNNN
 //	pk = h#ENTITY sk = h                                        the entity's last order stamp
@@ -33,6 +35,6 @@
 // own tables); relays need dynamodb:Query, PutItem, UpdateItem, DeleteItem
 // and BatchWriteItem on the table, and sqs:SendMessage and
 // sqs:GetQueueAttributes (its MaximumMessageSize) on the queue;
-// CreateTable/Check need DescribeTable, CreateTable, DescribeTimeToLive and
-// UpdateTimeToLive.
+// CreateTable needs DescribeTable, CreateTable, DescribeTimeToLive and
+// UpdateTimeToLive, and Store.Check DescribeTable.
 package outboxdynamo

@@ -1,4 +1,4 @@
-// Package postgres is the PostgreSQL outbox: [Store.Put] writes events in
+// Package outboxpg is the PostgreSQL outbox: [Store.Put] writes events in
 // the caller's pgx.Tx, with the change they describe, and the [Store] is
 // what an [outbox.Relay] reads.
 //
@@ -14,9 +14,10 @@
 //
 // # Tables
 //
-// [Migrate] applies the embedded migrations (migrations/*.sql) in one
-// transaction, recorded in sqsonce_schema_migrations; it is never run
-// implicitly. In the connection's schema:
+// pgstore.Migrate with pgstore.Outbox creates them (with the other sqsonce
+// tables an application uses, in one call), recorded in
+// sqsonce_schema_migrations; it is never run implicitly. In the
+// connection's schema:
 //
 //	sqsonce_outbox_entities  entity_key PK, seq            each entity's last sequence number
 //	sqsonce_outbox           (entity_key, seq) PK, id, entity, partition, type, payload,
@@ -52,7 +53,7 @@
 // [Store.Discard].
 //
 // The sequence rows outlive their events (one row per entity ever
-// written) until [Store.PruneEntities] deletes those of drained entities;
+// written) until [Store.Prune] deletes those of drained entities;
 // schedule it, for example hourly from one relay. Published and Failed
 // match an event by entity, sequence number and id, so a stale relay
 // never touches a newer event.
@@ -80,13 +81,13 @@
 // sqsonce_outbox. Relays: SELECT, UPDATE, DELETE on sqsonce_outbox and
 // SELECT, INSERT, UPDATE, DELETE on sqsonce_outbox_leases and
 // sqsonce_outbox_relays, plus sqs:SendMessage and sqs:GetQueueAttributes
-// on the queue; PruneEntities also needs SELECT, UPDATE, DELETE on
+// on the queue; Prune also needs SELECT, UPDATE, DELETE on
 // sqsonce_outbox_entities (UPDATE for its row locks). Both need USAGE
-// on the schema; [Migrate] needs CREATE on it (a deploy role).
+// on the schema; pgstore.Migrate needs CREATE on it (a deploy role).
 //
 //	GRANT SELECT, INSERT, UPDATE ON sqsonce_outbox_entities TO writer;
 //	GRANT INSERT ON sqsonce_outbox TO writer;
 //	GRANT SELECT, UPDATE, DELETE ON sqsonce_outbox TO relay;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON sqsonce_outbox_leases, sqsonce_outbox_relays TO relay;
-//	GRANT SELECT, UPDATE, DELETE ON sqsonce_outbox_entities TO relay; -- PruneEntities
+//	GRANT SELECT, UPDATE, DELETE ON sqsonce_outbox_entities TO relay; -- Prune
 package outboxpg

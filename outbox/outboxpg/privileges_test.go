@@ -9,6 +9,7 @@ import (
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // The grants the package documents are enough for a writer and a relay.
@@ -50,8 +51,8 @@ func TestDocumentedPrivilegesSuffice(t *testing.T) {
 		t.Fatalf("Requeue: %d %v", n, err)
 	}
 	drainIDs(t, r, "r1")
-	if n, err := r.PruneEntities(ctx, 0); err != nil || n != 2 {
-		t.Fatalf("PruneEntities: %d %v", n, err)
+	if n, err := r.Prune(ctx, pgstore.PruneOptions{}); err != nil || n != 2 {
+		t.Fatalf("Prune: %d %v", n, err)
 	}
 	if err := r.Release(ctx, "r1"); err != nil {
 		t.Fatalf("Release: %v", err)

@@ -7,12 +7,13 @@ import (
 
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
-// PruneEntities removes the sequence rows of drained entities only, skips
+// Prune removes the sequence rows of drained entities only, skips
 // one a writer holds, and a pruned entity's next events still come out in
 // order.
-func TestPruneEntities(t *testing.T) {
+func TestPrune(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t)
@@ -43,9 +44,9 @@ func TestPruneEntities(t *testing.T) {
 	if err := st.Put(ctx, tx, outbox.Event{ID: "held-b", Entity: "held", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := st.PruneEntities(ctx, 0)
+	n, err := st.Prune(ctx, pgstore.PruneOptions{})
 	if err != nil || n != 2 {
-		t.Fatalf("PruneEntities: %d %v, want the 2 drained entities", n, err)
+		t.Fatalf("Prune: %d %v, want the 2 drained entities", n, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestPruneEntities(t *testing.T) {
 }
 
 // Published and Failed match the event id too: a stale handle whose
-// (entity, seq) was reused by a new event after PruneEntities touches
+// (entity, seq) was reused by a new event after Prune touches
 // nothing.
 func TestStaleHandleTouchesNothing(t *testing.T) {
 	t.Parallel()
@@ -98,7 +99,7 @@ func TestStaleHandleTouchesNothing(t *testing.T) {
 	if err := st.Published(ctx, stale); err != nil { // another relay published it
 		t.Fatal(err)
 	}
-	if _, err := st.PruneEntities(ctx, 0); err != nil {
+	if _, err := st.Prune(ctx, pgstore.PruneOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := commit(ctx, pool, st, outbox.Event{ID: "new", Entity: "e", Payload: "x"}); err != nil {

@@ -169,7 +169,7 @@ func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
 		ids[i] = ev.ID
 	}
 	// The id too: a relay that lost its lease mid-send must not delete
-	// another event that reused (entity, seq) after PruneEntities.
+	// another event that reused (entity, seq) after Prune.
 	if _, err := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableEvents+` o USING unnest($1::text[], $2::bigint[], $3::text[]) AS h(k, s, id)
 		WHERE o.entity_key = h.k AND o.seq = h.s AND o.id = h.id`, keys, seqs, ids); err != nil {
 		return fmt.Errorf("outboxpg: remove published events: %w", err)

@@ -15,27 +15,27 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqsonce/sqsonce/outbox"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
-// DB is what the relay side needs of a connection pool; *pgxpool.Pool has
-// it.
-type DB interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Tables the migrations of pgstore.Outbox create.
+const (
+	tableEvents   = "sqsonce_outbox"
+	tableEntities = "sqsonce_outbox_entities"
+	tableLeases   = "sqsonce_outbox_leases"
+	tableRelays   = "sqsonce_outbox_relays"
+)
 
 // DefaultChannel is the LISTEN/NOTIFY channel Put notifies.
 const DefaultChannel = "sqsonce_outbox"
 
 // Config configures a [Store].
 type Config struct {
-	// DB is the pool the relay side reads and writes with. Required.
-	DB DB
+	// DB is the pool the relay side reads and writes with
+	// (*pgxpool.Pool). Required.
+	DB pgstore.DB
 	// Partitions spread entities over relays. Every writer and relay of
 	// the tables must use the same number; change it only with the outbox
 	// empty. Defaults to 16.
@@ -65,7 +65,7 @@ type Store struct {
 var _ outbox.Store = (*Store)(nil)
 
 // New checks cfg and fills its defaults. It makes no call: the tables
-// must exist (see [Migrate]).
+// must exist (see pgstore.Migrate with pgstore.Outbox).
 func New(cfg Config) (*Store, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("outboxpg: Config.DB is required")
@@ -81,6 +81,12 @@ func New(cfg Config) (*Store, error) {
 	}
 	return &Store{cfg: cfg, held: map[string][]int{}, heldUntil: map[string]time.Time{}}, nil
 }
+
+// Table returns the table of the events, sqsonce_outbox, in the
+// connection's current schema (the outbox's other tables are named after
+// it: sqsonce_outbox_entities, sqsonce_outbox_leases,
+// sqsonce_outbox_relays).
+func (st *Store) Table() string { return tableEvents }
 
 // entityKey is the stored key of an entity: itself, or its SHA-256 past
 // 1000 bytes (a btree entry holds at most about 2700).

@@ -13,6 +13,7 @@ import (
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxpg"
 	"github.com/sqsonce/sqsonce/outbox/outboxtest"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // newPool returns a pool on a fresh schema holding the outbox tables.
@@ -21,10 +22,10 @@ func newPool(t *testing.T) *pgxpool.Pool { return newPoolTB(t) }
 func newPoolTB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool := testenv.Postgres(t)
-	if v, err := outboxpg.Migrate(context.Background(), pool); err != nil || fmt.Sprint(v) != "[1 2]" {
+	if v, err := pgstore.Migrate(context.Background(), pool, pgstore.Outbox); err != nil || fmt.Sprint(v[pgstore.Outbox]) != "[1 2]" {
 		t.Fatalf("Migrate: %v %v", v, err)
 	}
-	if v, err := outboxpg.Migrate(context.Background(), pool); err != nil || len(v) != 0 {
+	if v, err := pgstore.Migrate(context.Background(), pool, pgstore.Outbox); err != nil || len(v) != 0 {
 		t.Fatalf("Migrate again: applied %v (%v), want nothing", v, err)
 	}
 	return pool
