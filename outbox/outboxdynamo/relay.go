@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sqsonce/sqsonce/internal/dynamohttp"
+	"github.com/sqsonce/sqsonce/internal/partlease"
 	"github.com/sqsonce/sqsonce/outbox"
 )
 
@@ -52,98 +53,121 @@ func isConditionFailed(err error) bool {
 }
 
 // partitions returns the partitions owner holds, renewing and taking
-// leases when the last renewal is older than a third of the lease.
+// leases (package partlease's rule) when the last renewal is older than a
+// third of the lease.
 func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([]int, error) {
-	st.leaseMu.Lock()
-	defer st.leaseMu.Unlock()
-	if until, ok := st.heldUntil[owner]; ok && now.Before(until) {
-		return st.held[owner], nil
-	}
-	lease := st.cfg.Lease
-	nowMs, untilMs := now.UnixMilli(), now.Add(lease).UnixMilli()
-	tbl := aws.String(st.cfg.Table)
-	if _, err := st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: tbl, Item: map[string]types.AttributeValue{
-		attrPK: s("r"), attrSK: s(owner), "until": n(untilMs), attrExpiresAt: n(now.Add(24 * time.Hour).Unix()),
+	return st.leases.Partitions(owner, now, st.cfg.Lease, func() ([]int, error) {
+		return partlease.Acquire(ctx, &ddbLeases{st: st}, owner, st.cfg.Partitions, now, st.cfg.Lease)
+	})
+}
+
+// ddbLeases are the partition leases (items l/N) and live relays (items
+// r/OWNER) for one round of the rule: Held reads every lease, and Take
+// answers from that read.
+type ddbLeases struct {
+	st     *Store
+	leases map[int]map[string]types.AttributeValue // by partition, as Held read them
+	held   []int
+}
+
+func (l *ddbLeases) Register(ctx context.Context, owner string, now, until time.Time) (int, error) {
+	st := l.st
+	if _, err := st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(st.cfg.Table), Item: map[string]types.AttributeValue{
+		attrPK: s("r"), attrSK: s(owner), "until": n(until.UnixMilli()), attrExpiresAt: n(now.Add(24 * time.Hour).Unix()),
 	}}, dynamohttp.Guard); err != nil {
-		return nil, fmt.Errorf("outboxdynamo: register relay: %w", err)
+		return 0, fmt.Errorf("outboxdynamo: register relay: %w", err)
 	}
 	relays, err := st.queryAll(ctx, "r")
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	live := 0
 	for _, r := range relays {
-		if num(r, "until") > nowMs {
+		if num(r, "until") > now.UnixMilli() {
 			live++
 		}
 	}
-	live = max(live, 1)
-	share := (st.cfg.Partitions + live - 1) / live
-	leases, err := st.queryAll(ctx, "l")
+	return live, nil
+}
+
+func (l *ddbLeases) Held(ctx context.Context, owner string, now time.Time) ([]int, error) {
+	leases, err := l.st.queryAll(ctx, "l")
 	if err != nil {
 		return nil, err
 	}
-	byPartition := map[int]map[string]types.AttributeValue{}
-	for _, l := range leases {
-		p, _ := strconv.Atoi(str(l, attrSK))
-		byPartition[p] = l
+	l.leases = map[int]map[string]types.AttributeValue{}
+	var mine []int
+	for _, item := range leases {
+		p, _ := strconv.Atoi(str(item, attrSK))
+		l.leases[p] = item
+		if p < l.st.cfg.Partitions && str(item, "owner") == owner && num(item, "until") > now.UnixMilli() {
+			mine = append(mine, p)
+		}
 	}
-	var held []int
-	for p := range st.cfg.Partitions {
-		l, ok := byPartition[p]
-		if !ok || str(l, "owner") != owner || num(l, "until") <= nowMs {
-			continue
+	return mine, nil
+}
+
+func leaseKey(p int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p))}
+}
+
+func (l *ddbLeases) Drop(ctx context.Context, owner string, ps []int) error {
+	for _, p := range ps {
+		_, err := l.st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(l.st.cfg.Table), Key: leaseKey(p),
+			ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, dynamohttp.Guard)
+		if err != nil && !isConditionFailed(err) {
+			return fmt.Errorf("outboxdynamo: give up partition %d: %w", p, err)
 		}
-		key := map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p))}
-		if len(held) >= share { // over its share: let another relay take it
-			_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: tbl, Key: key,
-				ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, dynamohttp.Guard)
-			if err != nil && !isConditionFailed(err) {
-				return nil, fmt.Errorf("outboxdynamo: give up partition %d: %w", p, err)
-			}
-			continue
-		}
-		_, err := st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: tbl, Key: key,
+	}
+	return nil
+}
+
+func (l *ddbLeases) Renew(ctx context.Context, owner string, ps []int, _, until time.Time) ([]int, error) {
+	var renewed []int
+	for _, p := range ps {
+		_, err := l.st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(l.st.cfg.Table), Key: leaseKey(p),
 			UpdateExpression:          aws.String("SET #u = :until"),
 			ConditionExpression:       aws.String("#o = :me"),
 			ExpressionAttributeNames:  map[string]string{"#o": "owner", "#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(untilMs)}}, dynamohttp.Guard)
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(until.UnixMilli())}}, dynamohttp.Guard)
 		switch {
 		case err == nil:
-			held = append(held, p)
+			renewed = append(renewed, p)
 		case !isConditionFailed(err):
 			return nil, fmt.Errorf("outboxdynamo: renew partition %d: %w", p, err)
 		}
 	}
-	for p := range st.cfg.Partitions {
-		if len(held) >= share {
+	l.held = renewed
+	return renewed, nil
+}
+
+func (l *ddbLeases) Take(ctx context.Context, owner string, want int, now, until time.Time) ([]int, error) {
+	nowMs := now.UnixMilli()
+	var taken []int
+	for p := range l.st.cfg.Partitions {
+		if len(taken) >= want {
 			break
 		}
-		if l, ok := byPartition[p]; ok && num(l, "until") > nowMs {
+		if item, ok := l.leases[p]; ok && num(item, "until") > nowMs {
 			continue
 		}
-		if slices.Contains(held, p) {
+		if slices.Contains(l.held, p) {
 			continue
 		}
-		_, err := st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: tbl,
-			Item:                      map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p)), "owner": s(owner), "until": n(untilMs)},
+		_, err := l.st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.st.cfg.Table),
+			Item:                      map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p)), "owner": s(owner), "until": n(until.UnixMilli())},
 			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u <= :now"),
 			ExpressionAttributeNames:  map[string]string{"#u": "until"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}}, dynamohttp.Guard)
 		switch {
 		case err == nil:
-			held = append(held, p)
+			taken = append(taken, p)
 		case !isConditionFailed(err):
 			return nil, fmt.Errorf("outboxdynamo: take partition %d: %w", p, err)
 		}
 	}
-	slices.Sort(held)
-	st.held[owner] = held
-	// Used until a third of the lease is left, so a relay never reads on a
-	// lease about to end.
-	st.heldUntil[owner] = now.Add(lease / 3)
-	return held, nil
+	return taken, nil
 }
 
 func (st *Store) queryAll(ctx context.Context, pk string) ([]map[string]types.AttributeValue, error) {
@@ -646,10 +670,7 @@ func (st *Store) Edit(ctx context.Context, id, payload string) error {
 
 // Release implements [outbox.Store].
 func (st *Store) Release(ctx context.Context, owner string) error {
-	st.leaseMu.Lock()
-	delete(st.held, owner)
-	delete(st.heldUntil, owner)
-	st.leaseMu.Unlock()
+	st.leases.Forget(owner)
 	leases, err := st.queryAll(ctx, "l")
 	if err != nil {
 		return err

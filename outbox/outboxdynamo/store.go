@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsonce/sqsonce/internal/dynamohttp"
+	"github.com/sqsonce/sqsonce/internal/partlease"
 	"github.com/sqsonce/sqsonce/outbox"
 )
 
@@ -77,9 +78,7 @@ type Store struct {
 	mu   sync.Mutex
 	last int64 // the largest order stamp this process wrote or saw
 
-	leaseMu   sync.Mutex
-	held      map[string][]int // owner → partitions held
-	heldUntil map[string]time.Time
+	leases partlease.Cache // owner → partitions held
 
 	pageMu sync.Mutex
 	page   pageHint // how the last Due sized its pages
@@ -100,7 +99,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
-	return &Store{cfg: cfg, held: map[string][]int{}, heldUntil: map[string]time.Time{}}, nil
+	return &Store{cfg: cfg}, nil
 }
 
 // Table returns the table name.

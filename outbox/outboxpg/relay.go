@@ -4,97 +4,98 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sqsonce/sqsonce/internal/partlease"
 	"github.com/sqsonce/sqsonce/outbox"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // The relay side of the Store: partition leases, reading due events, and
 // recording what happened to them.
 
 // partitions returns the partitions owner holds, renewing and taking
-// leases when the last renewal is older than a third of the lease.
+// leases (package partlease's rule) when the last renewal is older than a
+// third of the lease.
 func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([]int, error) {
-	st.leaseMu.Lock()
-	defer st.leaseMu.Unlock()
-	if until, ok := st.heldUntil[owner]; ok && now.Before(until) {
-		return st.held[owner], nil
-	}
-	db := st.cfg.DB
-	until := now.Add(st.cfg.Lease)
-	if _, err := db.Exec(ctx, `INSERT INTO `+tableRelays+` (owner, until) VALUES ($1, $2)
+	return st.leases.Partitions(owner, now, st.cfg.Lease, func() ([]int, error) {
+		return partlease.Acquire(ctx, pgLeases{db: st.cfg.DB, partitions: st.cfg.Partitions}, owner, st.cfg.Partitions, now, st.cfg.Lease)
+	})
+}
+
+// pgLeases are the partition leases in sqsonce_outbox_leases and the live
+// relays in sqsonce_outbox_relays.
+type pgLeases struct {
+	db         pgstore.DB
+	partitions int
+}
+
+func (l pgLeases) Register(ctx context.Context, owner string, now, until time.Time) (int, error) {
+	if _, err := l.db.Exec(ctx, `INSERT INTO `+tableRelays+` (owner, until) VALUES ($1, $2)
 		ON CONFLICT (owner) DO UPDATE SET until = excluded.until`, owner, until); err != nil {
-		return nil, fmt.Errorf("outboxpg: register relay: %w", err)
+		return 0, fmt.Errorf("outboxpg: register relay: %w", err)
 	}
-	if _, err := db.Exec(ctx, `DELETE FROM `+tableRelays+` WHERE until < $1`, now.Add(-24*time.Hour)); err != nil {
-		return nil, fmt.Errorf("outboxpg: forget stopped relays: %w", err)
+	if _, err := l.db.Exec(ctx, `DELETE FROM `+tableRelays+` WHERE until < $1`, now.Add(-24*time.Hour)); err != nil {
+		return 0, fmt.Errorf("outboxpg: forget stopped relays: %w", err)
 	}
 	var live int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM `+tableRelays+` WHERE until > $1`, now).Scan(&live); err != nil {
-		return nil, fmt.Errorf("outboxpg: count relays: %w", err)
+	if err := l.db.QueryRow(ctx, `SELECT count(*) FROM `+tableRelays+` WHERE until > $1`, now).Scan(&live); err != nil {
+		return 0, fmt.Errorf("outboxpg: count relays: %w", err)
 	}
-	live = max(live, 1)
-	share := (st.cfg.Partitions + live - 1) / live
+	return live, nil
+}
 
-	rows, err := db.Query(ctx, `SELECT partition FROM `+tableLeases+` WHERE owner = $1 AND until > $2 ORDER BY partition`, owner, now)
+func (l pgLeases) Held(ctx context.Context, owner string, now time.Time) ([]int, error) {
+	rows, err := l.db.Query(ctx, `SELECT partition FROM `+tableLeases+` WHERE owner = $1 AND until > $2 ORDER BY partition`, owner, now)
 	if err != nil {
 		return nil, fmt.Errorf("outboxpg: read leases: %w", err)
 	}
-	mine, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	ps, err := pgx.CollectRows(rows, pgx.RowTo[int])
 	if err != nil {
 		return nil, fmt.Errorf("outboxpg: read leases: %w", err)
 	}
-	keep, drop := mine, []int32(nil)
-	if len(mine) > share { // over its share: let another relay take the rest
-		keep, drop = mine[:share], mine[share:]
+	return ps, nil
+}
+
+func (l pgLeases) Drop(ctx context.Context, owner string, ps []int) error {
+	if _, err := l.db.Exec(ctx, `DELETE FROM `+tableLeases+` WHERE owner = $1 AND partition = ANY($2)`, owner, ps); err != nil {
+		return fmt.Errorf("outboxpg: give up partitions: %w", err)
 	}
-	if len(drop) > 0 {
-		if _, err := db.Exec(ctx, `DELETE FROM `+tableLeases+` WHERE owner = $1 AND partition = ANY($2)`, owner, drop); err != nil {
-			return nil, fmt.Errorf("outboxpg: give up partitions: %w", err)
-		}
+	return nil
+}
+
+func (l pgLeases) Renew(ctx context.Context, owner string, ps []int, now, until time.Time) ([]int, error) {
+	rows, err := l.db.Query(ctx, `UPDATE `+tableLeases+` SET until = $3
+		WHERE owner = $1 AND partition = ANY($2) AND until > $4 RETURNING partition`, owner, ps, until, now)
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: renew partitions: %w", err)
 	}
-	var held []int32
-	if len(keep) > 0 {
-		rows, err := db.Query(ctx, `UPDATE `+tableLeases+` SET until = $3
-			WHERE owner = $1 AND partition = ANY($2) AND until > $4 RETURNING partition`, owner, keep, until, now)
-		if err != nil {
-			return nil, fmt.Errorf("outboxpg: renew partitions: %w", err)
-		}
-		if held, err = pgx.CollectRows(rows, pgx.RowTo[int32]); err != nil {
-			return nil, fmt.Errorf("outboxpg: renew partitions: %w", err)
-		}
+	renewed, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: renew partitions: %w", err)
 	}
-	if len(held) < share {
-		// Free partitions (no lease, or an ended one), lowest first; a
-		// concurrent taker wins a partition and this insert skips it.
-		rows, err := db.Query(ctx, `INSERT INTO `+tableLeases+` AS l (partition, owner, until)
-			SELECT p, $1, $2 FROM generate_series(0, $3::integer - 1) p
-			WHERE NOT EXISTS (SELECT 1 FROM `+tableLeases+` x WHERE x.partition = p AND x.until > $4)
-			ORDER BY p LIMIT $5
-			ON CONFLICT (partition) DO UPDATE SET owner = excluded.owner, until = excluded.until WHERE l.until <= $4
-			RETURNING partition`, owner, until, st.cfg.Partitions, now, share-len(held))
-		if err != nil {
-			return nil, fmt.Errorf("outboxpg: take partitions: %w", err)
-		}
-		taken, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-		if err != nil {
-			return nil, fmt.Errorf("outboxpg: take partitions: %w", err)
-		}
-		held = append(held, taken...)
+	return renewed, nil
+}
+
+// Take takes free partitions (no lease, or an ended one), lowest first; a
+// concurrent taker wins a partition and this insert skips it.
+func (l pgLeases) Take(ctx context.Context, owner string, n int, now, until time.Time) ([]int, error) {
+	rows, err := l.db.Query(ctx, `INSERT INTO `+tableLeases+` AS l (partition, owner, until)
+		SELECT p, $1, $2 FROM generate_series(0, $3::integer - 1) p
+		WHERE NOT EXISTS (SELECT 1 FROM `+tableLeases+` x WHERE x.partition = p AND x.until > $4)
+		ORDER BY p LIMIT $5
+		ON CONFLICT (partition) DO UPDATE SET owner = excluded.owner, until = excluded.until WHERE l.until <= $4
+		RETURNING partition`, owner, until, l.partitions, now, n)
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: take partitions: %w", err)
 	}
-	out := make([]int, len(held))
-	for i, p := range held {
-		out[i] = int(p)
+	taken, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: take partitions: %w", err)
 	}
-	slices.Sort(out)
-	st.held[owner] = out
-	// Used until a third of the lease is left, so a relay never reads on a
-	// lease about to end.
-	st.heldUntil[owner] = now.Add(st.cfg.Lease / 3)
-	return out, nil
+	return taken, nil
 }
 
 const eventColumns = `entity_key, seq, id, entity, type, payload, created_at, attempts, last_error, dead, trace`
@@ -259,10 +260,7 @@ func (st *Store) Edit(ctx context.Context, id, payload string) error {
 
 // Release implements [outbox.Store].
 func (st *Store) Release(ctx context.Context, owner string) error {
-	st.leaseMu.Lock()
-	delete(st.held, owner)
-	delete(st.heldUntil, owner)
-	st.leaseMu.Unlock()
+	st.leases.Forget(owner)
 	_, err1 := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableLeases+` WHERE owner = $1`, owner)
 	_, err2 := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableRelays+` WHERE owner = $1`, owner)
 	if err := errors.Join(err1, err2); err != nil {

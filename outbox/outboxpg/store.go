@@ -11,11 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sqsonce/sqsonce/internal/partlease"
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/pgstore"
 )
@@ -57,9 +57,7 @@ type Config struct {
 type Store struct {
 	cfg Config
 
-	leaseMu   sync.Mutex
-	held      map[string][]int // owner → partitions held
-	heldUntil map[string]time.Time
+	leases partlease.Cache // owner → partitions held
 }
 
 var _ outbox.Store = (*Store)(nil)
@@ -79,7 +77,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
-	return &Store{cfg: cfg, held: map[string][]int{}, heldUntil: map[string]time.Time{}}, nil
+	return &Store{cfg: cfg}, nil
 }
 
 // Table returns the table of the events, sqsonce_outbox, in the
