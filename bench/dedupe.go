@@ -193,8 +193,12 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 			if err != nil {
 				return err
 			}
+			dd, err := dedupe.New(dedupe.Config{Store: leaseStore})
+			if err != nil {
+				return err
+			}
 			lease, err := b.consumeUnique(ctx, "lease", n, leaseDDB, runOpts{concurrency: dedupeConcurrency,
-				middleware: []consumer.Middleware{dedupe.Middleware(leaseStore, dedupe.Options{})}})
+				middleware: []consumer.Middleware{dd.Wrap}})
 			f.lease = lease.rate
 			return err
 		}, b.plainStep(ctx, &f.txLimit, "plain-tx", "plain TransactWriteItems loop", n, func(i int) error {

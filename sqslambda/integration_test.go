@@ -210,10 +210,14 @@ func TestIntegrationDedupe(t *testing.T) {
 
 	var runs atomic.Int32
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) error { runs.Add(1); return nil })
+	dd, err := dedupe.New(dedupe.Config{Store: store, Lease: 15 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := sqslambda.New(sqslambda.Config{
 		Client:     client,
 		Handler:    h,
-		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 15 * time.Minute})},
+		Middleware: []consumer.Middleware{dd.Wrap},
 	})
 	if err != nil {
 		t.Fatal(err)

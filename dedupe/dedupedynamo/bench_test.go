@@ -153,7 +153,11 @@ func BenchmarkEndToEnd(b *testing.B) {
 			case "transactional":
 				handler = dedupedynamo.Transactional(store, l.credit, nil)
 			case "lease":
-				mw = []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{})}
+				dd, err := dedupe.New(dedupe.Config{Store: store})
+				if err != nil {
+					b.Fatal(err)
+				}
+				mw = []consumer.Middleware{dd.Wrap}
 				handler = consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 					ws, err := l.credit(ctx, m)
 					if err != nil {

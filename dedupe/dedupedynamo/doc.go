@@ -1,5 +1,5 @@
 // Package dedupedynamo is sqsonce's DynamoDB dedupe store: the [Store] for the
-// lease-based dedupe.Middleware, and [Transactional], which commits a
+// lease-based dedupe middleware (dedupe.New), and [Transactional], which commits a
 // handler's own DynamoDB writes in one transaction with the message's
 // dedupe record.
 //
@@ -27,9 +27,11 @@
 //	store, err := dedupedynamo.New(dedupedynamo.Config{Client: dynamodb.NewFromConfig(cfg), Namespace: "orders"})
 //	if err != nil { ... }
 //	if err := store.Check(ctx); err != nil { ... } // table missing or mis-keyed
+//	dd, err := dedupe.New(dedupe.Config{Store: store})
+//	if err != nil { ... }
 //	c, err := consumer.New(consumer.Config{
 //		Handler:    consumer.HandlerFunc(sendEmail),
-//		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{})},
+//		Middleware: []consumer.Middleware{dd.Wrap},
 //		...
 //	})
 //
@@ -56,7 +58,7 @@
 // The writes and the COMPLETED record commit together or not at all: a
 // crash before the commit leaves nothing (the redelivery applies the
 // effect), a crash after it leaves the record (the redelivery is acked as a
-// duplicate). No claim is made, so the handler needs no dedupe.Middleware.
+// duplicate). No claim is made, so the handler needs no dedupe middleware.
 // Limits (DynamoDB's): at most 99 writes per message (100 with the dedupe
 // record) and 4 MB in all; larger results fail permanently with a
 // [*TooLargeError]. [VersionGuard] makes a write apply only when the

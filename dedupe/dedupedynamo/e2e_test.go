@@ -373,7 +373,11 @@ func TestLeaseTakeover(t *testing.T) {
 			l := newLedger(t)
 			ctx := context.Background()
 			core, logs := observer.New(zapcore.DebugLevel)
-			mw := dedupe.Middleware(l.store, dedupe.Options{Lease: 10 * time.Second, NowFunc: l.clock, Logger: zap.New(core)})
+			dd, derr := dedupe.New(dedupe.Config{Store: l.store, Lease: 10 * time.Second, NowFunc: l.clock, Logger: zap.New(core)})
+			if derr != nil {
+				t.Fatal(derr)
+			}
+			mw := dd.Wrap
 			stalled, resume := make(chan struct{}), make(chan struct{})
 			var runs atomic.Int64
 			failure := errors.New("stalled handler fails")
@@ -516,10 +520,14 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.store = store // real clock: the heartbeat runs on real time
+	dd, err := dedupe.New(dedupe.Config{Store: store, Lease: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runConsumer(t, consumer.Config{
 		Client: sq, QueueURL: queueURL, WaitTime: time.Second, HeartbeatInterval: time.Second,
 		Handler:    handler,
-		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 3 * time.Second})},
+		Middleware: []consumer.Middleware{dd.Wrap},
 	}, 90*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -606,11 +614,15 @@ func TestOverlappingDuplicateSettlesSoon(t *testing.T) {
 		}
 		return nil
 	})
+	dd, err := dedupe.New(dedupe.Config{Store: store, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	runConsumer(t, consumer.Config{
 		Client: sq, QueueURL: queueURL, WaitTime: time.Second, Concurrency: 2, Observer: obs,
 		Handler:    handler,
-		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Observer: obs})},
+		Middleware: []consumer.Middleware{dd.Wrap},
 	}, 45*time.Second, func() bool {
 		if obs.longRetry() {
 			return true // reported below

@@ -102,7 +102,7 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 //   - More than 99 writes, or more than 4 MB → [*TooLargeError], permanent.
 //
 // Effects inside DynamoDB are then exactly once, across crashes, overlapping
-// deliveries and redrives. Do not wrap the handler in dedupe.Middleware
+// deliveries and redrives. Do not wrap the handler in the dedupe middleware
 // with the same store: it needs no claim.
 func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
 	var o TxOptions

@@ -1,5 +1,5 @@
 // Package dedupepg is sqsonce's PostgreSQL dedupe store: the [Store] for
-// the lease-based dedupe.Middleware, and [Transactional], which runs a
+// the lease-based dedupe middleware (dedupe.New), and [Transactional], which runs a
 // handler's SQL in the same transaction as the message's dedupe row.
 //
 // # Schema
@@ -44,9 +44,11 @@
 //	store, err := dedupepg.New(dedupepg.Config{DB: pool, Namespace: "orders"})
 //	if err != nil { ... }
 //	if err := store.Check(ctx); err != nil { ... } // table missing
+//	dd, err := dedupe.New(dedupe.Config{Store: store})
+//	if err != nil { ... }
 //	c, err := consumer.New(consumer.Config{
 //		Handler:    consumer.HandlerFunc(sendEmail),
-//		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{})},
+//		Middleware: []consumer.Middleware{dd.Wrap},
 //		...
 //	})
 //

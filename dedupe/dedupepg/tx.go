@@ -57,7 +57,7 @@ type TxOptions struct {
 //   - A transient failure (pgstore.IsTransient) is retried in a new transaction
 //     (TxOptions.Retries), then returned as a transient error.
 //
-// Do not wrap the handler in dedupe.Middleware with the same store: it
+// Do not wrap the handler in the dedupe middleware with the same store: it
 // needs no claim.
 func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
 	var o TxOptions

@@ -68,7 +68,11 @@ func newFunction(ctx context.Context, getenv func(string) string, logOut io.Writ
 		if err != nil {
 			return nil, nil, err
 		}
-		mw = append(mw, dedupe.Middleware(store, dedupe.Options{Lease: maxFunctionTimeout, Logger: logger}))
+		dd, err := dedupe.New(dedupe.Config{Store: store, Lease: maxFunctionTimeout, Logger: logger})
+		if err != nil {
+			return nil, nil, err
+		}
+		mw = append(mw, dd.Wrap)
 	}
 	h, err := sqslambda.New(sqslambda.Config{
 		Client:          sqs.NewFromConfig(awsCfg),

@@ -156,7 +156,11 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 		if err := store.Check(ctx); err != nil {
 			return err
 		}
-		mw = append(mw, dedupe.Middleware(store, dedupe.Options{Logger: logger, MeterProvider: obs.mp}))
+		dd, err := dedupe.New(dedupe.Config{Store: store, Logger: logger, MeterProvider: obs.mp})
+		if err != nil {
+			return err
+		}
+		mw = append(mw, dd.Wrap)
 	}
 	c, err := consumer.New(consumer.Config{
 		Client:            sqs.NewFromConfig(awsCfg),
