@@ -153,7 +153,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 	now := time.Now()
 	// The record code both modes call, for the plain loops of their own
 	// writes (the same items, conditions and return values).
-	own := &dynamolease.Table{Client: b.ddb, Name: table, TTL: dedupe.DefaultTTL, Now: time.Now, LenientFingerprint: true, ErrNotOwner: dedupe.ErrNotOwner}
+	own := &dynamolease.Table{Client: b.ddb, Name: table, TTL: dedupe.DefaultTTL, Now: time.Now, LenientFingerprint: true, ErrNotOwner: dedupe.ErrNotOwner, Prefix: "bench"}
 	leaseDDB, txDDB, ownDDB := &countingDDB{Client: b.ddb}, &countingDDB{Client: b.ddb}, &countingDDB{Client: b.ddb}
 	ownTx := func(pk string, i int) error {
 		_, err := ownDDB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
