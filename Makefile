@@ -64,7 +64,7 @@ stack-up: ## install (once) and start the no-Docker local stack; writes .stack/e
 stack-down: ## stop the local stack
 	bash $(STACK) down
 
-demo: ## the exactly-once ledger demo on the local stack (the stack stays up; `make stack-down` stops it)
+demo: ## the exactly-once ledger demo on the local stack, ending with the web console's URL (the stack and the console stay up; `make stack-down` stops them)
 	bash $(STACK) up
 	. "$$(bash $(STACK) env)" && $(GO) run ./localstack/setup && bash examples/ledger/demo.sh
 

@@ -135,13 +135,13 @@ type bench struct {
 
 // dynamoRows are the row sets that call DynamoDB, which run with DynamoDB
 // Local on a CPU of its own when -isolate allows it.
-var dynamoRows = map[string]bool{"dedupe": true, "idem": true, "outbox": true}
+var dynamoRows = map[string]bool{"dedupe": true, "lookahead": true, "idem": true, "outbox": true}
 
 // minRuns is the fewest interleaved runs a published table uses.
 const minRuns = 5
 
 // rowSets are the parts of the table, in order, by their -only names.
-var rowSets = []string{"noop", "offered", "io", "fifo", "dedupe", "idem", "outbox", "postgres", "telemetry", "heartbeat", "latency", "memory"}
+var rowSets = []string{"noop", "offered", "io", "fifo", "dedupe", "lookahead", "idem", "outbox", "postgres", "telemetry", "heartbeat", "latency", "memory"}
 
 func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -249,7 +249,7 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	b := &bench{ctx: ctx, client: client, ddb: ddb, env: e, n: *n, runs: *runs, quick: *quick, errw: stderr}
 	started := time.Now()
 	steps := map[string]func() ([]row, error){
-		"noop": b.noop, "offered": b.offered, "io": b.ioBound, "fifo": b.fifo, "dedupe": b.dedupeRows,
+		"noop": b.noop, "offered": b.offered, "io": b.ioBound, "fifo": b.fifo, "dedupe": b.dedupeRows, "lookahead": b.lookaheadRows,
 		"idem": b.idemRows, "outbox": b.outboxRows, "postgres": b.postgresRows, "telemetry": b.telemetryRows,
 		"heartbeat": b.heartbeatCost, "latency": b.latency, "memory": b.memory,
 	}

@@ -135,8 +135,9 @@ func (m *Message) Attribute(name string) string {
 
 // OnHeartbeat registers fn to run on every heartbeat tick while the message's
 // handler runs (the dedupe middleware extends its lease this way). When fn
-// returns an error the handler's context is cancelled with a cause that
-// wraps [ErrLeaseLost] and the error. fn must return quickly.
+// returns an error (or panics: the panic is recovered and logged) the
+// handler's context is cancelled with a cause that wraps [ErrLeaseLost]
+// and the error. fn must return quickly.
 func (m *Message) OnHeartbeat(fn func(context.Context) error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

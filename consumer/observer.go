@@ -4,7 +4,8 @@ import "time"
 
 // Observer receives the consumer's metrics events. Every method must return
 // quickly and be safe for concurrent use. Embed [NopObserver] to implement
-// only the methods you need.
+// only the methods you need. A panic in a method is recovered and logged
+// at error level with its stack; the consumer goes on.
 type Observer interface {
 	// Received is called once per message received from SQS.
 	Received(msg *Message)
@@ -33,6 +34,11 @@ type Observer interface {
 	// its retries. A failed delete is tried again later while the heartbeat
 	// keeps the message invisible; it is reported each time it fails.
 	SettleFailed(msg *Message, op string, err error)
+	// ReceiveFailed is called when a ReceiveMessage call failed (not when
+	// shutdown cut it short), with its error. The consumer retries after
+	// a short backoff; receives that keep failing with an error retrying
+	// cannot heal stop Run after [Config.ReceiveErrorGrace].
+	ReceiveFailed(err error)
 }
 
 // NopObserver implements [Observer] with methods that do nothing.
@@ -61,5 +67,8 @@ func (NopObserver) DeadLetterRefused(*Message, error) {}
 
 // SettleFailed does nothing.
 func (NopObserver) SettleFailed(*Message, string, error) {}
+
+// ReceiveFailed does nothing.
+func (NopObserver) ReceiveFailed(error) {}
 
 var _ Observer = NopObserver{}

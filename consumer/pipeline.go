@@ -22,6 +22,7 @@ func init() {
 		New:        func(cfg Config) func(context.Context, *Message) Result { return newProcessor(cfg).process },
 		LogSettled: logSettled,
 		Instrument: instrument,
+		Guard:      guard,
 	})
 }
 
@@ -61,9 +62,7 @@ func newProcessor(cfg Config) *processor {
 	if p.logger == nil {
 		p.logger = zap.NewNop()
 	}
-	if p.observer == nil {
-		p.observer = NopObserver{}
-	}
+	p.observer = guardObserver(p.observer, p.logger)
 	return p
 }
 
@@ -96,9 +95,8 @@ type Result struct {
 // ctx was cancelled.
 func (p *processor) process(ctx context.Context, msg *Message) Result {
 	p.setKey(msg)
-	h := Chain(p.handler, p.middleware...)
 	start := time.Now()
-	err := p.run(ctx, h, msg)
+	err := p.run(ctx, msg)
 	d := time.Since(start)
 	p.observer.HandlerDone(msg, d, err)
 	res := p.classify(ctx, msg, err)
@@ -115,13 +113,18 @@ func (p *processor) classify(ctx context.Context, msg *Message, err error) Resul
 		return Result{Outcome: OutcomeRelease, Err: err}
 	}
 	v, ok := Verdict{}, false
+	var pe *PanicError
 	if p.classifier != nil {
-		v, ok = p.classifier.Classify(ctx, msg, err)
+		v, ok, pe = p.askClassifier(ctx, msg, err)
 		if ok && (v.Outcome < OutcomeAck || v.Outcome > OutcomeRelease) {
 			ok = false
 		}
 	}
-	if !ok {
+	switch {
+	case pe != nil:
+		// A transient failure, as a handler's panic is.
+		v = defaultVerdict(p.backoff, p.maxAttempts, msg, pe)
+	case !ok:
 		v = defaultVerdict(p.backoff, p.maxAttempts, msg, err)
 	}
 	res := Result{Outcome: v.Outcome, Delay: v.Delay, Err: err, Class: v.Class}
@@ -137,7 +140,26 @@ func (p *processor) classify(ctx context.Context, msg *Message, err error) Resul
 	return res
 }
 
-func (p *processor) run(ctx context.Context, h Handler, msg *Message) (err error) {
+// askClassifier asks the Classifier; a panic in it is recovered, logged
+// and returned.
+func (p *processor) askClassifier(ctx context.Context, msg *Message, err error) (v Verdict, ok bool, pe *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe = &PanicError{Value: r, Stack: debug.Stack()}
+			p.logger.Error("Classifier panicked; recovered: the failure counts as transient",
+				zap.String("message_id", msg.ID),
+				zap.String("key", msg.Key()),
+				zap.String("panic", fmt.Sprint(r)),
+				zap.ByteString("stack", pe.Stack))
+		}
+	}()
+	v, ok = p.classifier.Classify(ctx, msg, err)
+	return v, ok, nil
+}
+
+// run builds the middleware chain around the handler and runs it, with
+// panic recovery around both: a Middleware constructor is user code too.
+func (p *processor) run(ctx context.Context, msg *Message) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &PanicError{Value: v, Stack: debug.Stack()}
@@ -149,7 +171,7 @@ func (p *processor) run(ctx context.Context, h Handler, msg *Message) (err error
 			err = pe
 		}
 	}()
-	return h.Handle(ctx, msg)
+	return Chain(p.handler, p.middleware...).Handle(ctx, msg)
 }
 
 func (p *processor) setKey(msg *Message) {

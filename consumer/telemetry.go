@@ -99,6 +99,10 @@ func (o *tracedObserver) SettleFailed(msg *Message, op string, err error) {
 	o.next.SettleFailed(msg, op, err)
 }
 
+// ReceiveFailed passes the failure on: the metrics counted it already,
+// as a failed ReceiveMessage call (tracedSQS).
+func (o *tracedObserver) ReceiveFailed(err error) { o.next.ReceiveFailed(err) }
+
 // tracedSQS counts and times every SQS call.
 type tracedSQS struct {
 	SQSAPI

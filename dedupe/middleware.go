@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
@@ -104,7 +105,8 @@ func New(cfg Config) (*Middleware, error) {
 // Wrap returns next behind the middleware, which runs each message's
 // handler at most once per key with Config.Store:
 //
-//   - Claim before the handler. Duplicate → [consumer.ErrDuplicate] (acked,
+//   - Claim before the handler. Duplicate → a [*DuplicateError], which is
+//     [consumer.ErrDuplicate] (acked,
 //     handler not run); in progress elsewhere → [consumer.RetryAfter] a
 //     second on the message's first receive, so that a duplicate of a fast
 //     handler settles in about a second, and after the other owner's
@@ -210,12 +212,12 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	switch c.Status {
 	case Claimed:
 	case Duplicate:
-		return fmt.Errorf("dedupe: key %q: %w", key, consumer.ErrDuplicate)
+		return &DuplicateError{Key: key}
 	case InProgress:
 		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
 	case KeyReused:
 		err := &KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
-		log().Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+		log().WithOptions(noStack).Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
 		return consumer.Permanent(err)
 	default:
@@ -312,3 +314,8 @@ func (o *owner) finish() {
 	defer o.mu.Unlock()
 	o.done = true
 }
+
+// noStack keeps the stack trace a logger adds at error level (as
+// zap.NewProduction's does) off a line that reports an outcome, such as
+// key reuse: the library's own frames say nothing about its cause.
+var noStack = zap.AddStacktrace(zap.LevelEnablerFunc(func(zapcore.Level) bool { return false }))

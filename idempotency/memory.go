@@ -46,7 +46,10 @@ type memRecord struct {
 	resp        *Response
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store    = (*Memory)(nil)
+	_ Lookuper = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-memory Store.
 func NewMemory(cfg MemoryConfig) *Memory {
@@ -183,6 +186,27 @@ func (m *Memory) Complete(ctx context.Context, key, token string, c Completion) 
 	r.resp = cloneResponse(&c.Response)
 	m.records[pk] = r
 	return nil
+}
+
+// Lookup implements [Lookuper].
+func (m *Memory) Lookup(ctx context.Context, key string) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.records[leasekey.PK(m.ns, key)]
+	if !ok || r.expiresAt.Before(now) {
+		return Record{}, ErrNoRecord
+	}
+	rec := Record{Status: r.status, Fingerprint: r.fingerprint, ExpiresAt: r.expiresAt}
+	if r.status == StatusCompleted {
+		rec.Response = cloneResponse(r.resp)
+	} else {
+		rec.LeaseUntil = r.leaseUntil
+	}
+	return rec, nil
 }
 
 // Release implements [Store].

@@ -61,7 +61,11 @@ type Config struct {
 	KeyOptional bool
 	// Lease is how long a running request holds its key; the middleware
 	// extends it every Lease/3 while the handler runs. After a crash the
-	// key can run again once the lease ends. Defaults to 30 seconds. The
+	// key can run again once the lease ends: until then retries get 409
+	// with Retry-After, so clients need retries that outlast it (see the
+	// package doc, Retries against a lease). A shorter lease frees a
+	// crashed request's key sooner, but costs more extensions and loses
+	// the key when one cannot be made in time. Defaults to 30 seconds. The
 	// transactional mode (BeginTxFunc) has no lease: the request's
 	// transaction holds the key.
 	Lease time.Duration
@@ -83,6 +87,17 @@ type Config struct {
 	// FingerprintHeaders are request headers added to the fingerprint
 	// (method, path, raw query and body). Defaults to none.
 	FingerprintHeaders []string
+	// FingerprintFunc, when set, says what stands for the body in the
+	// fingerprint: the same key with a result that differs is another
+	// request (422). The method, path, raw query and FingerprintHeaders
+	// are compared as always. It gets the request (whose body it must not
+	// read or change) and the body as read. An error answers 400
+	// [TypeBodyInvalid] with its text, before any claim: nothing runs and
+	// the key stays free. [CanonicalJSONFingerprint] forgives the order of
+	// object keys and whitespace in a JSON body. Defaults to nil: the body
+	// is compared byte for byte, so the same JSON with its keys in another
+	// order is another request.
+	FingerprintFunc func(r *http.Request, body []byte) (string, error)
 	// ReleaseServerErrors releases the key after a 5xx response instead of
 	// storing it, so a retry runs the handler again. Defaults to false:
 	// a 5xx is stored and replayed like any response (Stripe's rule),
@@ -352,10 +367,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.reject(w, http.StatusRequestEntityTooLarge, TypeBodyTooLarge, fmt.Sprintf("the body is over %d bytes", m.cfg.MaxBodyBytes))
 			return
 		}
+	}
+	fp, err := m.fingerprint(r, body)
+	if err != nil {
+		m.reject(w, http.StatusBadRequest, TypeBodyInvalid, "the body was refused: "+err.Error())
+		return
+	}
+	if r.Body != nil {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	rk := RecordKey(scope, key)
-	fp := m.fingerprint(r, body)
 	if m.cfg.BeginTxFunc != nil {
 		h.serveTx(w, r, rk, fp)
 		return
@@ -378,8 +399,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		replay(w, c.Response)
 		m.observe(OutcomeReplayed, c.Response.Status)
 	case InProgress:
-		writeProblem(w, http.StatusConflict, TypeInProgress, "a request with this key is still running; retry after it ends",
-			retryAfter(c.LeaseUntil.Sub(m.cfg.NowFunc())))
+		// Only the lease is known: the owner may be running, or its
+		// process may have died. Either way the key is free for this
+		// request once the stored lease ends, unless the owner extends it.
+		wait := retryAfter(c.LeaseUntil.Sub(m.cfg.NowFunc()))
+		writeProblem(w, http.StatusConflict, TypeInProgress, fmt.Sprintf(
+			"a request with this key is in progress or stopped without finishing; its lease ends in %d s, when a retry gets its response or, if it stopped, runs it", wait), wait)
 		m.observe(OutcomeInProgress, http.StatusConflict)
 	case KeyReused:
 		writeProblem(w, http.StatusUnprocessableEntity, TypeKeyReused, "this key was used for a different request (method, path, query or body)", 0)
@@ -408,8 +433,16 @@ func (m *Middleware) log(rk string) *zap.Logger {
 }
 
 // fingerprint hashes method, path, raw query (see canonicalQuery), the
-// listed headers and the body, each length-prefixed.
-func (m *Middleware) fingerprint(r *http.Request, body []byte) string {
+// listed headers and the body (or what Config.FingerprintFunc makes of
+// it), each length-prefixed.
+func (m *Middleware) fingerprint(r *http.Request, body []byte) (string, error) {
+	if m.cfg.FingerprintFunc != nil {
+		s, err := m.cfg.FingerprintFunc(r, body)
+		if err != nil {
+			return "", err
+		}
+		body = []byte(s)
+	}
 	h := sha256.New()
 	field := func(b []byte) {
 		var n [binary.MaxVarintLen64]byte
@@ -428,7 +461,7 @@ func (m *Middleware) fingerprint(r *http.Request, body []byte) string {
 		}
 	}
 	field(body)
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // canonicalQuery is the raw query with its &-separated pairs in order of

@@ -48,6 +48,33 @@ type Store interface {
 	Release(ctx context.Context, key, token string) error
 }
 
+// Lookuper is a [Store] that reads a record without changing it: for
+// people (an operator's console), never to decide a request. Every Store
+// of this module is one.
+type Lookuper interface {
+	// Lookup returns the record of key (a [RecordKey]), or an error
+	// wrapping [ErrNoRecord] when there is none or only an expired one.
+	Lookup(ctx context.Context, key string) (Record, error)
+}
+
+// ErrNoRecord is the error of [Lookuper.Lookup] for a key without a live
+// record: never claimed, released, or expired.
+var ErrNoRecord = errors.New("idempotency: no record for that key")
+
+// Record is a key record as stored, read by [Lookuper.Lookup].
+type Record struct {
+	// Status is StatusInProgress or StatusCompleted.
+	Status string
+	// Fingerprint is the hash of the request that claimed the key.
+	Fingerprint string
+	// LeaseUntil is when the owner's lease ends (IN_PROGRESS only).
+	LeaseUntil time.Time
+	// ExpiresAt is when the record expires: a retry after it runs again.
+	ExpiresAt time.Time
+	// Response is the stored response (COMPLETED only).
+	Response *Response
+}
+
 // Status is the result of a [Store.Claim].
 type Status int
 

@@ -203,7 +203,7 @@ func New(cfg Config) (*Handler, error) {
 	// The record's path is configured as a worker's would be, with the
 	// same telemetry (no queue name in the metrics: one function may
 	// consume several queues).
-	pcfg := lent.Instrument(consumer.Config{
+	pcfg := lent.Guard(lent.Instrument(consumer.Config{
 		Handler:        cfg.Handler,
 		Middleware:     cfg.Middleware,
 		Classifier:     cfg.Classifier,
@@ -214,7 +214,8 @@ func New(cfg Config) (*Handler, error) {
 		Observer:       h.obs,
 		TracerProvider: cfg.TracerProvider,
 		MeterProvider:  cfg.MeterProvider,
-	}, "")
+	}, ""))
+	// Every Observer call, here and in the path, recovers a panic in it.
 	h.obs = pcfg.Observer
 	h.process = lent.New(pcfg)
 	return h, nil
@@ -424,10 +425,47 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 // run processes one record and settles it.
 func (h *Handler) run(ctx context.Context, r *record) consumer.Result {
 	res := h.process(r.ctx, r.msg)
-	h.settle(ctx, r, &res)
+	if !h.leaveLost(r, &res) {
+		h.settle(ctx, r, &res)
+	}
 	lent.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
 	return res
+}
+
+// leaveLost leaves r alone when its visibility was lost while it ran and
+// its outcome is not an ack (see settle.LeaveLost): visible again or with
+// another consumer, it is reported as a failure (so that Lambda does not
+// delete it) without a dead letter or a visibility change, and res
+// becomes a release. It reports whether it did.
+func (h *Handler) leaveLost(r *record, res *consumer.Result) bool {
+	if !settle.LeaveLost(settle.Outcome(res.Outcome)) {
+		return false
+	}
+	lost := h.lost(r)
+	if lost == nil {
+		return false
+	}
+	if r.hb != nil {
+		r.hb.Remove(r.ev.ReceiptHandle)
+	}
+	r.failed = true
+	*res = consumer.Result{Outcome: consumer.OutcomeRelease, Err: fmt.Errorf("%w; left alone (the handler returned: %w)", lost, res.Err), Duration: res.Duration}
+	return true
+}
+
+// lost returns the cause, wrapping consumer.ErrLeaseLost, when r's
+// visibility was lost: its context was cancelled for it, or the heartbeat
+// no longer tracks its handle (found lost in a round whose callbacks have
+// not all run yet).
+func (h *Handler) lost(r *record) error {
+	if cause := context.Cause(r.ctx); errors.Is(cause, consumer.ErrLeaseLost) {
+		return cause
+	}
+	if r.hb != nil && !r.hb.Tracked(r.ev.ReceiptHandle) {
+		return fmt.Errorf("%w: its visibility was lost while it ran", consumer.ErrLeaseLost)
+	}
+	return nil
 }
 
 // skip reports a record that was not run as a failure and makes it

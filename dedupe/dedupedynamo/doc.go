@@ -59,6 +59,18 @@
 // crash before the commit leaves nothing (the redelivery applies the
 // effect), a crash after it leaves the record (the redelivery is acked as a
 // duplicate). No claim is made, so the handler needs no dedupe middleware.
+//
+// The commit is what finds a duplicate: the handler's function runs for
+// every delivery, a duplicate of a message committed long ago included,
+// and its writes are then cancelled with the transaction, whose condition
+// on the dedupe record fails. The effect stays exactly once; the function
+// and a transaction run once more per duplicate. When the function is
+// costly (it calls a service) or duplicates are common, set
+// [TxOptions].SkipCompleted: one strongly consistent GetItem before the
+// function acks a key already COMPLETED without running it (the worker
+// then needs dynamodb:GetItem too); any other record, or none, runs the
+// function and the transaction decides, so two first deliveries racing
+// still commit once.
 // Limits (DynamoDB's): at most 99 writes per message (100 with the dedupe
 // record) and 4 MB in all; larger results fail permanently with a
 // [*TooLargeError]. [VersionGuard] makes a write apply only when the
@@ -89,7 +101,7 @@
 // (TransactWriteItems is authorised per item by PutItem/UpdateItem/
 // DeleteItem/ConditionCheckItem on each table it writes, so in
 // transactional mode grant the handler's own tables the actions its writes
-// use):
+// use; with TxOptions.SkipCompleted add dynamodb:GetItem):
 //
 //	{
 //	  "Effect": "Allow",

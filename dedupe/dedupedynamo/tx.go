@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
@@ -30,9 +31,11 @@ const (
 
 // TxFunc computes a message's effect as DynamoDB writes. It must not write
 // anything itself: sqsonce commits the writes it returns, with the
-// message's COMPLETED dedupe record, in one TransactWriteItems. It may run
-// more than once for one message (a redelivery overlapping the first
-// delivery), but only one run's writes ever commit.
+// message's COMPLETED dedupe record, in one TransactWriteItems. It runs
+// once per delivery, so more than once for one message: for a redelivery
+// overlapping the first delivery, and for every duplicate of a message
+// already committed unless [TxOptions].SkipCompleted is set. Only one
+// run's writes ever commit.
 type TxFunc func(ctx context.Context, msg *consumer.Message) ([]types.TransactWriteItem, error)
 
 // TxOptions configures [Transactional]; nil or a zero field takes the
@@ -45,6 +48,39 @@ type TxOptions struct {
 	// TransactionConflict is resubmitted at once (with a short jittered
 	// pause) before the message is retried with backoff. Defaults to 3.
 	ConflictRetries int
+	// SkipCompleted reads the message's dedupe record before fn runs: one
+	// strongly consistent GetItem, no claim, no write. When the record is
+	// COMPLETED, unexpired and of the message's fingerprint, the message
+	// is acked as a duplicate without running fn or sending a
+	// transaction. Any other answer (no record, an expired one, a
+	// lease-mode claim, another fingerprint, a failed read) runs fn and
+	// lets the transaction decide, as without it. The read decides
+	// nothing: two deliveries that both read before either commits both
+	// run fn, and the transaction still commits one.
+	//
+	// It costs every message one read (a round trip and a read unit) and
+	// saves each duplicate of a completed message a run of fn and a
+	// cancelled TransactWriteItems. Turn it on when fn is costly (it
+	// calls a service or reads other tables) or duplicates are common (SNS
+	// publisher retries, redrives, workers killed between a commit and
+	// its delete); the worker then needs dynamodb:GetItem on the dedupe
+	// table. The bench table's look-ahead rows give its cost and its
+	// saving.
+	//
+	// The read is strongly consistent: one read unit for the small
+	// record, where an eventually consistent read costs half of one but
+	// may miss a commit of about the last second, and a duplicate it
+	// misses costs the run of fn and the transaction it was made to
+	// save. Half a read unit is little beside the transaction it saves
+	// (two write units per item written, each priced several times a read
+	// unit), and duplicates that arrive close together (a publisher
+	// retrying at once, SQS delivering a message twice) are the ones an
+	// eventually consistent read would miss.
+	//
+	// Defaults to false: most messages are not duplicates, so the read
+	// would mostly be paid for nothing, and a worker whose role grants
+	// only the writes keeps working.
+	SkipCompleted bool
 }
 
 // TooLargeError reports a transaction over DynamoDB's limits: more than
@@ -85,6 +121,13 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 // Transactional returns a handler that commits fn's writes and the
 // message's COMPLETED dedupe record in one TransactWriteItems:
 //
+//   - fn runs for every delivery, a duplicate's included: no claim is
+//     made and, by default, the record is not read, so a duplicate is
+//     found by the commit. Its writes are then discarded with the
+//     cancelled transaction and applied by no one, so a duplicate costs a
+//     run of fn and a transaction, never a second effect. With
+//     [TxOptions].SkipCompleted one read before fn acks the duplicates of
+//     a completed key without running fn.
 //   - The dedupe record is written with condition "attribute_not_exists(pk)
 //     OR expires_at < :now OR (status = IN_PROGRESS AND lease_until <
 //     :now_ms)": no claim is made first, the transaction itself decides.
@@ -129,17 +172,28 @@ type txHandler struct {
 
 func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 	key := msg.Key()
+	fp := h.opts.FingerprintFunc(msg)
+	// Built only when something is logged: With encodes its fields at once.
+	log := func() *zap.Logger {
+		return h.s.log.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
+	}
+	if h.opts.SkipCompleted {
+		done, err := h.completed(ctx, key, fp)
+		switch {
+		case done:
+			return duplicate(key)
+		case err != nil && ctx.Err() != nil:
+			return fmt.Errorf("dedupedynamo: read dedupe record: %w", context.Cause(ctx))
+		case err != nil:
+			log().Warn("dedupedynamo: SkipCompleted: reading the dedupe record failed; running the handler, the transaction decides", zap.Error(err))
+		}
+	}
 	writes, err := h.fn(ctx, msg)
 	if err != nil {
 		return err
 	}
 	if n, size := len(writes)+1, estimateSize(writes); n > MaxTransactItems || size > MaxTransactBytes {
 		return consumer.Permanent(&TooLargeError{Items: n, Bytes: size})
-	}
-	fp := h.opts.FingerprintFunc(msg)
-	// Built only when something is logged: With encodes its fields at once.
-	log := func() *zap.Logger {
-		return h.s.log.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
 	}
 	conflicts := 0
 	for attempt := 0; ; attempt++ {
@@ -193,15 +247,34 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 	}
 }
 
+// completed reports whether key's dedupe record is COMPLETED, live by the
+// store's clock and of fingerprint fp (the record a commit would find
+// and answer with a duplicate): one strongly consistent GetItem.
+func (h *txHandler) completed(ctx context.Context, key, fp string) (bool, error) {
+	out, err := h.s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(h.s.table),
+		Key:            dynamolease.Key(h.s.PK(key)),
+		ConsistentRead: aws.Bool(true),
+	}, dynamohttp.Guard)
+	if err != nil {
+		return false, err
+	}
+	r, live := h.s.lease().Conflict(out.Item, fp, h.s.now())
+	return live && r.Outcome == dynamolease.Completed, nil
+}
+
+// duplicate is the handler's answer for a key already completed.
+func duplicate(key string) error { return &dedupe.DuplicateError{Key: key} }
+
 // blocked is the handler's answer when the message's dedupe record
 // already exists: c is what the record holds.
 func (h *txHandler) blocked(c dedupe.Claim, key, fp string, now time.Time, log func() *zap.Logger) error {
 	switch c.Status {
 	case dedupe.Duplicate:
-		return fmt.Errorf("dedupedynamo: key %q: %w", key, consumer.ErrDuplicate)
+		return duplicate(key)
 	case dedupe.KeyReused:
 		kerr := &dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
-		log().Error("dedupedynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+		log().WithOptions(noStack).Error("dedupedynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
 		return consumer.Permanent(kerr)
 	default:
@@ -363,3 +436,8 @@ func cloneValues(m map[string]types.AttributeValue) map[string]types.AttributeVa
 	maps.Copy(out, m)
 	return out
 }
+
+// noStack keeps the stack trace a logger adds at error level (as
+// zap.NewProduction's does) off a line that reports an outcome, such as
+// key reuse: the library's own frames say nothing about its cause.
+var noStack = zap.AddStacktrace(zap.LevelEnablerFunc(func(zapcore.Level) bool { return false }))

@@ -76,6 +76,13 @@
 // Keep the transaction short: it holds the dedupe row's lock while the
 // handler runs.
 //
+// A duplicate of a committed message never runs the handler's function:
+// the row's INSERT finds the COMPLETED row first. It still costs a
+// transaction (BEGIN, the INSERT, a SELECT, ROLLBACK).
+// [TxOptions].SkipCompleted replaces that with one SELECT before the
+// transaction, at the price of that SELECT on every message: worth it when
+// duplicates are common.
+//
 // # Pruning
 //
 // PostgreSQL has no TTL. Records carry expires_at (Config.TTL, 30 days by

@@ -7,7 +7,9 @@
 # consume everything. One worker, one server and the relay are killed with
 # SIGKILL mid-way and restarted. At the end every distinct credit (message
 # id or API key) must have been applied exactly once and the DLQ must hold
-# exactly the malformed messages.
+# exactly the malformed messages. It ends by starting the web console on the
+# ledger's queues, outbox and Idempotency-Keys, left running with the stack
+# (`make stack-down` stops both), and prints its URL last.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=$root/bin
@@ -145,3 +147,8 @@ else
 	exit 1
 fi
 echo "The stack stays up: source .stack/env to explore (ledger: $bin/ledger -queue $name ...); make stack-down stops it."
+
+step "the web console (runs with the stack; make stack-down stops it)"
+url=$(bash "$root/localstack/stack.sh" console "$bin/sqs-redrive" ui -queue-prefix "$name" \
+	-outbox-table "$name-outbox" -keys-table "$name-idempotency" -keys-namespace "$name")
+echo "$url"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sqsonce/sqsonce/localstack/awslocal"
+	"github.com/sqsonce/sqsonce/awsconfig"
 )
 
 // global holds the flags every subcommand takes.
@@ -149,11 +149,11 @@ func (c clients) close() {
 }
 
 func newClients(ctx context.Context) (clients, error) {
-	cfg, err := awslocal.Config(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
 		return clients{}, err
 	}
-	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, awslocal.DynamoDBOptions)}, nil
+	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions)}, nil
 }
 
 func (c clients) queueURL(ctx context.Context, name string) (string, error) {

@@ -15,6 +15,11 @@
 //	                                  a client of serve, retrying keys as real clients do
 //	ledger outbox [-requeue] [-discard ID] [-json]
 //	                                  pending and parked events of the outbox
+//	ledger bank [-addr HOST:PORT] [-idempotent=true|false] [-outage-every D -outage-for D]
+//	            [-rate N] [-drop-rate R] [-delay D]
+//	                                  a toy bank to charge credits at: POST /charges with
+//	                                  Idempotency-Key, with outages (503), a rate limit (429),
+//	                                  dropped answers and slow answers; GET /charges lists them
 //
 // Every subcommand takes -queue NAME (default "ledger"), -fifo and -store
 // (dynamodb, the default, or postgres); every resource name derives from
@@ -23,6 +28,13 @@
 // rows, outbox and Idempotency-Key records live in PostgreSQL
 // (DATABASE_URL), in a schema named after the ledger that `setup` creates
 // with sqsonce's migrations; the queues stay in SQS.
+//
+// The bank is the external effect a real worker has (a payment API): it
+// keeps its charges in memory and prints "listening on http://HOST:PORT" as
+// its first line. Outages and the rate limit refuse POST /charges and
+// GET /charges/REF, never GET /charges and GET /stats, which tests use to
+// check that every credit was charged exactly once; bank.go describes the
+// API. It ignores -queue, -fifo and -store.
 package main
 
 import (
@@ -60,6 +72,14 @@ commands:
              -servers URL[,URL] [-n N] [-accounts K] [-concurrency C] [-sequential] [-json]
   outbox     what waits in the outbox: pending, oldest, dead [-requeue] [-discard ID] [-json];
              -discard drops the parked (dead) event ID unsent, so its account's later credits go out
+  bank       a toy bank until SIGTERM, in memory: POST /charges (Idempotency-Key K,
+             {"ref":"R","account":"A","amount":N}) answers 201 charged or 200 already charged;
+             GET /charges/R the charge or 404; GET /charges every charge as JSON lines; GET /stats counts.
+             [-addr HOST:PORT] [-idempotent=true|false] (false: charge again on every POST)
+             [-outage-every D -outage-for D] (503 with Retry-After in those windows from the start)
+             [-rate N] (429 with Retry-After above N requests/s) [-drop-rate R] (charge, then close
+             the connection unanswered) [-delay D] (wait before charging); 503 and 429 never answer
+             GET /charges or GET /stats
 `
 
 // run is the whole program; exit codes: 0 ok, 1 failure, 2 usage.
@@ -97,6 +117,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdPost(ctx, g, rest, stdout, stderr)
 	case "outbox":
 		err = cmdOutbox(ctx, g, rest, stdout, stderr)
+	case "bank":
+		err = cmdBank(ctx, g, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

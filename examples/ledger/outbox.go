@@ -23,9 +23,9 @@ func openOutbox(ctx context.Context, n names, c clients, lease time.Duration) (o
 		if err := checkPostgres(ctx, c.pg, n.Schema); err != nil {
 			return nil, err
 		}
-		// The channel is the ledger's, so that another ledger's commits
-		// do not wake this one's relays.
-		return outboxpg.New(outboxpg.Config{DB: c.pg, Lease: lease, Channel: outboxChannel(n)})
+		// The default channel is the schema's own, so another ledger's
+		// commits do not wake this one's relays.
+		return outboxpg.New(outboxpg.Config{DB: c.pg, Lease: lease})
 	}
 	box, err := outboxdynamo.New(outboxdynamo.Config{Client: c.ddb, Table: n.Outbox, Lease: lease})
 	if err != nil {

@@ -28,7 +28,7 @@ func (l *ledgerCLI) putEvents(evs ...outbox.Event) {
 			l.t.Fatal(err)
 		}
 		defer pool.Close()
-		st, err := outboxpg.New(outboxpg.Config{DB: pool, Channel: outboxChannel(n)})
+		st, err := outboxpg.New(outboxpg.Config{DB: pool})
 		if err != nil {
 			l.t.Fatal(err)
 		}

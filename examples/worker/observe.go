@@ -23,13 +23,17 @@ import (
 
 // observability is the worker's telemetry and its HTTP endpoints:
 // /metrics (Prometheus text), /healthz (the process is alive) and /readyz
-// (start-up validation passed and the worker is not draining).
+// (start-up validation passed, the worker is not draining, and its
+// receives succeed).
 type observability struct {
 	tp    trace.TracerProvider
 	mp    metric.MeterProvider
 	ready atomic.Bool
-	stop  []func(context.Context) error
-	srv   *http.Server
+	// receiving, once set, is the consumer's Ready: an error while its
+	// receives fail (the queue is gone, access to it was revoked).
+	receiving atomic.Pointer[func() error]
+	stop      []func(context.Context) error
+	srv       *http.Server
 }
 
 // otlpWanted reports whether the standard OTEL_* variables ask for OTLP
@@ -90,6 +94,12 @@ func newObservability(ctx context.Context, addr string, getenv func(string) stri
 		if !o.ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
+		}
+		if f := o.receiving.Load(); f != nil {
+			if err := (*f)(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ready")
 	})

@@ -184,6 +184,8 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 	if err := c.Validate(ctx); err != nil {
 		return err
 	}
+	receiving := c.Ready
+	obs.receiving.Store(&receiving)
 	obs.ready.Store(true)
 	stopReady := context.AfterFunc(ctx, func() { obs.ready.Store(false) })
 	defer stopReady()

@@ -51,8 +51,8 @@ const (
 )
 
 // DynamoDBAPI is the part of the DynamoDB client the store uses: one
-// method per call made, the same as the dedupe store's
-// (dedupedynamo.DynamoDBAPI). *dynamodb.Client implements it.
+// method per call made. *dynamodb.Client implements it, and so does any
+// dedupedynamo.DynamoDBAPI, so one client value serves both stores.
 type DynamoDBAPI interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -432,4 +432,49 @@ func (s *Store) commit(ctx context.Context, key, token string, writes []types.Tr
 // Release implements [idempotency.Store].
 func (s *Store) Release(ctx context.Context, key, token string) error {
 	return s.lease().Release(ctx, s.PK(key), token)
+}
+
+// itemGetter is the read Lookup makes; *dynamodb.Client has it. It is
+// not part of DynamoDBAPI, so that the clients and fakes written for the
+// store's other calls still fit.
+type itemGetter interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+var _ idempotency.Lookuper = (*Store)(nil)
+
+// Lookup implements [idempotency.Lookuper] with one strongly consistent
+// GetItem. The store's client must have GetItem (*dynamodb.Client has).
+func (s *Store) Lookup(ctx context.Context, key string) (idempotency.Record, error) {
+	g, ok := s.client.(itemGetter)
+	if !ok {
+		return idempotency.Record{}, errors.New("idemdynamo: lookup: the store's client has no GetItem method")
+	}
+	out, err := g.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            map[string]types.AttributeValue{AttrPK: str(s.PK(key))},
+		ConsistentRead: aws.Bool(true),
+	}, dynamohttp.Guard)
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("idemdynamo: lookup: %w", err)
+	}
+	item := out.Item
+	exp := time.Unix(dynamolease.GetN(item, AttrExpiresAt), 0)
+	if len(item) == 0 || exp.Before(s.now()) {
+		return idempotency.Record{}, idempotency.ErrNoRecord
+	}
+	rec := idempotency.Record{ExpiresAt: exp}
+	if v, ok := item[AttrStatus].(*types.AttributeValueMemberS); ok {
+		rec.Status = v.Value
+	}
+	if v, ok := item[AttrFingerprint].(*types.AttributeValueMemberS); ok {
+		rec.Fingerprint = v.Value
+	}
+	if rec.Status == idempotency.StatusCompleted {
+		resp := parseResponse(item)
+		rec.Response = &resp
+	} else if ms := dynamolease.GetN(item, AttrLeaseUntil); ms != 0 {
+		rec.LeaseUntil = time.UnixMilli(ms)
+	}
+	return rec, nil
 }

@@ -233,6 +233,32 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	return fenced("release", tag, err)
 }
 
+var _ idempotency.Lookuper = (*Store)(nil)
+
+// Lookup implements [idempotency.Lookuper] with one SELECT.
+func (s *Store) Lookup(ctx context.Context, key string) (idempotency.Record, error) {
+	var r record
+	err := s.db.QueryRow(ctx, `SELECT status, fingerprint, lease_until, expires_at, response_status, response_header, response_body
+		FROM `+table+` WHERE key = $1`, key).Scan(&r.status, &r.fingerprint, &r.leaseUntil, &r.expiresAt, &r.respStatus, &r.respHeader, &r.respBody)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && r.expiresAt.Before(s.now())) {
+		return idempotency.Record{}, idempotency.ErrNoRecord
+	}
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("idempg: lookup: %w", err)
+	}
+	rec := idempotency.Record{Status: r.status, Fingerprint: r.fingerprint, ExpiresAt: r.expiresAt}
+	if r.status == idempotency.StatusCompleted {
+		// As Claim reads it: a NULL body marks a response not retained.
+		rec.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody, NotRetained: r.respBody == nil}
+		if r.respStatus != nil {
+			rec.Response.Status = int(*r.respStatus)
+		}
+	} else if r.leaseUntil != nil {
+		rec.LeaseUntil = *r.leaseUntil
+	}
+	return rec, nil
+}
+
 // Table returns the table the store uses, sqsonce_idempotency, in the
 // connection's current schema.
 func (s *Store) Table() string { return table }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
@@ -84,9 +85,19 @@ func Send(ctx context.Context, client DeadLetterSender, log *zap.Logger, prefix 
 		return fmt.Errorf("%s: send to dead-letter queue %s: %w", prefix, l.DLQ, err)
 	}
 	log.Warn(prefix+": dead-lettered", zap.String("message_id", m.ID), zap.String("key", m.Key),
-		zap.String("class", cmp.Or(l.Class, deadletter.ClassPermanent)), zap.Int("receive_count", m.ReceiveCount))
+		zap.String("class", cmp.Or(l.Class, deadletter.ClassPermanent)), zap.String("reason", LogText(l.Reason)),
+		zap.Int("receive_count", m.ReceiveCount))
 	return nil
 }
+
+// maxLogText bounds outside text (an error's, a reason's) in a log line.
+const maxLogText = 1024
+
+// LogText is outside text (a handler's error, which may quote its input)
+// as a log line carries it: cut to 1 KiB and escaped
+// (printable.Escape), so that it can neither flood the log nor act on a
+// terminal. Never pass a message body.
+func LogText(s string) string { return printable.Escape(truncate(s, maxLogText)) }
 
 // maxReasonLen bounds Failure.Error so a long error cannot push a dead
 // letter over SQS's message size limit.

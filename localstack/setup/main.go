@@ -23,11 +23,11 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sqsonce/sqsonce/awsconfig"
 	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 )
 
@@ -43,9 +43,9 @@ func main() {
 }
 
 func run(ctx context.Context, stdout io.Writer) error {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("load AWS config: %w", err)
+		return err
 	}
 	if err := demoQueues(ctx, sqs.NewFromConfig(cfg)); err != nil {
 		return err
@@ -56,11 +56,10 @@ func run(ctx context.Context, stdout io.Writer) error {
 			return fmt.Errorf("on %s (%s): %w", envMoveTask, ep, err)
 		}
 	}
-	if err := dedupedynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		// DynamoDB Local sends no CRC32 header on error responses (such as
-		// "table exists"), which makes the SDK log a checksum warning.
-		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
-	}), dedupedynamo.DefaultTable); err != nil {
+	// DynamoDBOptions: DynamoDB Local sends no CRC32 header on error
+	// responses (such as "table exists"), which makes the SDK log a
+	// checksum warning.
+	if err := dedupedynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions), dedupedynamo.DefaultTable); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo and table sqsonce-dedupe are ready")

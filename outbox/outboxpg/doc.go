@@ -65,7 +65,10 @@
 //
 // # Waking relays
 //
-// Put sends a NOTIFY on Config.Channel (delivered on commit). A
+// Put sends a NOTIFY on Config.Channel (delivered on commit): by default
+// the events table's schema-qualified name, such as
+// "public.sqsonce_outbox", so outboxes in two schemas of one database do
+// not wake each other's relays. A
 // [Listener] waits for it on a connection of its own; its Wait is the
 // relay's outbox.RelayConfig.WaitFunc, with polling as the fallback (the
 // poll interval, a lost connection that the next Wait reconnects):

@@ -53,7 +53,11 @@ func (l *Listener) Wait(ctx context.Context, d time.Duration) (bool, error) {
 			return false, fmt.Errorf("outboxpg: listen: %w", err)
 		}
 		conn := c.Hijack()
-		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		channel, err := l.resolve(ctx, conn)
+		if err == nil {
+			_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize())
+		}
+		if err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
 			return false, fmt.Errorf("outboxpg: listen: %w", err)
 		}
@@ -78,6 +82,22 @@ func (l *Listener) Wait(ctx context.Context, d time.Duration) (bool, error) {
 	_ = l.conn.Close(context.WithoutCancel(ctx))
 	l.conn = nil
 	return false, fmt.Errorf("outboxpg: wait for events: %w", err)
+}
+
+// resolve returns the channel: the configured one, or the events table's
+// own as conn's search_path finds it (as Put's NOTIFY does).
+func (l *Listener) resolve(ctx context.Context, conn *pgx.Conn) (string, error) {
+	if l.channel != "" {
+		return l.channel, nil
+	}
+	var channel *string
+	if err := conn.QueryRow(ctx, channelSQL).Scan(&channel); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", err
+	}
+	if channel == nil {
+		return "", errors.New("table " + tableEvents + " not found in the connection's search_path (run Migrate, or set the search_path)")
+	}
+	return *channel, nil
 }
 
 // Close closes the Listener's connection.

@@ -28,8 +28,27 @@ const (
 	tableRelays   = "sqsonce_outbox_relays"
 )
 
-// DefaultChannel is the LISTEN/NOTIFY channel Put notifies.
+// DefaultChannel is the channel every Store shared by default in earlier
+// versions, whatever the schema.
+//
+// Deprecated: the default channel is now the Store's own (see
+// Config.Channel). Set Config.Channel to DefaultChannel only while writers
+// or relays of an earlier version still run against the same tables, so
+// that they keep waking each other; polling covers the gap otherwise.
 const DefaultChannel = "sqsonce_outbox"
+
+// channelSQL is the default channel of the events table that the
+// connection's search_path finds: its schema-qualified name
+// ("<schema>.sqsonce_outbox"), or "sqsonce_outbox_" and the MD5 of that
+// name when it is longer than a PostgreSQL name (63 bytes), which LISTEN
+// would truncate and pg_notify refuse. NULL when there is no such table.
+const channelSQL = `SELECT CASE WHEN octet_length(q) <= 63 THEN q ELSE 'sqsonce_outbox_' || md5(q) END
+FROM (SELECT n.nspname || '.' || c.relname AS q
+	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	WHERE c.oid = to_regclass('` + tableEvents + `')) AS t`
+
+// maxChannel is the longest channel name PostgreSQL takes (NAMEDATALEN-1).
+const maxChannel = 63
 
 // Config configures a [Store].
 type Config struct {
@@ -45,7 +64,11 @@ type Config struct {
 	// Defaults to 10s.
 	Lease time.Duration
 	// Channel is the LISTEN/NOTIFY channel: Put notifies it on commit, and
-	// [Store.Wait] listens to it. Defaults to "sqsonce_outbox".
+	// a [Listener] listens to it. At most 63 bytes. Defaults to the events
+	// table's schema-qualified name as the connection's search_path finds
+	// it, for example "public.sqsonce_outbox" (when that is longer than 63
+	// bytes, "sqsonce_outbox_" and the MD5 hex of it), so that outboxes in
+	// two schemas of one database do not wake each other's relays.
 	Channel string
 	// NowFunc is the clock for leases, retries and CreatedAt. Defaults to
 	// time.Now.
@@ -73,7 +96,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	cfg.Partitions = cmp.Or(cfg.Partitions, 16)
 	cfg.Lease = cmp.Or(cfg.Lease, 10*time.Second)
-	cfg.Channel = cmp.Or(cfg.Channel, DefaultChannel)
+	if len(cfg.Channel) > maxChannel {
+		return nil, fmt.Errorf("outboxpg: Config.Channel is %d bytes; PostgreSQL names hold at most %d (leave it empty for the table's own channel)", len(cfg.Channel), maxChannel)
+	}
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
@@ -172,7 +197,11 @@ func (st *Store) Put(ctx context.Context, tx pgx.Tx, evs ...outbox.Event) error 
 	if _, err := tx.Exec(ctx, insertSQL, ekeys, seqs, ids, entities, parts, types, payloads, created, traces); err != nil {
 		return fmt.Errorf("outboxpg: put: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, st.cfg.Channel); err != nil {
+	notify, args := `SELECT pg_notify((`+channelSQL+`), '')`, []any(nil)
+	if st.cfg.Channel != "" {
+		notify, args = `SELECT pg_notify($1, '')`, []any{st.cfg.Channel}
+	}
+	if _, err := tx.Exec(ctx, notify, args...); err != nil {
 		return fmt.Errorf("outboxpg: put: notify: %w", err)
 	}
 	return nil
