@@ -86,16 +86,7 @@ func (s *Store) PK(key string) string { return leasekey.PK(s.ns, key) }
 // Check verifies at start-up that the dedupe table is there and readable,
 // with an error that says what to fix.
 func (s *Store) Check(ctx context.Context) error {
-	var n int
-	err := s.db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+table+` LIMIT 1) t`).Scan(&n)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
-		return fmt.Errorf("dedupepg: table %s does not exist in the connection's search_path: run pgstore.Migrate(ctx, pool, pgstore.Dedupe) first: %w", table, err)
-	}
-	if err != nil {
-		return fmt.Errorf("dedupepg: check %s: %w", table, err)
-	}
-	return nil
+	return pgutil.CheckTables(ctx, s.db, "dedupepg", "pgstore.Migrate(ctx, pool, pgstore.Dedupe)", table)
 }
 
 // upsert writes a record when there is no live one: none, an expired one,

@@ -5,6 +5,7 @@
 //
 //	store, err := idempg.New(idempg.Config{DB: pool})
 //	if err != nil { ... }
+//	if err := store.Check(ctx); err != nil { ... } // table missing
 //	mw, err := idempotency.New(idempotency.Config{Store: store, ScopeFunc: apiKeyID})
 //
 // # Schema

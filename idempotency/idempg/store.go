@@ -263,6 +263,12 @@ func (s *Store) Lookup(ctx context.Context, key string) (idempotency.Record, err
 // connection's current schema.
 func (s *Store) Table() string { return table }
 
+// Check verifies at start-up that the idempotency table is there and
+// readable, with an error that says what to fix.
+func (s *Store) Check(ctx context.Context) error {
+	return pgutil.CheckTables(ctx, s.db, "idempg", "pgstore.Migrate(ctx, pool, pgstore.Idempotency)", table)
+}
+
 // Prune deletes expired records (expires_at before the store's now), in
 // batches of opts.BatchSize rows, each its own transaction, until none is
 // left or opts.MaxBatches ran, and returns how many it deleted. It is safe

@@ -114,3 +114,24 @@ func TestNewRefusesReadOnlyTx(t *testing.T) {
 		t.Fatalf("New with a read-only TxOptions: %v, want an error naming TxOptions.AccessMode", err)
 	}
 }
+
+// TestCheck: without the table, Check fails naming the call that creates
+// it; after it, Check passes and Table names it.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	s, err := idempg.New(idempg.Config{DB: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), "pgstore.Migrate(ctx, pool, pgstore.Idempotency)") {
+		t.Fatalf("Check without the table: %v, want an error naming pgstore.Migrate", err)
+	}
+	if _, err := pgstore.Migrate(ctx, pool, pgstore.Idempotency); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(ctx); err != nil || s.Table() != "sqsonce_idempotency" {
+		t.Fatalf("Check after Migrate: %v; Table() = %q", err, s.Table())
+	}
+}

@@ -216,3 +216,28 @@ func Prune(ctx context.Context, batch, maxBatches int, step func(ctx context.Con
 	}
 	return total, nil
 }
+
+// Querier runs a query that returns one row; a pool, a connection and a
+// pgx.Tx have it.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// CheckTables verifies that every table exists in the connection's
+// search_path and is readable, with an error that says what to run:
+// migrate names the pgstore.Migrate call that creates them. Errors start
+// with prefix.
+func CheckTables(ctx context.Context, db Querier, prefix, migrate string, tables ...string) error {
+	for _, table := range tables {
+		var n int
+		err := db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+table+` LIMIT 1) t`).Scan(&n)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+			return fmt.Errorf("%s: table %s does not exist in the connection's search_path: run %s first: %w", prefix, table, migrate, err)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: check %s: %w", prefix, table, err)
+		}
+	}
+	return nil
+}
