@@ -188,7 +188,11 @@ func TestDownstreamOutagePausesReceiving(t *testing.T) {
 				}
 				var mw []consumer.Middleware
 				if tc.dedupe {
-					mw = append(mw, dedupe.Middleware(dedupe.NewMemory(dedupe.MemoryConfig{}), dedupe.Options{}))
+					dd, err := dedupe.New(dedupe.Config{Store: dedupe.NewMemory(dedupe.MemoryConfig{})})
+					if err != nil {
+						t.Fatal(err)
+					}
+					mw = append(mw, dd.Wrap)
 				}
 				stop := startOnFake(t, f, q, consumer.Config{
 					Concurrency: concurrency, Prefetch: tc.prefetch, MaxAttempts: 2, Middleware: mw,

@@ -29,7 +29,7 @@ type Config struct {
 	// Handler handles each message. Required.
 	Handler Handler
 	// Middleware wraps Handler, the first outermost. Panic recovery always
-	// wraps the whole chain. Defaults to none.
+	// wraps the whole chain, its construction included. Defaults to none.
 	Middleware []Middleware
 	// Classifier maps your own errors to outcomes. It is asked first; an
 	// error it has no opinion on (ok=false, or an invalid Outcome) gets the
@@ -46,8 +46,10 @@ type Config struct {
 	//     class "max_attempts"
 	//
 	// So a Classifier answers only for the errors it knows; use
-	// [ClassifierChain] to combine several. Defaults to nil: the consumer's
-	// classification alone.
+	// [ClassifierChain] to combine several. A panic in it is recovered,
+	// logged, and counts as a transient failure (class "panic", or
+	// "max_attempts" from the MaxAttempts-th receive). Defaults to nil: the
+	// consumer's classification alone.
 	Classifier Classifier
 	// KeyFunc returns a message's dedupe key. Defaults to [DefaultKey] (the
 	// sqsonce-id attribute, else the MessageId).
@@ -131,11 +133,27 @@ type Config struct {
 	// ShutdownTimeout is how long Run waits, after its context is
 	// cancelled, for running handlers to finish before it cancels their
 	// contexts (cause [ErrShutdown]) and releases their messages. Defaults
-	// to 20s (under ECS's default 30s stopTimeout).
+	// to 20s (under ECS's default 30s stopTimeout). Messages received but
+	// not started are released once no receive call cut at shutdown can
+	// still take them on the server: up to WaitTime after the drain
+	// starts, within ShutdownTimeout when WaitTime is not longer (see
+	// "Goroutines and who waits for them" in docs/architecture.md).
 	ShutdownTimeout time.Duration
 	// FlushInterval is the longest a delete or visibility change waits for
 	// its batch to fill. Defaults to 50ms.
 	FlushInterval time.Duration
+	// ReceiveErrorGrace is how long receives may fail with only errors
+	// that retrying cannot heal (the queue does not exist; access to it or
+	// to its KMS key is denied; the key is disabled or gone; the
+	// credentials are invalid or expired) before Run and Drain stop, as
+	// when their context is cancelled, and return an error that names the
+	// queue and SQS's error. A successful receive, or an error that heals
+	// by itself (throttling, a server or network error), starts the count
+	// again. Meanwhile every failed receive is logged (a warning; the stop
+	// is an error), passed to Observer.ReceiveFailed, and makes
+	// [Consumer.Ready] report it. Defaults to DefaultReceiveErrorGrace
+	// (1m).
+	ReceiveErrorGrace time.Duration
 
 	// Logger receives the consumer's logs. Defaults to a no-op logger. At
 	// debug level one line is written per settled message: message
@@ -145,7 +163,9 @@ type Config struct {
 	// integer) and duration (the handler's run time), plus delay, class
 	// and error when they apply (the error's text without the prefix of
 	// [Permanent] or [RetryAfter], which the class or delay already says);
-	// never the body. zap's sampling (zap.NewProduction samples by level
+	// never the body. At warning level each dead letter is logged once
+	// ("consumer: dead-lettered") with its class and reason (the error's
+	// text, escaped and cut to 1 KiB; never the body). zap's sampling (zap.NewProduction samples by level
 	// and message) would drop most of these lines under load, so use a
 	// logger without sampling, such as [NewLogger].
 	Logger *zap.Logger
@@ -153,14 +173,37 @@ type Config struct {
 	Observer Observer
 	// TracerProvider, when set, gives every message a process span,
 	// parented to the producer's trace context carried in the message's
-	// traceparent/tracestate attributes (see docs/observability in the
-	// README). Defaults to nil: no spans, no cost.
+	// traceparent/tracestate attributes (see "Observability" in the
+	// repository's README.md, which lists the spans and metrics). Defaults
+	// to nil: no spans, no cost.
 	TracerProvider trace.TracerProvider
 	// MeterProvider, when set, records the consumer's metrics (messages
 	// received, settled by outcome, in flight, handler duration, SQS calls
 	// and errors, receive batch sizes, heartbeat failures, lost leases,
-	// dead letters). Defaults to nil: no metrics, no cost.
+	// dead letters) and the autoscaling signal (see BacklogInterval).
+	// Defaults to nil: no metrics, no cost.
 	MeterProvider metric.MeterProvider
+	// BacklogInterval is how often the consumer samples the autoscaling
+	// signal it exports through MeterProvider (see "Autoscaling" in the
+	// README): the queue's ApproximateNumberOfMessages,
+	// ApproximateNumberOfMessagesNotVisible and
+	// ApproximateNumberOfMessagesDelayed, read with one GetQueueAttributes
+	// call (so the role needs sqs:GetQueueAttributes, as start-up does),
+	// and the share of Concurrency its handlers were busy since the last
+	// sample. Each wait is the interval ± 10% at random, the first a random
+	// part of it, so a fleet of workers does not call in lock-step. A failed
+	// read is logged (a warning, then debug lines while it keeps failing)
+	// and the backlog is left out of the metrics until a read succeeds;
+	// receiving and handling are not affected. Nothing is sampled without a
+	// MeterProvider. At least 1s; negative turns sampling off. Defaults to
+	// 30s.
+	BacklogInterval time.Duration
+	// Payload reads bodies stored in S3 (AWS's extended client format) or
+	// compressed before the handler runs (see [PayloadConfig]). Defaults
+	// to no S3 client and a 64 MiB cap: compressed bodies are read, and a
+	// message with an S3 pointer is dead-lettered with a reason that says
+	// to set Payload.S3Client.
+	Payload PayloadConfig
 	// NowFunc returns the current time (failed_at of dead letters).
 	// Defaults to time.Now.
 	NowFunc func() time.Time
@@ -173,6 +216,9 @@ type Config struct {
 	// receive-ahead adds slots; set by withDefaults when both Prefetch and
 	// Receivers are left at their defaults.
 	aheadReceivers int
+	// sampleRand draws the sampler's jitter, uniform in [0, 1); tests
+	// set it. Defaults to math/rand.
+	sampleRand func() float64
 	// adaptReceivers: how many receivers poll at once follows the queue
 	// (see pollers); set by withDefaults when Receivers is left at its
 	// default.
@@ -188,6 +234,13 @@ const (
 	DefaultWaitTime        = 20 * time.Second
 	DefaultShutdownTimeout = 20 * time.Second
 	DefaultFlushInterval   = 50 * time.Millisecond
+	// DefaultReceiveErrorGrace is the default of
+	// [Config.ReceiveErrorGrace]: long enough for an IAM or KMS change
+	// still propagating, short enough that a worker whose queue is gone
+	// says so within a minute or two.
+	DefaultReceiveErrorGrace = time.Minute
+	// DefaultBacklogInterval is the default of [Config.BacklogInterval].
+	DefaultBacklogInterval = 30 * time.Second
 )
 
 // withDefaults fills zero values and checks what can be checked without
@@ -207,6 +260,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Concurrency < 0 || cfg.Prefetch < NoPrefetch || cfg.Receivers < 0 || cfg.MaxAttempts < 0 {
 		bad("Concurrency (%d), Prefetch (%d), Receivers (%d) and MaxAttempts (%d) must not be negative (Prefetch may be NoPrefetch)",
 			cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.MaxAttempts)
+	}
+	if err := cfg.Payload.check(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(cfg.DeadLetterSigningKey) > 0 {
 		if err := deadletter.CheckSigningKey(cfg.DeadLetterSigningKey); err != nil {
@@ -255,6 +311,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ShutdownTimeout < 0 || cfg.FlushInterval < 0 {
 		bad("ShutdownTimeout (%s) and FlushInterval (%s) must not be negative", cfg.ShutdownTimeout, cfg.FlushInterval)
 	}
+	if cfg.ReceiveErrorGrace < 0 {
+		bad("ReceiveErrorGrace (%s) must not be negative: leave it 0 for the default (%s)", cfg.ReceiveErrorGrace, DefaultReceiveErrorGrace)
+	}
+	cfg.ReceiveErrorGrace = cmp.Or(cfg.ReceiveErrorGrace, DefaultReceiveErrorGrace)
+	if cfg.BacklogInterval > 0 && cfg.BacklogInterval < time.Second {
+		bad("BacklogInterval %s must be at least 1s (or negative to turn sampling off)", cfg.BacklogInterval)
+	}
+	cfg.BacklogInterval = cmp.Or(cfg.BacklogInterval, DefaultBacklogInterval)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, DefaultFlushInterval)
 	if cfg.Logger == nil {

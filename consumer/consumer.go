@@ -20,6 +20,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/settle"
+	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -28,6 +29,7 @@ import (
 type Consumer struct {
 	cfg     Config
 	running atomic.Bool
+	health  *health // what Ready reports
 }
 
 // New checks cfg, fills its defaults and returns a Consumer. Checks that
@@ -39,7 +41,7 @@ func New(cfg Config) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg}, nil
+	return &Consumer{cfg: cfg, health: &health{}}, nil
 }
 
 // queueInfo is what Run learns about the queues before receiving.
@@ -164,11 +166,16 @@ func (c *Consumer) heartbeatInterval(visibility time.Duration) time.Duration {
 // [ErrShutdown] and releases their messages, flushes every pending delete
 // and visibility change, and returns.
 //
+// Receives that keep failing with an error retrying cannot heal (the
+// queue was deleted, access to it was revoked) for ReceiveErrorGrace
+// stop Run as a cancelled context does: it drains, then returns an error
+// that names the queue and SQS's error (see [Config.ReceiveErrorGrace]).
+//
 // Run returns nil after a drain in which every handler finished in time,
 // an error wrapping context.DeadlineExceeded when handlers had to be
-// cancelled at ShutdownTimeout, and a start-up error (before any message is
-// received) when the configuration is wrong. A Consumer runs at most once
-// at a time.
+// cancelled at ShutdownTimeout, a start-up error (before any message is
+// received) when the configuration is wrong, and the receive error once
+// ReceiveErrorGrace passed. A Consumer runs at most once at a time.
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("consumer: Run called while already running")
@@ -178,10 +185,21 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := newRunner(c.cfg, q)
+	s := newSampler(c.cfg, q.url)
+	r, err := newRunner(s.instrument(c.cfg), q)
 	if err != nil {
 		return err
 	}
+	r.health = c.health
+	if r.health == nil {
+		r.health = &health{}
+	}
+	// The autoscaling sampler (load.go) runs beside r until ctx ends or r
+	// returns on its own (receives that cannot heal), whichever is first.
+	sctx, stop := context.WithCancel(ctx)
+	wait := s.start(sctx, r.cfg.Client, r.log)
+	defer wait()
+	defer stop()
 	return r.run(ctx)
 }
 
@@ -217,6 +235,12 @@ type runner struct {
 	queue     chan *inflight  // standard queues: received messages for the Concurrency workers
 	ready     chan *lane      // FIFO queues: lanes with a message to run, for the Concurrency workers
 	stopping  <-chan struct{} // Run's ctx.Done(): closed when the drain starts
+	// polls is the receivers' client; recvDone is closed once the
+	// receivers have returned, and drainDeadline is set before, to the
+	// drain's start plus ShutdownTimeout (see awaitPolls).
+	polls         *pollWatch
+	recvDone      chan struct{}
+	drainDeadline time.Time
 	// workBase is Run's context without its cancellation: the handlers'
 	// contexts derive from it, each cancelled on its own (see
 	// stopHandlers), so that making one locks nothing shared.
@@ -226,6 +250,14 @@ type runner struct {
 	running         []atomic.Pointer[inflight]
 	handlersStopped atomic.Bool
 	workWG          sync.WaitGroup
+
+	// health is what Consumer.Ready reports.
+	health *health
+	// stopRun stops the Run as its context's cancellation would: called
+	// once, by failRun, which sets fatal, the error Run then returns.
+	stopRun context.CancelCauseFunc
+	failOne sync.Once
+	fatal   error
 
 	mu sync.Mutex
 	// beating holds the running messages whose handlers registered a
@@ -281,7 +313,7 @@ type lane struct {
 }
 
 func newRunner(cfg Config, q queueInfo) (*runner, error) {
-	cfg = instrument(cfg, q.url)
+	cfg = guard(instrument(cfg, q.url))
 	r := &runner{
 		cfg:      cfg,
 		q:        q,
@@ -304,6 +336,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	if cfg.adaptReceivers {
 		r.pollers = newPollers(cfg.Receivers+cfg.aheadReceivers, cfg.WaitTime, q.fifo)
 	}
+	r.polls = &pollWatch{SQSAPI: cfg.Client}
+	r.cfg.Client = r.polls
+	r.recvDone = make(chan struct{})
 	pcfg := cfg
 	pcfg.Logger = r.log
 	r.pipeline = newProcessor(pcfg)
@@ -325,6 +360,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, cfg.settlers(), r.log)
 	r.settler.obs = cfg.Observer
 	r.settler.hold = hb
+	if cfg.Payload.DeleteAfterAck {
+		r.settler.objects = cfg.Payload.S3Client
+	}
 	if q.fifo {
 		// A FIFO message blocks its group until deleted: once every
 		// received message is queued, send what is queued without waiting
@@ -348,7 +386,11 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 func (r *runner) run(ctx context.Context) error {
+	ctx, r.stopRun = context.WithCancelCause(ctx)
+	defer r.stopRun(nil)
 	r.stopping = ctx.Done()
+	r.health.start(r.q.url)
+	defer r.health.set(stopped)
 	bg := context.WithoutCancel(ctx)
 	r.workBase = bg
 	r.running = make([]atomic.Pointer[inflight], r.cfg.Concurrency)
@@ -378,19 +420,23 @@ func (r *runner) run(ctx context.Context) error {
 		zap.Int("receivers", r.cfg.Receivers), zap.Duration("visibility", r.q.visibility))
 
 	<-ctx.Done()
+	r.health.set(draining)
+	r.drainDeadline = time.Now().Add(r.cfg.ShutdownTimeout)
 	r.log.Info("consumer draining", zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
 	grace := time.AfterFunc(receiveGrace, cancelCalls)
 	recvWG.Wait()
 	grace.Stop()
+	close(r.recvDone)
 	// Messages waiting for a worker, and FIFO messages waiting behind a
 	// running handler of their group, are released now, not when a
-	// handler finishes.
+	// handler finishes: as soon as no receive call cut short above can
+	// take them on the server (awaitPolls).
 	if !r.q.fifo {
-		takeWaiting(r.queue, func(m *inflight) { r.release(m, nil) })
+		takeWaiting(r.queue, r.releaseUnstarted)
 		close(r.queue) // the workers return once their handlers have
 	} else {
 		// Lanes still in the ready queue hold a message no worker took.
-		takeWaiting(r.ready, func(l *lane) { r.release(l.head, nil) })
+		takeWaiting(r.ready, func(l *lane) { r.releaseUnstarted(l.head) })
 	}
 	r.mu.Lock()
 	lanes := make([]*lane, 0, len(r.lanes))
@@ -398,6 +444,9 @@ func (r *runner) run(ctx context.Context) error {
 		lanes = append(lanes, l)
 	}
 	r.mu.Unlock()
+	if len(lanes) > 0 {
+		r.awaitPolls()
+	}
 	for _, l := range lanes {
 		r.releaseLane(l, nil)
 	}
@@ -410,7 +459,7 @@ func (r *runner) run(ctx context.Context) error {
 	workDone := make(chan struct{})
 	go func() { r.workWG.Wait(); close(workDone) }()
 	var runErr error
-	timer := time.NewTimer(r.cfg.ShutdownTimeout)
+	timer := time.NewTimer(time.Until(r.drainDeadline))
 	select {
 	case <-workDone:
 		timer.Stop()
@@ -420,6 +469,12 @@ func (r *runner) run(ctx context.Context) error {
 			if r.running[i].Load() != nil {
 				n++
 			}
+		}
+		if n == 0 {
+			// The workers only wait to release what they hold
+			// (awaitPolls): no handler to cancel.
+			<-workDone
+			break
 		}
 		r.log.Warn("consumer: shutdown timeout: cancelling running handlers", zap.Int("handlers", n))
 		r.stopHandlers(ErrShutdown)
@@ -431,7 +486,42 @@ func (r *runner) run(ctx context.Context) error {
 	r.settler.close()
 	settleWG.Wait()
 	r.log.Info("consumer stopped")
+	if r.fatal != nil { // set by a receiver, all of which returned
+		return errors.Join(r.fatal, runErr)
+	}
 	return runErr
+}
+
+// failRun stops the Run, which returns err once drained; only the first
+// call counts.
+func (r *runner) failRun(err error) {
+	r.failOne.Do(func() {
+		r.log.Error("consumer: stopping: receives keep failing", zap.Error(err))
+		r.fatal = err
+		r.stopRun(err)
+	})
+}
+
+// receiveFailed records and reports a receive that failed with err (the
+// failures-th in a row of receiver id), and stops the Run once receives
+// have failed with only errors that retrying cannot heal for
+// ReceiveErrorGrace.
+func (r *runner) receiveFailed(id, failures int, err error) {
+	r.obs.ReceiveFailed(err)
+	persistent := sqserr.Persistent(err)
+	stuck := r.health.failed(err, persistent, time.Now())
+	if !persistent {
+		r.log.Warn("consumer: receive failed", zap.Int("receiver", id), zap.Int("failures", failures), zap.Error(err))
+		return
+	}
+	code := sqserr.Code(err)
+	r.log.Warn("consumer: receive failed with an error that retrying cannot heal; Run stops once it has lasted ReceiveErrorGrace",
+		zap.Int("receiver", id), zap.Int("failures", failures), zap.String("error_code", code),
+		zap.Duration("failing_for", stuck), zap.Duration("receive_error_grace", r.cfg.ReceiveErrorGrace), zap.Error(err))
+	if stuck >= r.cfg.ReceiveErrorGrace {
+		r.failRun(fmt.Errorf("consumer: queue %s: receives failed for %s with %s, which retrying cannot heal: %w",
+			r.q.url, stuck.Round(time.Second), code, err))
+	}
 }
 
 // receive is one receiver's loop: reserve free capacity, long-poll for at
@@ -547,7 +637,7 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 				n = 0
 			}
 			failures++
-			r.log.Warn("consumer: receive failed", zap.Int("receiver", id), zap.Int("failures", failures), zap.Error(err))
+			r.receiveFailed(id, failures, err)
 			d := time.Duration(rand.Int64N(int64(min(time.Duration(failures)*200*time.Millisecond, 5*time.Second)) + 1))
 			select {
 			case <-ctx.Done():
@@ -557,6 +647,7 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 			continue
 		}
 		attemptID = ""
+		r.health.received()
 		if extra := n - len(out.Messages); extra > 0 {
 			r.capacity.unreserve(extra)
 			r.capacity.short(len(out.Messages) == 0)
@@ -698,14 +789,14 @@ func (r *runner) work(worker int) {
 		}
 		select {
 		case <-r.stopping:
-			r.release(m, nil)
+			r.releaseUnstarted(m)
 			continue
 		default:
 		}
 		for {
 			probe, ok := r.gate.admit(r.stopping)
 			if !ok {
-				r.release(m, nil)
+				r.releaseUnstarted(m)
 				break
 			}
 			if _, held := r.process(worker, m, probe); !held {
@@ -766,7 +857,7 @@ func (r *runner) workLanes(worker int) {
 				probe, ok = r.gate.admit(r.stopping)
 			}
 			if !ok {
-				r.release(m, nil)
+				r.releaseUnstarted(m)
 				r.releaseLane(l, nil)
 				break
 			}
@@ -922,6 +1013,9 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 	m.mu.Lock()
 	lost := m.lost
 	if lost == nil {
+		lost = r.untracked(m, "before it started")
+	}
+	if lost == nil {
 		m.cancel = cancel
 	}
 	m.mu.Unlock()
@@ -961,9 +1055,26 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 	lost = m.lost
 	m.mu.Unlock()
 	if hold && lost == nil {
+		lost = r.untracked(m, "while it ran")
+	}
+	if hold && lost == nil {
 		r.log.Debug("consumer: the probe found the downstream still unavailable; the message is held for the next probe",
 			zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()), zap.String("error", handlerText(res.Err)))
 		return res, true
+	}
+	leave := settle.LeaveLost(settle.Outcome(res.Outcome))
+	if leave && lost == nil { // an ack is settled anyway: no lock taken
+		lost = r.untracked(m, "while it ran")
+	}
+	if leave && lost != nil {
+		// Visible again or with another consumer: left alone, as release
+		// leaves a lost message it did not run. A lease extension that
+		// failed left the handle with the heartbeat: it stops extending
+		// it, and the message comes back when its visibility ends.
+		r.hb.Remove(m.handle())
+		res = Result{Outcome: OutcomeRelease, Err: fmt.Errorf("%w; left alone (the handler returned: %w)", lost, res.Err), Duration: res.Duration}
+		r.settled(m, res, false)
+		return res, false
 	}
 
 	if res.Outcome == OutcomeDeadLetter {
@@ -977,6 +1088,9 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 				r.obs.DeadLetterRefused(m.msg, err)
 			}
 		}
+	}
+	if r.cfg.Payload.DeleteAfterAck && m.msg.object != nil && (res.Outcome == OutcomeAck || res.Outcome == OutcomeDuplicate) {
+		m.msg.dropObject = true
 	}
 	now := time.Now()
 	if settle.Unavailable(settle.Outcome(res.Outcome), res.Class) {
@@ -1020,6 +1134,17 @@ func (r *runner) lastReceive(m *inflight, res Result) Result {
 	res.Delay = 0
 	res.Reason = fmt.Sprintf("max receive count (%d) reached, with a later message of its group waiting: %s", r.q.maxReceives, handlerText(res.Err))
 	return res
+}
+
+// untracked returns an error wrapping ErrLeaseLost when the heartbeat no
+// longer tracks m's handle: it found the handle lost in a round whose lost
+// callbacks it is still calling (m's has not run yet). when says when, for
+// the error.
+func (r *runner) untracked(m *inflight, when string) error {
+	if r.hb.Tracked(m.handle()) {
+		return nil
+	}
+	return fmt.Errorf("%w: its visibility was lost %s", ErrLeaseLost, when)
 }
 
 // deadLetter sends m to the DLQ (the heartbeat keeps it invisible
@@ -1109,7 +1234,7 @@ func (r *runner) beatHandlers(ctx context.Context) {
 			bctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			for _, fn := range fns {
-				if err := fn(bctx); err != nil {
+				if err := r.beat(bctx, m, fn); err != nil {
 					r.leaseLost(m, err)
 					return
 				}
@@ -1117,4 +1242,16 @@ func (r *runner) beatHandlers(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// beat runs one of m's OnHeartbeat functions; a panic in it is recovered,
+// logged, and returned as its error.
+func (r *runner) beat(ctx context.Context, m *inflight, fn func(context.Context) error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			logPanic(r.log, "an OnHeartbeat function", v, zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()))
+			err = fmt.Errorf("consumer: OnHeartbeat function panicked: %v", v)
+		}
+	}()
+	return fn(ctx)
 }

@@ -26,9 +26,10 @@ const DrainEmptyReceives = 2
 // a receive returns after that point is released, as in Run's drain.
 //
 // Drain returns nil when the queue was drained and every handler finished,
-// what Run returns when that is an error (a start-up error, or handlers
-// cancelled at ShutdownTimeout), and ctx.Err() when ctx ended before the
-// queue was empty. A Consumer runs (or drains) at most once at a time.
+// what Run returns when that is an error (a start-up error, handlers
+// cancelled at ShutdownTimeout, or receives that kept failing with an
+// error retrying cannot heal for ReceiveErrorGrace), and ctx.Err() when
+// ctx ended before the queue was empty. A Consumer runs (or drains) at most once at a time.
 func (c *Consumer) Drain(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("consumer: Drain called while already running")
@@ -42,7 +43,7 @@ func (c *Consumer) Drain(ctx context.Context) error {
 	}
 	cfg := c.cfg
 	cfg.Client, cfg.Observer = w, w
-	d := &Consumer{cfg: cfg}
+	d := &Consumer{cfg: cfg, health: c.health}
 	err := d.Run(runCtx)
 	if err != nil {
 		return err
@@ -111,3 +112,5 @@ func (w *drainWatch) SettleFailed(msg *Message, op string, err error) {
 func (w *drainWatch) Paused(p Pause) { w.next.Paused(p) }
 
 func (w *drainWatch) Resumed(d time.Duration) { w.next.Resumed(d) }
+
+func (w *drainWatch) ReceiveFailed(err error) { w.next.ReceiveFailed(err) }

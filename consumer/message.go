@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/payload"
 )
 
 // AttrID is the message attribute that carries a message's dedupe id
@@ -22,7 +23,11 @@ const AttrID = deadletter.AttrID
 type Message struct {
 	// ID is the SQS MessageId.
 	ID string
-	// Body is the message body, unchanged.
+	// Body is the message body as its producer sent it. For a message
+	// whose body was stored in S3 or compressed (see [PayloadConfig]) it
+	// is the fetched, decompressed body, read before the handler runs;
+	// [Message.WireBody] is what SQS carried. Otherwise it is SQS's body,
+	// unchanged.
 	Body string
 	// Attributes are the message attributes the producer set.
 	Attributes map[string]types.MessageAttributeValue
@@ -50,6 +55,17 @@ type Message struct {
 	Raw types.Message
 
 	key string
+
+	// wire is the body SQS carried, when decoded says Body was read from
+	// S3 or decompressed (see decode).
+	wire    string
+	decoded bool
+	// object is the S3 object the body is in; nil when it was in the
+	// message.
+	object *payload.Pointer
+	// dropObject: delete object once the message is deleted (an ack with
+	// PayloadConfig.DeleteAfterAck).
+	dropObject bool
 
 	// unrun counts the receives that were not attempts, as far as this
 	// process knows (settle.Unrun): set by the consumer.
@@ -100,6 +116,16 @@ func (m *Message) init(raw types.Message, queueURL string, receivedAt time.Time)
 	m.key = DefaultKey(m)
 }
 
+// WireBody is the body as SQS carried it: for a message whose body was
+// stored in S3 or compressed, the pointer or the compressed text (what a
+// dead letter keeps, and what a redrive moves); otherwise [Message.Body].
+func (m *Message) WireBody() string {
+	if m.decoded {
+		return m.wire
+	}
+	return m.Body
+}
+
 // Attempt is how many times the message has run, this run included (1
 // on the first): its ReceiveCount less the receives in which the consumer
 // knows it did not run (on a FIFO queue, received behind an earlier
@@ -136,8 +162,9 @@ func (m *Message) Attribute(name string) string {
 
 // OnHeartbeat registers fn to run on every heartbeat tick while the message's
 // handler runs (the dedupe middleware extends its lease this way). When fn
-// returns an error the handler's context is cancelled with a cause that
-// wraps [ErrLeaseLost] and the error. fn must return quickly.
+// returns an error (or panics: the panic is recovered and logged) the
+// handler's context is cancelled with a cause that wraps [ErrLeaseLost]
+// and the error. fn must return quickly.
 func (m *Message) OnHeartbeat(fn func(context.Context) error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

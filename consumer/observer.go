@@ -4,7 +4,8 @@ import "time"
 
 // Observer receives the consumer's metrics events. Every method must return
 // quickly and be safe for concurrent use. Embed [NopObserver] to implement
-// only the methods you need.
+// only the methods you need. A panic in a method is recovered and logged
+// at error level with its stack; the consumer goes on.
 type Observer interface {
 	// Received is called once per message received from SQS.
 	Received(msg *Message)
@@ -33,6 +34,11 @@ type Observer interface {
 	// its retries. A failed delete is tried again later while the heartbeat
 	// keeps the message invisible; it is reported each time it fails.
 	SettleFailed(msg *Message, op string, err error)
+	// ReceiveFailed is called when a ReceiveMessage call failed (not when
+	// shutdown cut it short), with its error. The consumer retries after
+	// a short backoff; receives that keep failing with an error retrying
+	// cannot heal stop Run after [Config.ReceiveErrorGrace].
+	ReceiveFailed(err error)
 	// Paused is called when the consumer pauses for an unavailable
 	// downstream (see [BackPressure]): at the start of an outage and after
 	// each failed probe.
@@ -69,6 +75,9 @@ func (NopObserver) DeadLetterRefused(*Message, error) {}
 
 // SettleFailed does nothing.
 func (NopObserver) SettleFailed(*Message, string, error) {}
+
+// ReceiveFailed does nothing.
+func (NopObserver) ReceiveFailed(error) {}
 
 // Paused does nothing.
 func (NopObserver) Paused(Pause) {}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/sqsonce/sqsonce/internal/payload"
 	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/settle"
 )
@@ -24,6 +25,7 @@ func init() {
 		New:        func(cfg Config) func(context.Context, *Message) Result { return newProcessor(cfg).process },
 		LogSettled: logSettled,
 		Instrument: instrument,
+		Guard:      guard,
 	})
 }
 
@@ -41,6 +43,7 @@ type processor struct {
 	keyFunc     KeyFunc
 	logger      *zap.Logger
 	observer    Observer
+	payload     payload.Decoder
 }
 
 // newProcessor configures the path from cfg's Handler, Middleware,
@@ -58,6 +61,7 @@ func newProcessor(cfg Config) *processor {
 		keyFunc:     cfg.KeyFunc,
 		logger:      cfg.Logger,
 		observer:    cfg.Observer,
+		payload:     cfg.Payload.decoder(": set Payload.S3Client (an *s3.Client) in the consumer's or Lambda adapter's Config"),
 	}
 	if p.handler == nil {
 		p.handler = HandlerFunc(func(context.Context, *Message) error { return errors.New("consumer: no handler") })
@@ -65,9 +69,7 @@ func newProcessor(cfg Config) *processor {
 	if p.logger == nil {
 		p.logger = zap.NewNop()
 	}
-	if p.observer == nil {
-		p.observer = NopObserver{}
-	}
+	p.observer = guardObserver(p.observer, p.logger)
 	return p
 }
 
@@ -104,10 +106,15 @@ type Result struct {
 // outcome is OutcomeRelease. A handler that returns nil is acked even if
 // ctx was cancelled.
 func (p *processor) process(ctx context.Context, msg *Message) Result {
+	// The body first: a KeyFunc and the handler see the body as sent.
+	// A body that cannot be had is classified as a handler's error
+	// would be (the handler does not run).
+	if err := p.decode(ctx, msg); err != nil {
+		return p.classify(ctx, msg, err)
+	}
 	p.setKey(msg)
-	h := Chain(p.handler, p.middleware...)
 	start := time.Now()
-	err := p.run(ctx, h, msg)
+	err := p.run(ctx, msg)
 	d := time.Since(start)
 	p.observer.HandlerDone(msg, d, err)
 	res := p.classify(ctx, msg, err)
@@ -124,13 +131,18 @@ func (p *processor) classify(ctx context.Context, msg *Message, err error) Resul
 		return Result{Outcome: OutcomeRelease, Err: err}
 	}
 	v, ok := Verdict{}, false
+	var pe *PanicError
 	if p.classifier != nil {
-		v, ok = p.classifier.Classify(ctx, msg, err)
+		v, ok, pe = p.askClassifier(ctx, msg, err)
 		if ok && (v.Outcome < OutcomeAck || v.Outcome > OutcomeRelease) {
 			ok = false
 		}
 	}
-	if !ok {
+	switch {
+	case pe != nil:
+		// A transient failure, as a handler's panic is.
+		v = defaultVerdict(p.backoff, p.maxAttempts, msg, pe)
+	case !ok:
 		v = defaultVerdict(p.backoff, p.maxAttempts, msg, err)
 	}
 	res := Result{Outcome: v.Outcome, Delay: v.Delay, Err: err, Class: v.Class}
@@ -151,7 +163,26 @@ func (p *processor) classify(ctx context.Context, msg *Message, err error) Resul
 	return res
 }
 
-func (p *processor) run(ctx context.Context, h Handler, msg *Message) (err error) {
+// askClassifier asks the Classifier; a panic in it is recovered, logged
+// and returned.
+func (p *processor) askClassifier(ctx context.Context, msg *Message, err error) (v Verdict, ok bool, pe *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe = &PanicError{Value: r, Stack: debug.Stack()}
+			p.logger.Error("Classifier panicked; recovered: the failure counts as transient",
+				zap.String("message_id", msg.ID),
+				zap.String("key", msg.Key()),
+				zap.String("panic", fmt.Sprint(r)),
+				zap.ByteString("stack", pe.Stack))
+		}
+	}()
+	v, ok = p.classifier.Classify(ctx, msg, err)
+	return v, ok, nil
+}
+
+// run builds the middleware chain around the handler and runs it, with
+// panic recovery around both: a Middleware constructor is user code too.
+func (p *processor) run(ctx context.Context, msg *Message) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &PanicError{Value: v, Stack: debug.Stack()}
@@ -163,7 +194,7 @@ func (p *processor) run(ctx context.Context, h Handler, msg *Message) (err error
 			err = pe
 		}
 	}()
-	return h.Handle(ctx, msg)
+	return Chain(p.handler, p.middleware...).Handle(ctx, msg)
 }
 
 func (p *processor) setKey(msg *Message) {

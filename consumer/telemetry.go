@@ -99,6 +99,10 @@ func (o *tracedObserver) SettleFailed(msg *Message, op string, err error) {
 	o.next.SettleFailed(msg, op, err)
 }
 
+// ReceiveFailed passes the failure on: the metrics counted it already,
+// as a failed ReceiveMessage call (tracedSQS).
+func (o *tracedObserver) ReceiveFailed(err error) { o.next.ReceiveFailed(err) }
+
 func (o *tracedObserver) Paused(p Pause) {
 	o.t.Paused(context.Background(), p.Reason, p.Count == 1)
 	o.next.Paused(p)

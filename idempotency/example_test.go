@@ -98,3 +98,29 @@ func ExampleRelease() {
 	// 201  credited
 	// 201 true credited
 }
+
+// By default the body is compared byte for byte: a client that writes the
+// same JSON with its keys in another order gets 422. With
+// CanonicalJSONFingerprint it gets the stored response; another value is
+// still another request.
+func ExampleCanonicalJSONFingerprint() {
+	mw, err := idempotency.New(idempotency.Config{
+		Store:           idempotency.NewMemory(idempotency.MemoryConfig{}),
+		ScopeFunc:       func(r *http.Request) (string, error) { return r.Header.Get("Authorization"), nil },
+		FingerprintFunc: idempotency.CanonicalJSONFingerprint,
+	})
+	if err != nil {
+		panic(err)
+	}
+	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, "paid")
+	}))
+	do(h, "p-1", `{"amount":5,"currency":"EUR"}`)
+	do(h, "p-1", `{ "currency": "EUR", "amount": 5 }`)
+	do(h, "p-1", `{"amount":6,"currency":"EUR"}`)
+	// Output:
+	// 201  paid
+	// 201 true paid
+	// 422  application/problem+json
+}

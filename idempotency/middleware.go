@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
@@ -62,7 +61,11 @@ type Config struct {
 	KeyOptional bool
 	// Lease is how long a running request holds its key; the middleware
 	// extends it every Lease/3 while the handler runs. After a crash the
-	// key can run again once the lease ends. Defaults to 30 seconds. The
+	// key can run again once the lease ends: until then retries get 409
+	// with Retry-After, so clients need retries that outlast it (see the
+	// package doc, Retries against a lease). A shorter lease frees a
+	// crashed request's key sooner, but costs more extensions and loses
+	// the key when one cannot be made in time. Defaults to 30 seconds. The
 	// transactional mode (BeginTxFunc) has no lease: the request's
 	// transaction holds the key.
 	Lease time.Duration
@@ -84,6 +87,17 @@ type Config struct {
 	// FingerprintHeaders are request headers added to the fingerprint
 	// (method, path, raw query and body). Defaults to none.
 	FingerprintHeaders []string
+	// FingerprintFunc, when set, says what stands for the body in the
+	// fingerprint: the same key with a result that differs is another
+	// request (422). The method, path, raw query and FingerprintHeaders
+	// are compared as always. It gets the request (whose body it must not
+	// read or change) and the body as read. An error answers 400
+	// [TypeBodyInvalid] with its text, before any claim: nothing runs and
+	// the key stays free. [CanonicalJSONFingerprint] forgives the order of
+	// object keys and whitespace in a JSON body. Defaults to nil: the body
+	// is compared byte for byte, so the same JSON with its keys in another
+	// order is another request.
+	FingerprintFunc func(r *http.Request, body []byte) (string, error)
 	// ReleaseServerErrors releases the key after a 5xx response instead of
 	// storing it, so a retry runs the handler again. Defaults to false:
 	// a 5xx is stored and replayed like any response (Stripe's rule),
@@ -97,14 +111,14 @@ type Config struct {
 	// (made even when the client has gone). Defaults to 10 seconds.
 	SettleTimeout time.Duration
 	// BeginTxFunc, when set, runs each keyed request in a transaction it
-	// opens (the transactional mode; postgres.Store.BeginTx is one). The
+	// opens (the transactional mode; idempg.Store.BeginTx is one). The
 	// transaction claims the key ([Tx.Claim]) before the handler runs and
 	// holds it until it ends, so nothing keeps a lease: a retry meanwhile
 	// gets 409 at once, and a request whose connection or process dies
 	// frees its key as its transaction ends. The store's Claim, Extend and
 	// Release are not used. The handler reaches the transaction through
 	// its request's context ([TxFromContext], unwrapped by the store's
-	// package, e.g. postgres.TxFromContext) and does its work in it. When
+	// package, e.g. idempg.TxFromContext) and does its work in it. When
 	// the handler returns, the middleware stores the response in the same
 	// transaction ([Tx.Complete]) and commits; only then is the response
 	// sent. A panic or runtime.Goexit, [Release], a 5xx (whatever
@@ -117,7 +131,7 @@ type Config struct {
 	// TypeOutcomeUnknown: the retry replays the response if it committed,
 	// and runs the handler if not. A failed begin or claim answers 503 and
 	// runs nothing.
-	// [Transact] is not available in this mode. Defaults to nil: the
+	// [Attach] is not available in this mode. Defaults to nil: the
 	// handler's own effects and the stored response are separate writes.
 	BeginTxFunc func(ctx context.Context) (Tx, error)
 	// ObserveFunc, when set, is called once per request that takes a key,
@@ -151,9 +165,9 @@ const (
 	// OutcomeReleased: the handler ran and the key was released (Release,
 	// a panic or runtime.Goexit, a 429, or a 5xx with ReleaseServerErrors).
 	OutcomeReleased
-	// OutcomeNotStored: the response could not be stored. Without writes
+	// OutcomeNotStored: the response could not be stored. Without work
 	// the record was completed without it (a retry learns its status, not
-	// its body); with writes or in the transactional mode nothing was
+	// its body); with work or in the transactional mode nothing was
 	// committed and the key was freed.
 	OutcomeNotStored
 	// OutcomeLeaseLost: the lease was taken over before completion, or
@@ -190,11 +204,11 @@ type Event struct {
 // lease was taken over or could not be extended before it ended.
 var ErrLeaseLost = errors.New("idempotency: lease lost")
 
-// ErrNoKey is returned by [Transact] outside a request that holds a key.
+// ErrNoKey is returned by [Attach] outside a request that holds a key.
 var ErrNoKey = errors.New("idempotency: no idempotency key is held by this request")
 
-// ErrResponseStarted is returned by [Transact] once the response has been
-// streamed to the client (it was too large to store), so the writes could
+// ErrResponseStarted is returned by [Attach] once the response has been
+// streamed to the client (it was too large to store), so the work could
 // no longer commit with it.
 var ErrResponseStarted = errors.New("idempotency: the response was already sent uncommitted (too large to store)")
 
@@ -278,8 +292,8 @@ func (m *Middleware) observe(o Outcome, status int) {
 //     Retry-After; completed → the stored response, replayed with
 //     Idempotent-Replayed: true.
 //   - Claimed: next runs with its lease extended; its response is
-//     buffered, stored with the completed record (with the writes handed
-//     to [Transact], in one transaction), then sent. Its context is not
+//     buffered, stored with the completed record (with the work attached
+//     with [Attach], in one transaction), then sent. Its context is not
 //     cancelled when the client hangs up (the retry a dropped connection
 //     brings then gets the stored response), only when the lease is lost
 //     (cause [ErrLeaseLost]).
@@ -291,7 +305,7 @@ func (m *Middleware) observe(o Outcome, status int) {
 //     record completed without it: a retry gets its status, its headers
 //     that do not describe the body, Idempotent-Replayed: true and a
 //     TypeNotRetained problem, and the request never runs twice. (With
-//     writes handed to [Transact], or in the transactional mode, nothing
+//     work attached with [Attach], or in the transactional mode, nothing
 //     is committed instead: 500 TypeResponseTooLarge, and a retry runs.)
 //   - In the transactional mode (Config.BeginTxFunc) the request's
 //     transaction claims and holds the key instead of a lease, and its
@@ -353,10 +367,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.reject(w, http.StatusRequestEntityTooLarge, TypeBodyTooLarge, fmt.Sprintf("the body is over %d bytes", m.cfg.MaxBodyBytes))
 			return
 		}
+	}
+	fp, err := m.fingerprint(r, body)
+	if err != nil {
+		m.reject(w, http.StatusBadRequest, TypeBodyInvalid, "the body was refused: "+err.Error())
+		return
+	}
+	if r.Body != nil {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	rk := RecordKey(scope, key)
-	fp := m.fingerprint(r, body)
 	if m.cfg.BeginTxFunc != nil {
 		h.serveTx(w, r, rk, fp)
 		return
@@ -379,8 +399,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		replay(w, c.Response)
 		m.observe(OutcomeReplayed, c.Response.Status)
 	case InProgress:
-		writeProblem(w, http.StatusConflict, TypeInProgress, "a request with this key is still running; retry after it ends",
-			retryAfter(c.LeaseUntil.Sub(m.cfg.NowFunc())))
+		// Only the lease is known: the owner may be running, or its
+		// process may have died. Either way the key is free for this
+		// request once the stored lease ends, unless the owner extends it.
+		wait := retryAfter(c.LeaseUntil.Sub(m.cfg.NowFunc()))
+		writeProblem(w, http.StatusConflict, TypeInProgress, fmt.Sprintf(
+			"a request with this key is in progress or stopped without finishing; its lease ends in %d s, when a retry gets its response or, if it stopped, runs it", wait), wait)
 		m.observe(OutcomeInProgress, http.StatusConflict)
 	case KeyReused:
 		writeProblem(w, http.StatusUnprocessableEntity, TypeKeyReused, "this key was used for a different request (method, path, query or body)", 0)
@@ -409,8 +433,16 @@ func (m *Middleware) log(rk string) *zap.Logger {
 }
 
 // fingerprint hashes method, path, raw query (see canonicalQuery), the
-// listed headers and the body, each length-prefixed.
-func (m *Middleware) fingerprint(r *http.Request, body []byte) string {
+// listed headers and the body (or what Config.FingerprintFunc makes of
+// it), each length-prefixed.
+func (m *Middleware) fingerprint(r *http.Request, body []byte) (string, error) {
+	if m.cfg.FingerprintFunc != nil {
+		s, err := m.cfg.FingerprintFunc(r, body)
+		if err != nil {
+			return "", err
+		}
+		body = []byte(s)
+	}
 	h := sha256.New()
 	field := func(b []byte) {
 		var n [binary.MaxVarintLen64]byte
@@ -429,7 +461,7 @@ func (m *Middleware) fingerprint(r *http.Request, body []byte) string {
 		}
 	}
 	field(body)
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // canonicalQuery is the raw query with its &-separated pairs in order of
@@ -473,10 +505,9 @@ type stateKey struct{}
 type state struct {
 	mu       sync.Mutex
 	released bool
-	writes   []types.TransactWriteItem
-	builds   []Build
-	streamed bool // the response went out unstored
-	tx       Tx   // the transactional mode's transaction
+	work     []any // attached with Attach
+	streamed bool  // the response went out unstored
+	tx       Tx    // the transactional mode's transaction
 }
 
 func fromContext(ctx context.Context) *state {
@@ -488,7 +519,7 @@ func fromContext(ctx context.Context) *state {
 // its handler returns: the response is sent but not stored, and a retry
 // with the same key runs the handler again. Use it for a failure the
 // client should correct (a validation error) or retry later (a 429). Any
-// writes handed to [Transact] are dropped. It reports whether ctx belongs
+// work attached with [Attach] is dropped. It reports whether ctx belongs
 // to a request holding a key.
 func Release(ctx context.Context) bool {
 	st := fromContext(ctx)
@@ -550,9 +581,9 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	}
 
 	st.mu.Lock()
-	released, writes, builds, streamed := st.released, st.writes, st.builds, st.streamed
+	released, work, streamed := st.released, st.work, st.streamed
 	st.mu.Unlock()
-	tx := len(writes) > 0 || len(builds) > 0
+	tx := len(work) > 0
 	resp := rec.response()
 	keep := stored(resp, m.replay)
 	// Headers added after the body was written count too.
@@ -592,7 +623,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		m.observe(o, resp.Status)
 		return
 	}
-	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Writes: writes, Builds: builds})
+	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Work: work})
 	if err == nil {
 		rec.deliver()
 		m.observe(OutcomeExecuted, resp.Status)
@@ -637,7 +668,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		// commit did not happen and leaves the completed record if it did.
 		release()
 		m.commitUnknown(w, rk, err)
-	case errors.Is(err, ErrPermanent), errors.Is(err, ErrWritesUnsupported):
+	case errors.Is(err, ErrPermanent), errors.Is(err, ErrWorkUnsupported):
 		release()
 		m.log(rk).Error("idempotency: the store refused the request's writes: nothing committed, key released", zap.Error(err))
 		writeProblem(w, http.StatusInternalServerError, TypeCommitRefused, "the store refused the request's writes; nothing was committed, and the same request cannot succeed", 0)

@@ -21,10 +21,17 @@ const (
 	TypeBodyTooLarge = "urn:sqsonce:idempotency:body-too-large"
 	// TypeBodyUnreadable: 400, reading the body failed.
 	TypeBodyUnreadable = "urn:sqsonce:idempotency:body-unreadable"
+	// TypeBodyInvalid: 400, Config.FingerprintFunc refused the body; the
+	// key was not taken.
+	TypeBodyInvalid = "urn:sqsonce:idempotency:body-invalid"
 	// TypeKeyReused: 422, the key was used for a different request.
 	TypeKeyReused = "urn:sqsonce:idempotency:key-reused"
 	// TypeInProgress: 409 with Retry-After, the first request with this
-	// key is still running.
+	// key holds it. In the lease mode that request may be running or may
+	// have stopped (its process died): Retry-After is the seconds left on
+	// its stored lease, after which a retry gets its response or, if it
+	// stopped, runs. In the transactional mode (Config.BeginTxFunc) it is
+	// running: a stopped one has freed the key already.
 	TypeInProgress = "urn:sqsonce:idempotency:in-progress"
 	// TypeStoreUnavailable: 503 with Retry-After, the store did not answer
 	// the claim; nothing ran.

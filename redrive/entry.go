@@ -28,6 +28,11 @@ type Entry struct {
 	// Age is the time since the failure was recorded (failed_at), or since
 	// the message was sent to the DLQ when it has no failure record.
 	Age time.Duration
+	// History is its parsed [AttrRedrive] attribute (how many times it was
+	// redriven, when, out of which DLQ): nil when it has none or the
+	// attribute is not a history. Like every attribute it is outside
+	// input: a producer can write any history.
+	History *History
 }
 
 // Class returns the failure class, or [ClassNone].
@@ -36,6 +41,21 @@ func (e Entry) Class() string {
 		return ClassNone
 	}
 	return e.Failure.Class
+}
+
+// Source returns the source queue the message records, as recorded: SQS's
+// DeadLetterQueueSourceArn when SQS moved it here (a sender cannot set
+// it), else its failure record's source_queue (a URL, which a producer can
+// write); "" when it records neither. It is for people and filters: a
+// move trusts only what [MoveOptions.To] says.
+func (e Entry) Source() string {
+	if arn := e.Message.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
+		return arn
+	}
+	if e.Failure != nil {
+		return e.Failure.SourceQueue
+	}
+	return ""
 }
 
 // entry builds an Entry.
@@ -50,6 +70,11 @@ func (r *Redriver) entry(m *consumer.Message) Entry {
 	}
 	if !at.IsZero() {
 		e.Age = max(0, r.now().Sub(at))
+	}
+	if s := m.Attribute(AttrRedrive); s != "" {
+		if h, err := ParseHistory(s); err == nil {
+			e.History = &h
+		}
 	}
 	return e
 }

@@ -134,6 +134,9 @@ func (r *Redriver) Export(ctx context.Context, dlq Queue, w io.Writer, opts Expo
 		x.sync = sy
 	}
 	x.sum = Summary{ByClass: map[string]int{}}
+	if len(opts.Filters) > 0 {
+		x.sum.Seen = &Census{}
+	}
 	x.sel = newSelector(x.p, dlq.FIFO, opts.Filters, opts.Max, &x.sum)
 	defer func() {
 		x.sum.Released, _ = x.p.finish(ctx)
@@ -208,6 +211,7 @@ func (x *exporter) write(msgs []*consumer.Message) (written []*consumer.Message,
 	for _, m := range msgs {
 		e := x.r.entry(m)
 		x.sum.Received++
+		x.sum.census(e)
 		switch {
 		case x.sel.groupBlocked(m):
 			continue

@@ -144,8 +144,33 @@ func TestCameBackIsNotMovedAgain(t *testing.T) {
 		ctx := context.Background()
 		dlq, _ := r.Queue(ctx, "dlq")
 		sum, err := r.Move(ctx, dlq, redrive.MoveOptions{To: "src"})
-		if err != nil || sum.Moved != 2 || sum.Skipped != 2 || len(f.Messages(dlqURL)) != 2 {
+		if err != nil || sum.Moved != 2 || sum.CameBack != 2 || sum.Skipped != 0 || len(f.Messages(dlqURL)) != 2 {
 			t.Fatalf("%+v %v", sum, err)
+		}
+	})
+}
+
+// A DLQ of 4 whose consumer still fails: the 4 moved messages come back
+// during the run as new SQS messages. The summary counts each dead letter
+// once: moved 4, nothing skipped, and the copies that came back apart.
+func TestCameBackCountedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, dlqURL := newFake(t)
+		putN(t, f, dlqURL, 4, nil)
+		back := &bouncer{Fake: f, src: f.QueueURL("src"), dlq: dlqURL}
+		r, _ := redrive.New(redrive.Config{Client: back})
+		ctx := context.Background()
+		dlq, _ := r.Queue(ctx, "dlq")
+		sum, err := r.Move(ctx, dlq, redrive.MoveOptions{To: "src"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen := sum.Moved + sum.Skipped + sum.Refused + sum.Failed; seen != 4 || sum.Received != 4 || sum.Moved != 4 {
+			t.Fatalf("DLQ of 4: moved %d, skipped %d, refused %d, failed %d (sum %d), received %d; want moved 4 and a sum of 4 = received",
+				sum.Moved, sum.Skipped, sum.Refused, sum.Failed, seen, sum.Received)
+		}
+		if sum.CameBack != 4 || len(f.Messages(dlqURL)) != 4 {
+			t.Fatalf("came back %d, DLQ holds %d; want the 4 copies counted apart and left there", sum.CameBack, len(f.Messages(dlqURL)))
 		}
 	})
 }
@@ -163,4 +188,48 @@ func (b *bouncer) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 		_, err = b.Fake.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(b.dlq), Entries: in.Entries}, o...)
 	}
 	return out, err
+}
+
+// TestQueuesAndOldestAge checks the read-only listing a console builds
+// on: Queues lists by name prefix with the delayed count, and OldestAge
+// samples a DLQ and hands the sample back at once.
+func TestQueuesAndOldestAge(t *testing.T) {
+	t.Parallel()
+	f, dlqURL := newFake(t)
+	f.AddQueue("other", nil)
+	putN(t, f, dlqURL, 3, nil)
+	ctx := context.Background()
+	src := f.QueueURL("src")
+	if _, err := f.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(src), MessageBody: aws.String("later"), DelaySeconds: 600}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := redrive.New(redrive.Config{Client: f, VisibilityTimeout: 45 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.VisibilityTimeout() != 45*time.Second {
+		t.Fatalf("VisibilityTimeout() = %s", r.VisibilityTimeout())
+	}
+	qs, err := r.Queues(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Name != "src" || qs[0].Delayed != 1 || qs[0].Messages != 0 || qs[0].DeadLetterTargetARN != "arn:aws:sqs:us-east-1:123456789012:dlq" {
+		t.Fatalf("Queues(s) = %+v", qs)
+	}
+	if all, err := r.Queues(ctx, ""); err != nil || len(all) != 3 {
+		t.Fatalf("Queues() = %d queues, %v", len(all), err)
+	}
+	dlq, err := r.Queue(ctx, "dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.OldestAge(ctx, dlq); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range f.Messages(dlqURL) {
+		if m.State != sqsfake.Visible {
+			t.Fatalf("a sampled message stayed in flight: %+v", m)
+		}
+	}
 }

@@ -35,7 +35,7 @@ func newMetrics(mp metric.MeterProvider) *metrics {
 	m := mp.Meter(scopeName)
 	out := &metrics{}
 	out.messages, _ = m.Int64Counter(metricMessages,
-		metric.WithDescription("Dead letters handled by redrive, by result: moved (sent, or written by an export), failed (could not be sent; left in the DLQ), refused (no source of the DLQ attested by SQS or a signed record; left), skipped (filtered out, blocked behind its FIFO group, past Max, or came back)."),
+		metric.WithDescription("Dead letters handled by redrive, by result: moved (sent, or written by an export), failed (could not be sent; left in the DLQ), refused (no source of the DLQ attested by SQS or a signed record; left), skipped (filtered out, blocked behind its FIFO group, or past Max), came_back (moved by the same run, dead-lettered again; left)."),
 		metric.WithUnit("{message}"))
 	out.duration, _ = m.Float64Histogram(metricDuration,
 		metric.WithDescription("Duration of one redrive run (move, export or import)."),
@@ -58,7 +58,7 @@ func (m *metrics) record(ctx context.Context, operation string, queue Queue, sum
 	for _, r := range []struct {
 		result string
 		n      int
-	}{{"moved", sum.Moved}, {"failed", sum.Failed}, {"refused", sum.Refused}, {"skipped", sum.Skipped}} {
+	}{{"moved", sum.Moved}, {"failed", sum.Failed}, {"refused", sum.Refused}, {"skipped", sum.Skipped}, {"came_back", sum.CameBack}} {
 		if r.n > 0 {
 			m.messages.Add(ctx, int64(r.n), metric.WithAttributes(append(base[:len(base):len(base)], attribute.String(attrResult, r.result))...))
 		}

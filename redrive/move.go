@@ -132,7 +132,11 @@ type MoveOptions struct {
 type Summary struct {
 	// DryRun reports a dry run: nothing was changed.
 	DryRun bool `json:"dry_run"`
-	// Received counts distinct messages looked at (records read, for an import).
+	// Received counts distinct messages looked at (records read, for an
+	// import): Moved + Skipped + Refused + Failed in a move, Matched +
+	// Skipped + Refused in a dry run. A copy of a message this run moved
+	// that came back to the DLQ is the same dead letter: it is counted in
+	// CameBack only.
 	Received int `json:"received"`
 	// Matched counts messages that passed the filters (and were to move,
 	// within Max): in a dry run, the messages that would move.
@@ -145,6 +149,13 @@ type Summary struct {
 	Skipped int `json:"skipped"`
 	// Blocked is the part of Skipped held back by a FIFO group.
 	Blocked int `json:"blocked"`
+	// CameBack counts messages this move sent that were dead-lettered
+	// again during the run (their consumer still fails) and came back as
+	// new SQS messages: they are left in the DLQ, not moved round in a
+	// loop, and not counted again in Received or Skipped (their first
+	// pass through the DLQ counted them in Moved). On FIFO such a message
+	// holds back the rest of its group, which is counted Blocked.
+	CameBack int `json:"came_back"`
 	// Failed counts messages that could not be sent; they stay in the DLQ.
 	Failed int `json:"failed"`
 	// Refused counts messages a move without a destination would not
@@ -165,6 +176,10 @@ type Summary struct {
 	ByDestination map[string]int `json:"by_destination,omitempty"`
 	// Released counts messages made visible again at the end.
 	Released int `json:"released"`
+	// Seen describes the messages looked at (their classes and bodies)
+	// when filters were given, for a person to see what the DLQ holds when
+	// they matched nothing; nil without filters.
+	Seen *Census `json:"seen,omitempty"`
 	// Notes explain anything the numbers do not (FIFO limits, send errors).
 	Notes []string `json:"notes,omitempty"`
 	// Elapsed is the wall time of the command.
@@ -172,6 +187,13 @@ type Summary struct {
 	// Active is the time from the start to the last message moved (the
 	// end of a pass waits for one more empty receive, which Elapsed counts).
 	Active time.Duration `json:"-"`
+}
+
+// census adds e to Seen, if kept.
+func (s *Summary) census(e Entry) {
+	if s.Seen != nil {
+		s.Seen.Add(e)
+	}
 }
 
 // Rate is the messages moved per second of Active time.
@@ -240,6 +262,9 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 	}
 	m := &mover{r: r, p: newPass(r, dlq), dlq: dlq, opts: opts, start: time.Now(), runID: newRunID()}
 	m.sum = Summary{DryRun: opts.DryRun, ByClass: map[string]int{}, ByDestination: map[string]int{}}
+	if len(opts.Filters) > 0 {
+		m.sum.Seen = &Census{}
+	}
 	m.sel = newSelector(m.p, dlq.FIFO, opts.Filters, opts.Max, &m.sum)
 	if opts.To != "" {
 		to, err := r.Queue(ctx, opts.To)
@@ -258,6 +283,9 @@ func (r *Redriver) Move(ctx context.Context, dlq Queue, opts MoveOptions) (sum S
 	defer func() {
 		m.sum.Released, _ = m.p.finish(ctx)
 		m.sum.Notes = append(m.sum.Notes, m.p.notes...)
+		if m.sum.CameBack > 0 {
+			m.sum.Notes = append(m.sum.Notes, fmt.Sprintf("%d message(s) moved by this run came back to the DLQ (their consumer still fails?) and were left there", m.sum.CameBack))
+		}
 		if dlq.FIFO && m.sum.Blocked > 0 {
 			m.sum.Notes = append(m.sum.Notes, fmt.Sprintf("FIFO: %d message(s) in %d group(s) stayed behind a message that did not match or could not be sent (a group cannot be skipped past without reordering it)", m.sum.Blocked, m.sel.blockedGroups()))
 		}
@@ -320,15 +348,17 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 func (m *mover) sort(ctx context.Context, msgs []*consumer.Message) ([]item, error) {
 	var items []item
 	for i, msg := range msgs {
+		if m.cameBack(msg) {
+			// The same dead letter as one counted moved: counted apart.
+			m.sum.CameBack++
+			m.sel.leave(msg)
+			continue
+		}
 		e := m.r.entry(msg)
 		m.sum.Received++
+		m.sum.census(e)
 		switch {
 		case m.sel.groupBlocked(msg):
-			continue
-		case m.cameBack(msg):
-			m.sum.Skipped++
-			m.sel.leave(msg)
-			m.note("some messages came back to the DLQ after this run had moved them (still failing?) and were left there")
 			continue
 		case !m.sel.selected(e):
 			m.sum.Skipped++

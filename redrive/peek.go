@@ -17,6 +17,9 @@ type PeekOptions struct {
 	Filters []Filter
 	// Progress, when not nil, is called after each receive.
 	Progress func(Progress)
+	// Census, when not nil, counts every message Peek receives, matching
+	// or not: what the DLQ holds when the filters matched nothing.
+	Census *Census
 }
 
 // Peek returns up to Max messages of a DLQ that pass the filters, and
@@ -39,7 +42,11 @@ func (r *Redriver) Peek(ctx context.Context, dlq Queue, opts PeekOptions) (entri
 		for _, m := range msgs {
 			p.hold(m)
 			received++
-			if e := r.entry(m); len(entries) < limit && matchAll(opts.Filters, e) {
+			e := r.entry(m)
+			if opts.Census != nil {
+				opts.Census.Add(e)
+			}
+			if len(entries) < limit && matchAll(opts.Filters, e) {
 				entries = append(entries, e)
 			}
 		}

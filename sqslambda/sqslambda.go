@@ -130,6 +130,13 @@ type Config struct {
 	MeterProvider  metric.MeterProvider
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
+	// Payload reads bodies stored in S3 (AWS's extended client format) or
+	// compressed before the handler runs, as in the consumer (see
+	// consumer.PayloadConfig). DeleteAfterAck is not supported here: the
+	// event source mapping deletes the message after the invocation
+	// returns, so an S3 lifecycle rule removes the objects. Defaults to
+	// no S3 client and a 64 MiB cap.
+	Payload consumer.PayloadConfig
 }
 
 // Handler adapts a sqsonce Handler (with its middleware, classifier and
@@ -177,6 +184,12 @@ func New(cfg Config) (*Handler, error) {
 			return nil, fmt.Errorf("sqslambda: Config.DeadLetterSigningKey: %w", err)
 		}
 	}
+	if cfg.Payload.DeleteAfterAck {
+		return nil, errors.New("sqslambda: Config.Payload.DeleteAfterAck is not supported (the event source mapping deletes the message after the invocation): set an S3 lifecycle rule on the bucket instead")
+	}
+	if cfg.Payload.MaxBytes < 0 {
+		return nil, fmt.Errorf("sqslambda: Config.Payload.MaxBytes %d is negative", cfg.Payload.MaxBytes)
+	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 1)
 	cfg.DeadlineMargin = cmp.Or(cfg.DeadlineMargin, DefaultDeadlineMargin)
 	if cfg.FunctionTimeout == 0 {
@@ -203,7 +216,7 @@ func New(cfg Config) (*Handler, error) {
 	// The record's path is configured as a worker's would be, with the
 	// same telemetry (no queue name in the metrics: one function may
 	// consume several queues).
-	pcfg := lent.Instrument(consumer.Config{
+	pcfg := lent.Guard(lent.Instrument(consumer.Config{
 		Handler:        cfg.Handler,
 		Middleware:     cfg.Middleware,
 		Classifier:     cfg.Classifier,
@@ -214,7 +227,9 @@ func New(cfg Config) (*Handler, error) {
 		Observer:       h.obs,
 		TracerProvider: cfg.TracerProvider,
 		MeterProvider:  cfg.MeterProvider,
-	}, "")
+		Payload:        cfg.Payload,
+	}, ""))
+	// Every Observer call, here and in the path, recovers a panic in it.
 	h.obs = pcfg.Observer
 	h.process = lent.New(pcfg)
 	return h, nil
@@ -465,10 +480,47 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record, down *batch
 // run processes one record and settles it.
 func (h *Handler) run(ctx context.Context, r *record) consumer.Result {
 	res := h.process(r.ctx, r.msg)
-	h.settle(ctx, r, &res)
+	if !h.leaveLost(r, &res) {
+		h.settle(ctx, r, &res)
+	}
 	lent.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
 	return res
+}
+
+// leaveLost leaves r alone when its visibility was lost while it ran and
+// its outcome is not an ack (see settle.LeaveLost): visible again or with
+// another consumer, it is reported as a failure (so that Lambda does not
+// delete it) without a dead letter or a visibility change, and res
+// becomes a release. It reports whether it did.
+func (h *Handler) leaveLost(r *record, res *consumer.Result) bool {
+	if !settle.LeaveLost(settle.Outcome(res.Outcome)) {
+		return false
+	}
+	lost := h.lost(r)
+	if lost == nil {
+		return false
+	}
+	if r.hb != nil {
+		r.hb.Remove(r.ev.ReceiptHandle)
+	}
+	r.failed = true
+	*res = consumer.Result{Outcome: consumer.OutcomeRelease, Err: fmt.Errorf("%w; left alone (the handler returned: %w)", lost, res.Err), Duration: res.Duration}
+	return true
+}
+
+// lost returns the cause, wrapping consumer.ErrLeaseLost, when r's
+// visibility was lost: its context was cancelled for it, or the heartbeat
+// no longer tracks its handle (found lost in a round whose callbacks have
+// not all run yet).
+func (h *Handler) lost(r *record) error {
+	if cause := context.Cause(r.ctx); errors.Is(cause, consumer.ErrLeaseLost) {
+		return cause
+	}
+	if r.hb != nil && !r.hb.Tracked(r.ev.ReceiptHandle) {
+		return fmt.Errorf("%w: its visibility was lost while it ran", consumer.ErrLeaseLost)
+	}
+	return nil
 }
 
 // skip reports a record that was not run as a failure and makes it
@@ -534,7 +586,7 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result
 
 // settleMessage is what a dead letter needs of m.
 func settleMessage(m *consumer.Message) settle.Message {
-	return settle.Message{ID: m.ID, Body: m.Body, Key: m.Key(), GroupID: m.GroupID, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes}
+	return settle.Message{ID: m.ID, Body: m.WireBody(), Key: m.Key(), GroupID: m.GroupID, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes}
 }
 
 // changeVisibility takes a record reported as a failure off the heartbeat

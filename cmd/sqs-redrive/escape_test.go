@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -101,7 +102,8 @@ func FuzzHumanOutput(f *testing.F) {
 			consumer.AttrID: {DataType: aws.String("String"), StringValue: aws.String(b)},
 			a:               {DataType: aws.String("String"), StringValue: aws.String(c)},
 		}}
-		e := redrive.Entry{Message: m, Failure: &deadletter.Failure{Error: c, Class: b, SourceQueue: a, Attempts: 2}, Age: time.Minute}
+		e := redrive.Entry{Message: m, Failure: &deadletter.Failure{Error: c, Class: b, SourceQueue: a, Attempts: 2}, Age: time.Minute,
+			History: &redrive.History{Count: 2, RedrivenAt: time.Now().Add(-time.Hour), DLQ: b}}
 		printEntry(&out, 1, 1, e, true)
 		printEntry(&out, 1, 1, redrive.Entry{Message: m}, false)
 		if err := printDLQs(&out, []redrive.DLQ{{Queue: redrive.Queue{Name: a}, Sources: []redrive.Queue{{Name: b}, {Name: c}}}}); err != nil {
@@ -113,10 +115,19 @@ func FuzzHumanOutput(f *testing.F) {
 		sum.DryRun = true
 		app.summary("export", b, sum)
 		app.task(redrive.MoveTask{Status: a, Handle: b, DestinationARN: c, Failure: a + c})
+		flt, _ := redrive.ParseFilters("json:x=1", "class=permanent")
+		seen := &redrive.Census{Messages: 2, Sampled: 2, ByClass: map[string]int{b: 1, "permanent": 1},
+			Bodies: map[string]int{redrive.BodySNS: 1, redrive.BodyJSON: 1}, Fields: map[string]int{a: 1}, InnerFields: map[string]int{c: 1}}
+		var nm *noMatchError
+		if errors.As(nothingMatched(flt, seen, 0), &nm) {
+			nm.print(&out)
+		} else {
+			t.Fatal("no noMatchError")
+		}
 		checkLines(t, "human output", out.String())
 
 		// An unknown command is printed back in its error.
-		if !slices.Contains([]string{"list", "peek", "move", "export", "import", "native", "help", "-h", "-help", "--help"}, a) {
+		if !slices.Contains([]string{"list", "peek", "move", "export", "import", "native", "version", "--version", "help", "-h", "-help", "--help"}, a) {
 			var stdout, stderr bytes.Buffer
 			run(context.Background(), []string{a}, strings.NewReader(""), &stdout, &stderr)
 			checkLines(t, "error", stdout.String()+stderr.String())

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,8 +24,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/sqsonce/sqsonce/awsconfig"
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/payload"
 	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/redrive"
 )
@@ -34,7 +38,9 @@ usage: sqs-redrive COMMAND [arguments] [flags]
 
 commands:
   list                          every DLQ: source queues, approximate count, oldest message age
-  peek DLQ [-n N] [--body]      show messages with their failure; they are visible again at once
+  peek DLQ [-n N] [--body]      show messages with their failure and how many times they were
+                                redriven; they are visible again at once. A body stored in S3
+                                shows as s3://bucket/key and its size; --body reads it from S3
   move DLQ [--to QUEUE]         send messages back (default: the source queue each came from, if SQS
                                 moved it (DeadLetterQueueSourceArn) or a consumer signed its failure
                                 record, else the DLQ's single source queue; anything else is refused);
@@ -43,9 +49,11 @@ commands:
   export DLQ FILE [--delete]    write messages as JSON lines ("-" for stdout); --delete removes
                                 from the DLQ only what was written and synced
   import FILE QUEUE             send the messages of an export file to a queue (lines up to 8 MiB)
+  ui [-addr A] [-read-only] [-queue-prefix P]   the web console (sqs-redrive ui -h)
   native start DLQ [--to QUEUE] [--max-per-second N] [--wait]
   native status DLQ             SQS's own move tasks (no filter, no dry run)
   native cancel DLQ [--handle H]
+  version                       the version, VCS revision and modified flag this binary was built from
 
 filters (peek, move, export; combinable, all must match):
   --class C[,C]        failure class (permanent, max_attempts, panic, key_reuse, or your own;
@@ -53,7 +61,9 @@ filters (peek, move, export; combinable, all must match):
   --error RE           regular expression on the failure's error text
   --attr NAME=VALUE    message attribute equal to VALUE (NAME~RE: matches RE; NAME alone: present)
   --body-match RE      regular expression on the body
-  --json-field P=V     field P (dot path) of a JSON body equal to V (P~RE: matches RE)
+  --json-field P=V     field P (dot path) of a JSON body equal to V (P~RE: matches RE); when the body
+                       is an SNS notification or EventBridge event, P is also looked up in the
+                       message inside it (SNS Message, EventBridge detail): either may match
   --older-than D       failed (or arrived in the DLQ) more than D ago (90m, 2h, 7d; ages print as 2h5m0s)
   --newer-than D       ... less than D ago
   --filter EXPR        any of the above as an expression: class=permanent, error~timeout,
@@ -66,7 +76,9 @@ global flags (before or after the arguments):
   --visibility-timeout D                      how long looked-at messages stay hidden (30s)
 
 Queues are given by name or URL. Commands that change queues ask for confirmation on a terminal
-and need --yes otherwise. Exit codes: 0 ok, 1 failure (a message failed, refused or not deleted), 2 usage.
+and need --yes otherwise. Exit codes: 0 ok, 1 failure (a message failed, refused or not deleted),
+2 usage, 3 no match (peek, move, export: the filters matched none of the messages in the DLQ; stderr
+lists what is there: classes, body shapes and field names).
 `
 
 // globals are the flags every command takes.
@@ -89,6 +101,12 @@ type app struct {
 	region, endpoint string
 	// key is the dead-letter signing key (--signing-key-env); nil: none.
 	key []byte
+	// buildInfo reads the binary's build information; nil:
+	// debug.ReadBuildInfo. A test hook.
+	buildInfo func() (*debug.BuildInfo, bool)
+	// s3 fetches the bodies `peek --body` shows of messages stored in S3;
+	// set from the AWS configuration when nil (tests set it).
+	s3 payload.GetAPI
 }
 
 // run is the whole command: it returns the exit code.
@@ -131,15 +149,23 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.imp(ctx, args[1:])
 	case "native":
 		err = a.native(ctx, args[1:])
+	case "version", "--version":
+		err = a.version(args[1:])
+	case "ui":
+		err = a.ui(ctx, args[1:])
 	default:
 		err = usageError("unknown command %q", args[0])
 	}
+	var noMatch *noMatchError
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, usage)
 		return 0
+	case errors.As(err, &noMatch):
+		noMatch.print(stderr)
+		return 3
 	case errors.Is(err, errUsage), errors.Is(err, redrive.ErrBadFilter):
 		fmt.Fprintf(stderr, "sqs-redrive: %s\nRun 'sqs-redrive help' for usage.\n", printable.Escape(err.Error()))
 		return 2
@@ -262,6 +288,9 @@ func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
 		}
 	})
 	a.region = cfg.Region
+	if a.s3 == nil {
+		a.s3 = awsconfig.S3(cfg)
+	}
 	a.endpoint = aws.ToString(client.Options().BaseEndpoint)
 	if a.endpoint == "" {
 		a.endpoint = "the region's AWS endpoint"
@@ -391,7 +420,11 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 		return err
 	}
 	r, dlq := s.r, s.queue
-	entries, err := r.Peek(ctx, dlq, redrive.PeekOptions{Max: *n, Filters: s.filters})
+	var seen *redrive.Census
+	if len(s.filters) > 0 {
+		seen = &redrive.Census{}
+	}
+	entries, err := r.Peek(ctx, dlq, redrive.PeekOptions{Max: *n, Filters: s.filters, Census: seen})
 	for i, e := range entries {
 		m := e.Message
 		if a.g.json {
@@ -401,16 +434,35 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 				o["error"], o["attempts"], o["source_queue"] = f.Error, f.Attempts, f.SourceQueue
 				o["original_message_id"], o["failed_at"] = f.OriginalMessageID, f.FailedAt
 			}
+			if h := e.History; h != nil {
+				o["redrive_count"], o["redriven_at"], o["redriven_from"] = h.Count, h.RedrivenAt, h.DLQ
+			}
 			if m.GroupID != "" {
 				o["group_id"] = m.GroupID
 			}
 			if arn := m.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
 				o["dead_letter_queue_source_arn"] = arn
 			}
+			if p, size, ok := pointerOf(m); ok {
+				o["payload"], o["payload_bytes"] = p.String(), size
+			}
 			if *body {
 				o["body"] = m.Body
+				if text, ferr := a.fetchBody(ctx, m); ferr != nil {
+					o["body_error"] = ferr.Error()
+				} else {
+					o["body"] = text
+				}
 			}
 			a.emit(o)
+			continue
+		}
+		if *body && payload.Needed(m.Attributes) {
+			text, ferr := a.fetchBody(ctx, m)
+			if ferr != nil {
+				text = m.Body + "\n(the body itself could not be read: " + ferr.Error() + ")"
+			}
+			printEntry(a.stdout, i+1, len(entries), e, true, text)
 			continue
 		}
 		printEntry(a.stdout, i+1, len(entries), e, *body)
@@ -426,14 +478,21 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 			fmt.Fprintf(a.stderr, "note: %s is not a dead-letter queue: no queue's RedrivePolicy names it\n", printable.Escape(dlq.Name))
 		}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return nothingMatched(s.filters, seen, len(entries))
 }
 
 // printEntry prints one peeked entry (the k-th of n) for people. All but
 // the numbers is outside text (a producer writes the body, the attributes
 // and the failure record): every rune of it a terminal could act on is
 // escaped (printable.Escape), the body's line feeds kept.
-func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool) {
+//
+// A message whose body is in S3 shows its object (s3://bucket/key) and
+// size; fetched, when given, is the body to show instead of m.Body (the
+// one read from S3 or decompressed).
+func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool, fetched ...string) {
 	m := e.Message
 	esc := printable.Escape
 	fmt.Fprintf(w, "--- %d/%d  %s  age %s\n", k, n, esc(m.ID), age(e.Age))
@@ -447,6 +506,11 @@ func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool) {
 	if arn := m.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
 		fmt.Fprintf(w, "moved by SQS from: %s\n", esc(arn))
 	}
+	if h := e.History; h != nil {
+		fmt.Fprintf(w, "redriven:  %s\n", redriven(*h, time.Now()))
+	} else if m.Attribute(redrive.AttrRedrive) != "" {
+		fmt.Fprintf(w, "redriven:  ? (its %s attribute is not a redrive history)\n", redrive.AttrRedrive)
+	}
 	if m.GroupID != "" {
 		fmt.Fprintf(w, "group:     %s\n", esc(m.GroupID))
 	}
@@ -456,9 +520,66 @@ func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool) {
 	}
 	sort.Strings(names)
 	fmt.Fprintf(w, "attributes: %s\n", strings.Join(names, ", "))
-	if body {
-		fmt.Fprintf(w, "body:\n%s\n", printable.Lines(m.Body))
+	if p, size, ok := pointerOf(m); ok {
+		fmt.Fprintf(w, "payload:   %s (%s bytes)\n", esc(p.String()), esc(size))
 	}
+	if enc := payload.Encoding(m.Attributes); enc != "" {
+		fmt.Fprintf(w, "encoding:  %s\n", esc(enc))
+	}
+	if body {
+		text := m.Body
+		if len(fetched) > 0 {
+			text = fetched[0]
+		}
+		fmt.Fprintf(w, "body:\n%s\n", printable.Lines(text))
+	}
+}
+
+// pointerOf returns the S3 object a message's body is in, with the size
+// its attribute gives ("?" when it gives none).
+func pointerOf(m *consumer.Message) (payload.Pointer, string, bool) {
+	if !payload.IsPointer(m.Attributes) {
+		return payload.Pointer{}, "", false
+	}
+	p, err := payload.ParsePointer(m.Body)
+	if err != nil {
+		return payload.Pointer{}, "", false
+	}
+	size := m.Attribute(payload.AttrSize)
+	if size == "" {
+		size = m.Attribute(payload.AttrLegacySize)
+	}
+	if size == "" {
+		size = "?"
+	}
+	return p, size, true
+}
+
+// fetchBody reads the body of a message stored in S3 or compressed, at
+// most 64 MiB of it.
+func (a *app) fetchBody(ctx context.Context, m *consumer.Message) (string, error) {
+	res, err := payload.Decoder{S3: a.s3}.Decode(ctx, m.Body, m.Attributes)
+	if err != nil {
+		return "", err
+	}
+	return res.Body, nil
+}
+
+// redriven describes a redrive history for people: how many times, when
+// last and out of which DLQ (escaped: a producer can write any history).
+func redriven(h redrive.History, now time.Time) string {
+	s := fmt.Sprintf("%d time(s)", h.Count)
+	if !h.RedrivenAt.IsZero() {
+		if d := now.Sub(h.RedrivenAt); d >= time.Second {
+			s += ", last " + age(d) + " ago"
+		} else {
+			s += ", last just now"
+		}
+	}
+	if h.DLQ != "" {
+		s += ", out of " + printable.Escape(h.DLQ)
+	}
+	return s
 }
 
 // attrText returns an entry's attributes as text (binary ones as a size).
@@ -525,7 +646,10 @@ func (a *app) move(ctx context.Context, argv []string) error {
 	if err != nil {
 		return err
 	}
-	return failures(sum)
+	if err := failures(sum); err != nil {
+		return err
+	}
+	return nothingMatched(filters, sum.Seen, sum.Matched+sum.Refused)
 }
 
 // signingKey reads the dead-letter signing key from the environment
@@ -557,6 +681,68 @@ func failures(sum redrive.Summary) error {
 		return fmt.Errorf("%d message(s) were sent but not deleted from the DLQ: a later run moves them again (the consumer's dedupe drops the duplicate)", sum.DeleteFailed)
 	}
 	return nil
+}
+
+// noMatchError reports filters that matched none of the messages looked
+// at (exit code 3), with what those messages were.
+type noMatchError struct {
+	filters []redrive.Filter
+	seen    *redrive.Census
+}
+
+// nothingMatched returns a *noMatchError when filters were given, the
+// command looked at messages and matched is 0; else nil.
+func nothingMatched(filters []redrive.Filter, seen *redrive.Census, matched int) error {
+	if len(filters) == 0 || seen == nil || seen.Messages == 0 || matched > 0 {
+		return nil
+	}
+	return &noMatchError{filters: filters, seen: seen}
+}
+
+func (e *noMatchError) Error() string {
+	exprs := make([]string, len(e.filters))
+	for i, f := range e.filters {
+		exprs[i] = f.String()
+	}
+	return fmt.Sprintf("no message matched %s among the %d message(s) looked at", strings.Join(exprs, " and "), e.seen.Messages)
+}
+
+// details says what the messages looked at were, one line each (their
+// names are outside text: counts escapes them).
+func (e *noMatchError) details() []string {
+	c := e.seen
+	lines := []string{"classes: " + counts(c.ByClass)}
+	if len(c.Bodies) == 0 {
+		return lines
+	}
+	of := "the JSON bodies"
+	if c.Sampled < c.Messages {
+		of = fmt.Sprintf("the JSON bodies among the first %d", c.Sampled)
+	}
+	b := "bodies: " + counts(c.Bodies)
+	if c.Sampled < c.Messages {
+		b += fmt.Sprintf(" (of the first %d)", c.Sampled)
+	}
+	jsonFilter := slices.ContainsFunc(e.filters, func(f redrive.Filter) bool { return f.Kind == redrive.FilterJSON })
+	if jsonFilter && c.Bodies[redrive.BodySNS]+c.Bodies[redrive.BodyEventBridge] > 0 {
+		b += "; json filters look at the body and at the message inside an SNS or EventBridge envelope"
+	}
+	lines = append(lines, b)
+	if len(c.Fields) > 0 {
+		lines = append(lines, "fields: "+counts(c.Fields)+" (top level of "+of+")")
+	}
+	if len(c.InnerFields) > 0 {
+		lines = append(lines, "inside envelopes: "+counts(c.InnerFields))
+	}
+	return lines
+}
+
+// print writes the error and its details for people, escaped.
+func (e *noMatchError) print(w io.Writer) {
+	fmt.Fprintf(w, "sqs-redrive: %s\n", printable.Escape(e.Error()))
+	for _, l := range e.details() {
+		fmt.Fprintf(w, "  %s\n", printable.Escape(l))
+	}
 }
 
 // confirm asks once on a terminal; elsewhere it needs --yes.
@@ -598,6 +784,9 @@ func (a *app) summary(command, queue string, sum redrive.Summary) {
 		fmt.Fprintf(a.stdout, "%s %d, skipped %d, failed %d", verb, sum.Moved, sum.Skipped, sum.Failed)
 		if sum.Refused > 0 {
 			fmt.Fprintf(a.stdout, ", refused %d", sum.Refused)
+		}
+		if sum.CameBack > 0 {
+			fmt.Fprintf(a.stdout, ", came back %d", sum.CameBack)
 		}
 		fmt.Fprintf(a.stdout, " in %s (%.1f msg/s)\n", sum.Elapsed.Round(time.Millisecond), rate)
 	}
@@ -691,7 +880,7 @@ func (a *app) export(ctx context.Context, argv []string) error {
 	if sum.DeleteFailed > 0 {
 		return failures(sum)
 	}
-	return nil
+	return nothingMatched(filters, sum.Seen, sum.Matched)
 }
 
 func (a *app) imp(ctx context.Context, argv []string) error {

@@ -30,7 +30,7 @@ import (
 type Funcs[Config, Message, Result any] struct {
 	// New returns the per-message path configured as a consumer with cfg
 	// would be (Handler, Middleware, Classifier, Backoff, MaxAttempts,
-	// KeyFunc, Logger and Observer; the other fields are ignored). The
+	// KeyFunc, Logger, Observer and Payload; the other fields are ignored). The
 	// path sets the message's key, runs the middleware and handler with
 	// panic recovery, reports HandlerDone to the Observer and classifies
 	// the handler's error. It does not settle the message: the caller
@@ -46,6 +46,14 @@ type Funcs[Config, Message, Result any] struct {
 	// the metrics' attributes ("" leaves it out). With neither provider
 	// set it returns cfg unchanged.
 	Instrument func(cfg Config, queueURL string) Config
+	// Guard returns cfg with its Observer wrapped so that a panic in any
+	// of its methods is recovered and logged (with cfg.Logger, at error
+	// level, with the stack) and that call skipped: a runtime that calls
+	// the Observer itself guards it first, after Instrument, and passes
+	// the result to New, which then does not wrap it again. (New always
+	// guards the Observer of its path, and recovers the Classifier, the
+	// Middleware constructors and KeyFunc.)
+	Guard func(cfg Config) Config
 }
 
 // lent holds the Funcs package consumer registered.

@@ -59,6 +59,19 @@ func Decide(o Outcome, delay time.Duration, received, now time.Time) Action {
 	return Action{}
 }
 
+// LeaveLost reports whether a message whose visibility was lost while it
+// ran (the heartbeat found its receipt handle gone, or a lease extension
+// failed and cancelled its handler with consumer.ErrLeaseLost), and whose
+// outcome is o, is left alone: not dead-lettered, not deleted, its
+// visibility not changed; in Lambda it is reported as a batch item
+// failure, so that the event source mapping does not delete it either.
+// The message is visible again or held by another consumer, which decides
+// its fate: a dead letter sent now would copy a message that may yet
+// succeed there, and a settle with the old handle could act on the other
+// consumer's receive. Only an ack or a duplicate is still settled: the
+// effect happened, and a delete with an old handle at worst does nothing.
+func LeaveLost(o Outcome) bool { return o != Ack && o != Duplicate }
+
 // StopsGroup reports whether a message of a FIFO group that ends with o
 // stops its group: the group's later messages must not run before it
 // comes back (they are put back, see [Behind]), so the group keeps its

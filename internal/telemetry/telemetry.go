@@ -126,10 +126,7 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	if tp == nil && mp == nil {
 		return nil
 	}
-	c := &Consumer{system: []attribute.KeyValue{attribute.String("messaging.system", "aws_sqs")}}
-	if queueURL != "" {
-		c.system = append(c.system, attribute.String("messaging.destination.name", queueName(queueURL)))
-	}
+	c := &Consumer{system: systemAttrs(queueURL)}
 	c.base = metric.WithAttributeSet(attribute.NewSet(c.system...))
 	c.opts = map[optKey]metric.MeasurementOption{}
 	c.names = map[string]string{}
@@ -156,6 +153,16 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.pauses, _ = m.Int64Counter("sqsonce.consumer.pauses", metric.WithDescription("Pauses for an unavailable downstream, by reason (unavailable, breaker): an outage's first and one after each failed probe."), metric.WithUnit("{pause}"))
 	c.pausedTime, _ = m.Float64Counter("sqsonce.consumer.paused.time", metric.WithDescription("Time paused for an unavailable downstream, counted when the consumer resumes."), metric.WithUnit("s"))
 	return c
+}
+
+// systemAttrs are the attributes every consumer metric carries:
+// messaging.system and, when queueURL is set, messaging.destination.name.
+func systemAttrs(queueURL string) []attribute.KeyValue {
+	kvs := []attribute.KeyValue{attribute.String("messaging.system", "aws_sqs")}
+	if queueURL != "" {
+		kvs = append(kvs, attribute.String("messaging.destination.name", queueName(queueURL)))
+	}
+	return kvs
 }
 
 // attrs returns the measurement option for c.system plus k1=v1 (and
