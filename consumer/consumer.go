@@ -351,6 +351,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, cfg.settlers(), r.log)
 	r.settler.obs = cfg.Observer
 	r.settler.hold = hb
+	if cfg.Payload.DeleteAfterAck {
+		r.settler.objects = cfg.Payload.S3Client
+	}
 	if q.fifo {
 		// A FIFO message blocks its group until deleted: once every
 		// received message is queued, send what is queued without waiting
@@ -1000,6 +1003,9 @@ func (r *runner) process(worker int, m *inflight) Result {
 				r.obs.DeadLetterRefused(m.msg, err)
 			}
 		}
+	}
+	if r.cfg.Payload.DeleteAfterAck && m.msg.object != nil && (res.Outcome == OutcomeAck || res.Outcome == OutcomeDuplicate) {
+		m.msg.dropObject = true
 	}
 	if act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, m.recvStart, time.Now()); act.Done {
 		r.settle(m, -1)

@@ -81,6 +81,9 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		WaitTime:          *wait,
 		ShutdownTimeout:   *shutdown,
 		Logger:            logger,
+		// Credits sent with -memo-bytes or -compress (bodies in S3,
+		// compressed bodies) are read before the handler: no flag.
+		Payload: consumer.PayloadConfig{S3Client: c.s3},
 	})
 	if err != nil {
 		return err

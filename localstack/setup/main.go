@@ -5,6 +5,9 @@
 //   - sqsonce-demo.fifo and its DLQ sqsonce-demo-dlq.fifo (maxReceiveCount 5)
 //   - the dedupe table sqsonce-dedupe, made by dynamo.CreateTable (pk string
 //     key, on-demand, TTL on expires_at)
+//   - the bucket sqsonce-demo-payloads, for bodies too large for a
+//     message (producer.PayloadConfig), on the S3 endpoint
+//     (AWS_ENDPOINT_URL_S3; the local stack's fauxqs serves it)
 //
 // When SQSONCE_MOVE_TASK_ENDPOINT is set (the no-Docker stack sets it), the
 // same four queues are created on that endpoint too: local-aws-sqs, which
@@ -30,6 +33,9 @@ import (
 	"github.com/sqsonce/sqsonce/awsconfig"
 	"github.com/sqsonce/sqsonce/dedupe/dynamo"
 )
+
+// DemoBucket is the bucket setup makes for bodies stored in S3.
+const DemoBucket = "sqsonce-demo-payloads"
 
 // envMoveTask names the endpoint of the server that answers the
 // message-move-task calls, when it is not the SQS endpoint.
@@ -62,7 +68,10 @@ func run(ctx context.Context, stdout io.Writer) error {
 	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions), dynamo.DefaultTable); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo and table sqsonce-dedupe are ready")
+	if err := awsconfig.EnsureBucket(ctx, awsconfig.S3(cfg), DemoBucket, cfg.Region); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo, table sqsonce-dedupe and bucket "+DemoBucket+" are ready")
 	if ep := os.Getenv(envMoveTask); ep != "" {
 		fmt.Fprintf(stdout, "setup: the same queues are ready for native move tasks at %s (%s)\n", ep, envMoveTask)
 	}
