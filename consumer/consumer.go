@@ -194,9 +194,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if r.health == nil {
 		r.health = &health{}
 	}
-	// The autoscaling sampler (load.go) runs beside r until ctx ends.
-	wait := s.start(ctx, r.cfg.Client, r.log)
+	// The autoscaling sampler (load.go) runs beside r until ctx ends or r
+	// returns on its own (receives that cannot heal), whichever is first.
+	sctx, stop := context.WithCancel(ctx)
+	wait := s.start(sctx, r.cfg.Client, r.log)
 	defer wait()
+	defer stop()
 	return r.run(ctx)
 }
 
