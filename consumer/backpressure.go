@@ -120,7 +120,7 @@ const (
 	PauseBreaker = "breaker"
 )
 
-// Pause is one pause of a consumer, as [Observer.Paused] reports it.
+// Pause is one pause of a consumer, as [PauseObserver.Paused] reports it.
 type Pause struct {
 	// Reason is [PauseUnavailable] or [PauseBreaker].
 	Reason string

@@ -109,8 +109,8 @@ func (w *drainWatch) SettleFailed(msg *Message, op string, err error) {
 	w.next.SettleFailed(msg, op, err)
 }
 
-func (w *drainWatch) Paused(p Pause) { w.next.Paused(p) }
+func (w *drainWatch) Paused(p Pause) { paused(w.next, p) }
 
-func (w *drainWatch) Resumed(d time.Duration) { w.next.Resumed(d) }
+func (w *drainWatch) Resumed(d time.Duration) { resumed(w.next, d) }
 
 func (w *drainWatch) ReceiveFailed(err error) { w.next.ReceiveFailed(err) }

@@ -311,7 +311,7 @@ func (g *gate) report(ev Pause, why string) {
 		fields = append(fields, zap.String("why", why))
 	}
 	g.log.Info("consumer: paused: no receives, held messages wait", fields...)
-	g.obs.Paused(ev)
+	paused(g.obs, ev)
 }
 
 // failed counts a transient failure. A failed probe pauses again; while
@@ -376,5 +376,5 @@ func (g *gate) resume() {
 	g.set(gateOpen)
 	g.mu.Unlock()
 	g.log.Info("consumer: resumed: the probe succeeded", zap.Duration("paused_for", pausedFor), zap.Int("pauses", count))
-	g.obs.Resumed(pausedFor)
+	resumed(g.obs, pausedFor)
 }

@@ -107,10 +107,10 @@ func (g *guardedObserver) ReceiveFailed(err error) {
 
 func (g *guardedObserver) Paused(p Pause) {
 	defer g.recover("Paused")
-	g.next.Paused(p)
+	paused(g.next, p)
 }
 
 func (g *guardedObserver) Resumed(d time.Duration) {
 	defer g.recover("Resumed")
-	g.next.Resumed(d)
+	resumed(g.next, d)
 }

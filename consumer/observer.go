@@ -39,9 +39,16 @@ type Observer interface {
 	// a short backoff; receives that keep failing with an error retrying
 	// cannot heal stop Run after [Config.ReceiveErrorGrace].
 	ReceiveFailed(err error)
-	// Paused is called when the consumer pauses for an unavailable
-	// downstream (see [BackPressure]): at the start of an outage and after
-	// each failed probe.
+}
+
+// PauseObserver is implemented by an [Observer] that is told when the
+// consumer pauses for an unavailable downstream and when it resumes (see
+// [BackPressure]). It is apart from Observer so that an Observer written
+// before it needs no change; [NopObserver] implements it, so one that
+// embeds NopObserver overrides only what it needs.
+type PauseObserver interface {
+	// Paused is called when the consumer pauses: at the start of an
+	// outage and after each failed probe.
 	Paused(p Pause)
 	// Resumed is called when a probe succeeded and the consumer is back at
 	// full speed, with how long it was paused (from the first pause of the
@@ -85,4 +92,21 @@ func (NopObserver) Paused(Pause) {}
 // Resumed does nothing.
 func (NopObserver) Resumed(time.Duration) {}
 
-var _ Observer = NopObserver{}
+var (
+	_ Observer      = NopObserver{}
+	_ PauseObserver = NopObserver{}
+)
+
+// paused calls o's Paused when o is a [PauseObserver].
+func paused(o Observer, p Pause) {
+	if po, ok := o.(PauseObserver); ok {
+		po.Paused(p)
+	}
+}
+
+// resumed calls o's Resumed when o is a [PauseObserver].
+func resumed(o Observer, d time.Duration) {
+	if po, ok := o.(PauseObserver); ok {
+		po.Resumed(d)
+	}
+}

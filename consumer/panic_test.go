@@ -36,8 +36,6 @@ func (o *panickyObserver) DeadLettered(*consumer.Message, error)               {
 func (o *panickyObserver) DeadLetterRefused(*consumer.Message, error)          { o.boom() }
 func (o *panickyObserver) SettleFailed(*consumer.Message, string, error)       { o.boom() }
 func (o *panickyObserver) ReceiveFailed(error)                                 { o.boom() }
-func (o *panickyObserver) Paused(consumer.Pause)                               { o.boom() }
-func (o *panickyObserver) Resumed(time.Duration)                               { o.boom() }
 
 // panickyClassifier panics for every error.
 var panickyClassifier = consumer.ClassifierFunc(func(context.Context, *consumer.Message, error) (consumer.Verdict, bool) {

@@ -105,12 +105,12 @@ func (o *tracedObserver) ReceiveFailed(err error) { o.next.ReceiveFailed(err) }
 
 func (o *tracedObserver) Paused(p Pause) {
 	o.t.Paused(context.Background(), p.Reason, p.Count == 1)
-	o.next.Paused(p)
+	paused(o.next, p)
 }
 
 func (o *tracedObserver) Resumed(d time.Duration) {
 	o.t.Resumed(context.Background(), d)
-	o.next.Resumed(d)
+	resumed(o.next, d)
 }
 
 // tracedSQS counts and times every SQS call.

@@ -72,8 +72,6 @@ func (panickyObserver) DeadLettered(*consumer.Message, error)               { bo
 func (panickyObserver) DeadLetterRefused(*consumer.Message, error)          { boom() }
 func (panickyObserver) SettleFailed(*consumer.Message, string, error)       { boom() }
 func (panickyObserver) ReceiveFailed(error)                                 { boom() }
-func (panickyObserver) Paused(consumer.Pause)                               { boom() }
-func (panickyObserver) Resumed(time.Duration)                               { boom() }
 
 // TestUserCallbackPanicsRecovered (issue 42, defect 13): an Observer that
 // panics in every method and a Classifier that panics do not crash the
