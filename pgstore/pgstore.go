@@ -1,5 +1,5 @@
 // Package pgstore is what sqsonce's PostgreSQL stores (dedupepg, idempg,
-// outboxpg) share: the database handle they take ([DB]), the one call that
+// outboxpg, limitpg) share: the database handle they take ([DB]), the one call that
 // creates and upgrades their tables ([Migrate]), the options of their
 // Prune ([PruneOptions]) and the test for a failure worth another
 // transaction ([IsTransient]).
@@ -49,9 +49,12 @@ const (
 	// sqsonce_outbox_entities, sqsonce_outbox_leases and
 	// sqsonce_outbox_relays.
 	Outbox
+	// Limits is limitpg's tables, a fleet's rate and per-key limits:
+	// sqsonce_limit_rates and sqsonce_limit_slots.
+	Limits
 )
 
-var componentNames = [...]string{Dedupe: "dedupe", Idempotency: "idempotency", Outbox: "outbox"}
+var componentNames = [...]string{Dedupe: "dedupe", Idempotency: "idempotency", Outbox: "outbox", Limits: "limits"}
 
 // String returns the component's name, as recorded in
 // sqsonce_schema_migrations.
@@ -76,13 +79,13 @@ var migrations embed.FS
 // component; a component with none applied is absent.
 func Migrate(ctx context.Context, db DB, components ...Component) (map[Component][]int, error) {
 	if len(components) == 0 {
-		return nil, errors.New("pgstore: Migrate: name the components to migrate: pgstore.Dedupe, pgstore.Idempotency, pgstore.Outbox")
+		return nil, errors.New("pgstore: Migrate: name the components to migrate: pgstore.Dedupe, pgstore.Idempotency, pgstore.Outbox, pgstore.Limits")
 	}
 	sets := make([]pgutil.Component, 0, len(components))
 	seen := map[Component]bool{}
 	for _, c := range components {
 		if c <= 0 || int(c) >= len(componentNames) {
-			return nil, fmt.Errorf("pgstore: Migrate: unknown component %v: use pgstore.Dedupe, pgstore.Idempotency or pgstore.Outbox", c)
+			return nil, fmt.Errorf("pgstore: Migrate: unknown component %v: use pgstore.Dedupe, pgstore.Idempotency, pgstore.Outbox or pgstore.Limits", c)
 		}
 		if seen[c] {
 			continue

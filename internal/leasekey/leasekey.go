@@ -7,6 +7,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
+	"unicode/utf8"
 )
 
 // MaxKeyBytes is DynamoDB's limit on a partition key's size; longer
@@ -29,6 +31,18 @@ func PK(namespace, key string) string {
 	}
 	sum = sha256.Sum256([]byte(pk))
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// TextPK is [PK] for a store whose keys are text (PostgreSQL's text,
+// DynamoDB's UTF-8 strings): a key that is not valid UTF-8, or holds a
+// NUL byte, is hashed as a long one is, so that such keys neither fail
+// nor collide (the SDK would turn every invalid byte into U+FFFD).
+func TextPK(namespace, key string) string {
+	if utf8.ValidString(key) && !strings.ContainsRune(key, 0) {
+		return PK(namespace, key)
+	}
+	sum := sha256.Sum256([]byte(key))
+	return PK(namespace, "sha256:"+hex.EncodeToString(sum[:]))
 }
 
 // NewToken returns a random claim token.

@@ -1,7 +1,9 @@
 package leasekey_test
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sqsonce/sqsonce/internal/leasekey"
 )
@@ -42,4 +44,19 @@ func FuzzPK(f *testing.F) {
 			t.Fatalf("distinct keys %q and %q share PK %q", a, b, pa)
 		}
 	})
+}
+
+func TestTextPK(t *testing.T) {
+	if got := leasekey.TextPK("n", "acct-1"); got != "n#acct-1" {
+		t.Fatalf("TextPK = %q", got)
+	}
+	a, b, c := leasekey.TextPK("n", "\xff\xfe"), leasekey.TextPK("n", "\xff\xfd"), leasekey.TextPK("n", "a\x00b")
+	for _, k := range []string{a, b, c} {
+		if !utf8.ValidString(k) || strings.ContainsRune(k, 0) {
+			t.Fatalf("TextPK left %q", k)
+		}
+	}
+	if a == b {
+		t.Fatal("two invalid keys collide")
+	}
 }

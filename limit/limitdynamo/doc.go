@@ -27,7 +27,7 @@
 //
 // One item per key of a per-key limit:
 //
-//	pk          S  "slots#<name>#<key>" (hashed past 2048 bytes)
+//	pk          S  "slots#<name>#<key>" (the key hashed past 2048 bytes, or when not UTF-8)
 //	holders     M  holder → expiry (N, ms since the epoch)
 //	v           N  one more at each change
 //	expires_at  N  s; the TTL attribute: a day after the last expiry

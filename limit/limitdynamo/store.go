@@ -123,9 +123,9 @@ func key(pk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: str(pk)}
 }
 
-func ratePK(name string) string { return leasekey.PK("rate", name) }
+func ratePK(name string) string { return leasekey.TextPK("rate", name) }
 
-func slotsPK(s limit.Slot) string { return leasekey.PK("slots#"+s.Name, s.Key) }
+func slotsPK(s limit.Slot) string { return leasekey.TextPK("slots#"+s.Name, s.Key) }
 
 // conditionFailed reports a failed condition, and the item as it was (nil
 // when there was none).

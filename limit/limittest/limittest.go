@@ -259,6 +259,10 @@ func Run(t *testing.T, newStore NewStore) {
 		acquire(t, s, slot(name, long, 1), 1, false)
 		acquire(t, s, slot(name, long+"x", 0), 1, true)
 		acquire(t, s, slot(name, "a#b\x00\"'%", 0), 1, true)
+		// Bytes that are not UTF-8 are a key too, apart from others.
+		acquire(t, s, slot(name, "\xff\xfe", 0), 1, true)
+		acquire(t, s, slot(name, "\xff\xfd", 0), 1, true)
+		acquire(t, s, slot(name, "\xff\xfe", 1), 1, false)
 	})
 
 	t.Run("SlotsRefuseBadRequests", func(t *testing.T) {
