@@ -212,6 +212,17 @@ func (c *capacity) observe(m mark) {
 	c.mu.Unlock()
 }
 
+// lend adds n slots while held messages (Limits) lend theirs to the
+// receivers; unlend takes them back (free may go below 0: receivers then
+// wait until as many are freed).
+func (c *capacity) lend(n int) { c.add(n, false) }
+
+func (c *capacity) unlend(n int) {
+	c.mu.Lock()
+	c.free -= n
+	c.mu.Unlock()
+}
+
 // release frees n slots of messages that finished (settled, or on FIFO
 // queues deleted).
 func (c *capacity) release(n int) { c.add(n, true) }

@@ -110,6 +110,12 @@ type Config struct {
 	// probe before returning to full speed. Defaults to on, with the
 	// defaults [BackPressure] lists; BackPressure{Off: true} turns it off.
 	BackPressure BackPressure
+	// Limits bounds when messages start: a rate (messages started per
+	// second) and a per-key concurrency limit (at most k messages of a key
+	// at once), this process's or, with Limits.Store, the fleet's. A
+	// message a limit holds back waits invisible under the heartbeat,
+	// neither run nor released (see [Limits]). Defaults to no limit.
+	Limits Limits
 	// DeadLetterQueueURL receives permanent failures. Defaults to the
 	// queue's RedrivePolicy target. Run fails when neither is set.
 	DeadLetterQueueURL string
@@ -298,6 +304,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	var bpErr error
 	if cfg.BackPressure, bpErr = cfg.BackPressure.withDefaults(); bpErr != nil {
 		errs = append(errs, bpErr)
+	}
+	var limErr error
+	if cfg.Limits, limErr = cfg.Limits.withDefaults(cfg.Concurrency); limErr != nil {
+		errs = append(errs, limErr)
 	}
 	if cfg.ShutdownTimeout < 0 || cfg.FlushInterval < 0 {
 		bad("ShutdownTimeout (%s) and FlushInterval (%s) must not be negative", cfg.ShutdownTimeout, cfg.FlushInterval)

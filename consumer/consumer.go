@@ -216,6 +216,12 @@ type runner struct {
 	// (BackPressure): the workers ask it before starting one, the
 	// receivers before receiving.
 	gate *gate
+	// limits holds a message back while a limit is reached (Limits): the
+	// workers ask it after the gate; nil without limits. limitWG waits
+	// for its fleet poller; runCtx is Run's context (done at the drain).
+	limits  *limiter
+	limitWG sync.WaitGroup
+	runCtx  context.Context
 
 	capacity *capacity
 	// pollers bounds the receive calls at once (nil when Receivers was
@@ -284,6 +290,10 @@ type inflight struct {
 	// under r.mu when the message becomes its lane's head (pop).
 	lastBehind bool
 
+	// lim is its key limit (Limits.KeyLimitFunc), found when a worker
+	// first takes it; nil until then, and without a key limit.
+	lim *msgLimit
+
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc // set while the handler runs
 	lost   error                   // set when the lease was lost
@@ -314,19 +324,31 @@ type lane struct {
 
 func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	cfg = guard(instrument(cfg, q.url))
+	// The most messages received and not settled: held ones (Limits) may
+	// lend their slots to receives.
+	most := cfg.Concurrency + cfg.Prefetch + cfg.receiveAhead
+	if cfg.Limits.KeyLimitFunc != nil {
+		most += cfg.Limits.MaxHeld
+	}
 	r := &runner{
 		cfg:      cfg,
 		q:        q,
 		log:      cfg.Logger.With(zap.String("queue_url", q.url)),
 		obs:      cfg.Observer,
 		capacity: newCapacity(cfg.Concurrency, cfg.Prefetch, cfg.receiveAhead),
-		queue:    make(chan *inflight, cfg.Concurrency+cfg.Prefetch+cfg.receiveAhead),
-		ready:    make(chan *lane, cfg.Concurrency+cfg.Prefetch+cfg.receiveAhead),
+		queue:    make(chan *inflight, most),
+		ready:    make(chan *lane, most),
 		beating:  map[*inflight]struct{}{},
 		lanes:    map[string]*lane{},
 		unrun:    new(settle.Unrun),
 	}
 	r.gate = newGate(cfg.BackPressure, r.log, cfg.Observer, r.unsettled.Load)
+	if cfg.Limits.on() {
+		var err error
+		if r.limits, err = newLimiter(r, cfg.Limits); err != nil {
+			return nil, err
+		}
+	}
 	if q.fifo {
 		// Slots come back a batch at a time: freed one by one, a waiting
 		// receiver would take the first few (when the workers idle) and
@@ -389,6 +411,7 @@ func (r *runner) run(ctx context.Context) error {
 	ctx, r.stopRun = context.WithCancelCause(ctx)
 	defer r.stopRun(nil)
 	r.stopping = ctx.Done()
+	r.runCtx = ctx
 	r.health.start(r.q.url)
 	defer r.health.set(stopped)
 	bg := context.WithoutCancel(ctx)
@@ -400,6 +423,9 @@ func (r *runner) run(ctx context.Context) error {
 	var hbWG, settleWG, recvWG sync.WaitGroup
 	settleWG.Go(r.settler.run)
 	hbWG.Go(func() { _ = r.hb.Run(hbCtx) })
+	if r.limits != nil && r.limits.slots != nil {
+		r.limitWG.Go(func() { r.limits.poll(ctx) })
+	}
 	for i := range r.cfg.Concurrency {
 		if r.q.fifo {
 			r.workWG.Go(func() { r.workLanes(i) })
@@ -427,6 +453,14 @@ func (r *runner) run(ctx context.Context) error {
 	recvWG.Wait()
 	grace.Stop()
 	close(r.recvDone)
+	if r.limits != nil {
+		// Messages held back by a key's limit are released with those
+		// waiting for a worker; a slot freed after is not handed on.
+		r.limitWG.Wait()
+		for _, m := range r.limits.close() {
+			r.releaseUnstarted(m)
+		}
+	}
 	// Messages waiting for a worker, and FIFO messages waiting behind a
 	// running handler of their group, are released now, not when a
 	// handler finishes: as soon as no receive call cut short above can
@@ -799,6 +833,16 @@ func (r *runner) work(worker int) {
 				r.releaseUnstarted(m)
 				break
 			}
+			if r.limits != nil {
+				v := r.limits.start(r.runCtx, m, nil, probe)
+				if v == limitHeld {
+					break // the limiter has it: sent back to the workers with a slot of its key
+				}
+				if v == limitStop {
+					r.releaseUnstarted(m)
+					break
+				}
+			}
 			if _, held := r.process(worker, m, probe); !held {
 				break
 			}
@@ -849,12 +893,24 @@ func (r *runner) workLanes(worker int) {
 		}
 		m := l.head
 		l.head = nil
+		heldBack := false
 		for {
 			probe, ok := false, false
 			select {
 			case <-r.stopping:
 			default:
 				probe, ok = r.gate.admit(r.stopping)
+			}
+			if ok && r.limits != nil {
+				switch r.limits.start(r.runCtx, m, l, probe) {
+				case limitHeld:
+					heldBack = true
+				case limitStop:
+					ok = false
+				}
+			}
+			if heldBack {
+				break // the limiter has the lane's head: the lane waits with it
 			}
 			if !ok {
 				r.releaseUnstarted(m)
@@ -869,6 +925,9 @@ func (r *runner) workLanes(worker int) {
 				r.stopLane(l, res)
 			}
 			break
+		}
+		if heldBack {
+			continue
 		}
 
 		r.mu.Lock()
@@ -1033,6 +1092,9 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 	m.msg.mu.Unlock()
 
 	res = r.pipeline.process(ctx, m.msg)
+	if r.limits != nil {
+		r.limits.result(&res) // a RateLimited lowers an adaptive rate
+	}
 	// May pause the consumer, and then lengthens an Unavailable's delay to
 	// the pause.
 	hold := r.gate.done(probe, &res)
@@ -1166,6 +1228,9 @@ func (r *runner) settled(m *inflight, res Result, queued bool) {
 	if !queued {
 		r.queued()
 	}
+	if m.lim != nil && m.lim.keyed {
+		r.limits.done(m) // its key's slot: to a held message of the key, or freed
+	}
 	logSettled(r.log, m.msg, res)
 	r.obs.Settled(m.msg, res)
 	if !queued || r.slotDone == nil {
@@ -1217,6 +1282,9 @@ func (r *runner) unwatch(m *inflight) {
 // beatHandlers runs, on each heartbeat tick, the functions running handlers
 // registered with Message.OnHeartbeat; an error cancels that handler.
 func (r *runner) beatHandlers(ctx context.Context) {
+	if r.limits != nil {
+		r.limits.extend(ctx)
+	}
 	r.mu.Lock()
 	var ms []*inflight
 	for m := range r.beating {

@@ -88,13 +88,20 @@ type UnavailableError struct {
 	// RetryAfter is when the downstream said to come back (an HTTP
 	// Retry-After), 0 when it did not say.
 	RetryAfter time.Duration
+	// RateLimited says the downstream asked to slow down (an HTTP 429),
+	// rather than that it is down: see [RateLimited].
+	RateLimited bool
 }
 
 func (e *UnavailableError) Error() string {
-	if e.RetryAfter > 0 {
-		return fmt.Sprintf("unavailable, retry after %s: %s", e.RetryAfter, errString(e.Err))
+	what := "unavailable"
+	if e.RateLimited {
+		what = "rate limited"
 	}
-	return "unavailable: " + errString(e.Err)
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%s, retry after %s: %s", what, e.RetryAfter, errString(e.Err))
+	}
+	return what + ": " + errString(e.Err)
 }
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
@@ -112,6 +119,18 @@ func Unavailable(err error, retryAfter time.Duration) error {
 		err = errors.New("downstream unavailable")
 	}
 	return &UnavailableError{Err: err, RetryAfter: max(retryAfter, 0)}
+}
+
+// RateLimited says that the downstream the handler calls asks its callers
+// to slow down (an HTTP 429), and when to come back (its Retry-After; 0
+// when it did not say). It is [Unavailable] (the message is retried after
+// retryAfter and the consumer pauses) with a mark: with
+// [Limits].Adaptive on, the consumer also lowers its rate.
+func RateLimited(err error, retryAfter time.Duration) error {
+	if err == nil {
+		err = errors.New("downstream rate limit")
+	}
+	return &UnavailableError{Err: err, RetryAfter: max(retryAfter, 0), RateLimited: true}
 }
 
 func errString(err error) string {

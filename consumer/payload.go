@@ -89,7 +89,7 @@ func (c PayloadConfig) decoder(hint string) payload.Decoder {
 // Its error is a *payload.Error: permanent ones have FailureClass
 // ClassPayload.
 func (p *processor) decode(ctx context.Context, msg *Message) error {
-	if !payload.Needed(msg.Attributes) {
+	if msg.decoded || !payload.Needed(msg.Attributes) { // read already (Limits.KeyLimitFunc)
 		return nil
 	}
 	res, err := p.payload.Decode(ctx, msg.Body, msg.Attributes)

@@ -99,6 +99,9 @@ type Result struct {
 	// retryAfter is, for ClassUnavailable, the downstream's Retry-After (0
 	// when it gave none): the consumer's pause follows it.
 	retryAfter time.Duration
+	// rateLimited marks a ClassUnavailable retry whose downstream asked to
+	// slow down (RateLimited, ClassRateLimited): Limits.Adaptive follows it.
+	rateLimited bool
 }
 
 // process runs msg through the path and returns its Result. When the
@@ -145,8 +148,16 @@ func (p *processor) classify(ctx context.Context, msg *Message, err error) Resul
 	case !ok:
 		v = defaultVerdict(p.backoff, p.maxAttempts, msg, err)
 	}
+	rateLimited := false
+	if v.Class == ClassRateLimited && v.Outcome == OutcomeRetry {
+		v.Class, rateLimited = ClassUnavailable, true
+	}
 	res := Result{Outcome: v.Outcome, Delay: v.Delay, Err: err, Class: v.Class}
 	if settle.Unavailable(settle.Outcome(v.Outcome), v.Class) {
+		if ue, ok := errors.AsType[*UnavailableError](err); ok && ue.RateLimited {
+			rateLimited = true
+		}
+		res.rateLimited = rateLimited
 		// The downstream's Retry-After, if it gave one; the pause if not.
 		res.retryAfter = max(v.Delay, 0)
 		res.Delay = cmp.Or(res.retryAfter, p.pause)

@@ -1,0 +1,531 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/sqsonce/sqsonce/limit"
+)
+
+// limiter applies [Limits] to the messages the workers take, after the
+// gate admitted them (gate.go): the gate holds every message while the
+// consumer is paused, the limiter holds one while a limit is reached.
+//
+// The rate holds the worker with its message (a token bucket in process,
+// the fleet's slots with Store): nothing else could start before the next
+// token anyway. A key's limit holds the message apart from the worker, in
+// its key's queue of held messages, so that the worker runs messages of
+// other keys meanwhile; the message goes back to the workers (standard
+// queues: the work channel; FIFO: its lane, to the ready queue) when a
+// slot of its key is handed to it: by a message of the key that settles
+// in this process, or, with Store, by the poller, which asks the store
+// for the keys whose slots other processes hold. A held message stays in
+// the in-flight set (the heartbeat keeps it invisible) and keeps its
+// capacity slot, but up to MaxHeld of them lend theirs back to the
+// receivers (capacity.lend), so that messages of other keys keep coming.
+type limiter struct {
+	r   *runner
+	log *zap.Logger
+
+	// The rate: bucket in process (with Adaptive and Store, the adaptive
+	// ceiling under the fleet's), fleet with Store.
+	bucket *rate.Limiter
+	fleet  *limit.Rate
+	// adapt is Adaptive's rate (nil when off), under adaptMu with
+	// bucketRate, the bucket's limit.
+	adaptMu    sync.Mutex
+	adapt      *aimd
+	bucketRate float64
+
+	keyFunc func(*Message) (string, int)
+	maxHeld int
+	// slots holds this process's slots of the fleet's key limits; nil
+	// without Store.
+	slots *limit.Slots
+
+	mu   sync.Mutex
+	keys map[string]*keyState
+	// unlent are the held messages past MaxHeld, oldest first, which keep
+	// their capacity slots (some may have left: gone).
+	unlent []*heldMsg
+	lent   int
+	closed bool
+	// wake tells the fleet poller that a key was held (capacity 1).
+	wake chan struct{}
+}
+
+// keyState is one key's: the messages of it this process runs (or holds a
+// slot for) and those held back.
+type keyState struct {
+	running int
+	held    []*heldMsg
+	// With Store: when the poller asks the store again, and its backoff.
+	retryAt time.Time
+	backoff time.Duration
+}
+
+// heldMsg is a message held back by its key's limit; l is its lane, on a
+// FIFO queue (the lane waits with its head).
+type heldMsg struct {
+	m    *inflight
+	l    *lane
+	lent bool // its capacity slot is lent to the receivers
+	gone bool // no longer held
+}
+
+// msgLimit is a message's key limit, found once (KeyLimitFunc).
+type msgLimit struct {
+	key   string
+	n     int
+	keyed bool       // it holds a slot of key
+	slot  limit.Slot // with Store: the slot it holds
+}
+
+// noKeyLimit marks a message KeyLimitFunc gave no limit.
+var noKeyLimit = &msgLimit{}
+
+// limitVerdict is what the limiter decided for a message.
+type limitVerdict int
+
+const (
+	limitStart limitVerdict = iota // run it
+	limitHeld                      // held back: the limiter has it
+	limitStop                      // the consumer is stopping: release it
+)
+
+// Retries of a key held by other processes (with Store): the first after
+// keyRetryFirst, doubling to keyRetryMax, each ±20% at random.
+const (
+	keyRetryFirst = 25 * time.Millisecond
+	keyRetryMax   = 500 * time.Millisecond
+)
+
+func newLimiter(r *runner, cfg Limits) (*limiter, error) {
+	l := &limiter{
+		r: r, log: r.log, keyFunc: cfg.KeyLimitFunc, maxHeld: cfg.MaxHeld,
+		keys: map[string]*keyState{}, wake: make(chan struct{}, 1),
+	}
+	name := cfg.Name
+	if name == "" {
+		name = path.Base(r.q.url)
+	}
+	if cfg.Rate > 0 {
+		if cfg.Store == nil || cfg.Adaptive.On {
+			l.bucket = rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst)
+			l.bucketRate = cfg.Rate
+		}
+		if cfg.Store != nil {
+			f, err := limit.NewRate(limit.RateConfig{Store: cfg.Store, Name: name, Rate: cfg.Rate, Block: cfg.Block, Burst: cfg.Burst, Logger: r.log})
+			if err != nil {
+				return nil, fmt.Errorf("consumer: Limits: %w", err)
+			}
+			l.fleet = f
+		}
+		if cfg.Adaptive.On {
+			l.adapt = newAIMD(cfg.Rate, cfg.Adaptive, time.Now())
+		}
+	}
+	if cfg.KeyLimitFunc != nil && cfg.Store != nil {
+		// A slot outlives its last extension (each heartbeat tick) by the
+		// visibility timeout: a crashed worker's slots free themselves when
+		// its messages come back.
+		interval := orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
+		s, err := limit.NewSlots(limit.SlotsConfig{Store: cfg.Store, Name: name, TTL: max(r.q.visibility, 3*interval)})
+		if err != nil {
+			return nil, fmt.Errorf("consumer: Limits: %w", err)
+		}
+		l.slots = s
+	}
+	return l, nil
+}
+
+// start decides whether m, which the gate admitted (as the probe of a
+// pause when probe), may run now: it takes a slot of m's key, or holds m
+// back (then it gives the probe's turn back to the gate), then waits for
+// the rate.
+func (l *limiter) start(ctx context.Context, m *inflight, ln *lane, probe bool) limitVerdict {
+	if l.keyFunc != nil {
+		switch l.takeKey(ctx, m, ln) {
+		case limitHeld:
+			if probe {
+				l.r.gate.giveBack()
+			}
+			return limitHeld
+		case limitStop:
+			return limitStop
+		}
+	}
+	if l.bucket != nil || l.fleet != nil {
+		if l.wait(ctx) != nil {
+			return limitStop
+		}
+	}
+	return limitStart
+}
+
+// keyOf finds m's key limit: its body read first (KeyLimitFunc sees the
+// body as sent; a body that cannot be had gets no limit, and the pipeline
+// classifies its failure), KeyLimitFunc called under a recover.
+func (l *limiter) keyOf(m *inflight) (ml *msgLimit) {
+	if err := l.r.pipeline.decode(l.r.workBase, m.msg); err != nil {
+		return noKeyLimit
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			logPanic(l.log, "Limits.KeyLimitFunc", v, zap.String("message_id", m.msg.ID))
+			ml = noKeyLimit
+		}
+	}()
+	key, n := l.keyFunc(m.msg)
+	if key == "" || n < 1 {
+		return noKeyLimit
+	}
+	return &msgLimit{key: key, n: n}
+}
+
+// takeKey takes a slot of m's key for it, or holds m back.
+func (l *limiter) takeKey(ctx context.Context, m *inflight, ln *lane) limitVerdict {
+	if m.lim == nil {
+		m.lim = l.keyOf(m)
+	}
+	ml := m.lim
+	if ml == noKeyLimit || ml.keyed {
+		return limitStart
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return limitStop
+	}
+	ks := l.keys[ml.key]
+	if ks == nil {
+		ks = &keyState{}
+		l.keys[ml.key] = ks
+	}
+	if len(ks.held) > 0 || ks.running >= ml.n {
+		// Behind the key's held messages, in order; a slot of the key
+		// settling here is handed on (done), and with Store the poller asks
+		// for those held elsewhere.
+		l.hold(ks, m, ln)
+		l.mu.Unlock()
+		return limitHeld
+	}
+	ks.running++ // counted while the store is asked, so none starts past it here
+	if l.slots == nil {
+		ml.keyed = true
+		l.mu.Unlock()
+		return limitStart
+	}
+	l.mu.Unlock()
+
+	slot, ok, err := l.slots.Acquire(ctx, ml.key, ml.n)
+	if err != nil && ctx.Err() == nil {
+		l.log.Warn("consumer: Limits: acquiring a slot of a key failed; the message is held and the slot asked for again",
+			zap.String("message_id", m.msg.ID), zap.Error(err))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ok {
+		ml.keyed, ml.slot = true, slot
+		return limitStart
+	}
+	ks.running--
+	if l.closed {
+		l.forget(ml.key, ks)
+		return limitStop
+	}
+	l.hold(ks, m, ln)
+	l.retryLater(ks, err != nil)
+	return limitHeld
+}
+
+// hold holds m (the head of lane ln, on a FIFO queue) back behind ks's
+// held messages, and lends its capacity slot while fewer than MaxHeld do;
+// l.mu is held.
+func (l *limiter) hold(ks *keyState, m *inflight, ln *lane) {
+	h := &heldMsg{m: m, l: ln}
+	ks.held = append(ks.held, h)
+	if l.lent < l.maxHeld {
+		l.lent++
+		h.lent = true
+		l.r.capacity.lend(1)
+	} else {
+		l.unlent = append(l.unlent, h)
+	}
+	if l.slots != nil && ks.retryAt.IsZero() {
+		l.retryLater(ks, false)
+	}
+	l.log.Debug("consumer: held back by its key's limit", zap.String("message_id", m.msg.ID), zap.Int("held", len(ks.held)))
+}
+
+// retryLater schedules the poller's next store call for ks, after a
+// backoff (at least a second after a failed call); l.mu is held.
+func (l *limiter) retryLater(ks *keyState, failed bool) {
+	ks.backoff = min(max(2*ks.backoff, keyRetryFirst), keyRetryMax)
+	d := ks.backoff
+	if failed {
+		d = max(d, time.Second)
+	}
+	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	ks.retryAt = time.Now().Add(d)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// unhold sends h back to the workers, with the slot of its key it was
+// handed, and passes its lent capacity slot to the oldest held message
+// without one; l.mu is held (so that close, which takes the held messages
+// to release them, and the work channel's close after it, come after).
+func (l *limiter) unhold(h *heldMsg) {
+	h.gone = true
+	if h.lent {
+		passed := false
+		for len(l.unlent) > 0 && !passed {
+			x := l.unlent[0]
+			l.unlent[0] = nil
+			l.unlent = l.unlent[1:]
+			if !x.gone {
+				x.lent, passed = true, true
+			}
+		}
+		if !passed {
+			l.lent--
+			l.r.capacity.unlend(1)
+		}
+	}
+	// Never full: held messages are received ones, and the channels hold
+	// as many as the consumer may (see newRunner).
+	if h.l != nil {
+		h.l.head = h.m
+		l.r.ready <- h.l
+	} else {
+		l.r.queue <- h.m
+	}
+}
+
+// done is called once m, which held a slot of its key, is settled: the
+// slot goes to the key's first held message, else it is freed.
+func (l *limiter) done(m *inflight) {
+	ml := m.lim
+	ml.keyed = false
+	l.mu.Lock()
+	ks := l.keys[ml.key]
+	if len(ks.held) > 0 && !l.closed {
+		h := ks.held[0]
+		ks.held[0] = nil
+		ks.held = ks.held[1:]
+		h.m.lim.keyed, h.m.lim.slot = true, ml.slot
+		l.unhold(h)
+		l.mu.Unlock()
+		return
+	}
+	ks.running--
+	l.forget(ml.key, ks)
+	l.mu.Unlock()
+	if l.slots != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.r.workBase), settleCallTimeout)
+		defer cancel()
+		if err := l.slots.Release(ctx, ml.slot); err != nil {
+			l.log.Warn("consumer: Limits: releasing a key's slot failed; it frees itself when it expires", zap.Error(err))
+		}
+	}
+}
+
+// forget drops ks once nothing of its key runs or waits; l.mu is held.
+func (l *limiter) forget(key string, ks *keyState) {
+	if ks.running == 0 && len(ks.held) == 0 {
+		delete(l.keys, key)
+	}
+}
+
+// close stops holding: it returns the held messages, for the drain to
+// release; a slot freed after is not handed on.
+func (l *limiter) close() []*inflight {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	var out []*inflight
+	for key, ks := range l.keys {
+		for _, h := range ks.held {
+			h.gone = true
+			out = append(out, h.m)
+		}
+		ks.held = nil
+		l.forget(key, ks)
+	}
+	l.unlent, l.lent = nil, 0
+	return out
+}
+
+// wait waits for the rate: the adaptive ceiling's bucket, then the
+// fleet's slots; an error when ctx ends first.
+func (l *limiter) wait(ctx context.Context) error {
+	if l.adapt != nil {
+		now := time.Now()
+		l.adaptMu.Lock()
+		if r := l.adapt.rate(now); r > l.bucketRate*1.005 || r < l.bucketRate*0.995 {
+			l.bucket.SetLimitAt(now, rate.Limit(r))
+			l.bucketRate = r
+		}
+		l.adaptMu.Unlock()
+	}
+	if l.bucket != nil {
+		if err := l.bucket.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	if l.fleet != nil {
+		if err := l.fleet.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	if l.adapt != nil {
+		l.adaptMu.Lock()
+		l.adapt.started(time.Now())
+		l.adaptMu.Unlock()
+	}
+	return nil
+}
+
+// result lowers the adaptive rate after a handler's RateLimited.
+func (l *limiter) result(res *Result) {
+	if l.adapt == nil || !res.rateLimited {
+		return
+	}
+	now := time.Now()
+	l.adaptMu.Lock()
+	from, to, cut := l.adapt.slowDown(now)
+	if cut {
+		l.bucket.SetLimitAt(now, rate.Limit(to))
+		l.bucketRate = to
+	}
+	l.adaptMu.Unlock()
+	if cut {
+		l.log.Info("consumer: rate lowered: the downstream asked to slow down", zap.Float64("from", from), zap.Float64("to", to))
+	}
+}
+
+// extend extends the fleet slots this process holds (each heartbeat
+// tick); a slot lost (it expired, and another worker took it) is logged:
+// its key may run more than its limit until the message ends.
+func (l *limiter) extend(ctx context.Context) {
+	if l.slots == nil || l.slots.Held() == 0 {
+		return
+	}
+	lost, err := l.slots.Extend(ctx)
+	if len(lost) > 0 {
+		l.log.Warn("consumer: Limits: slots of a key limit expired before they were extended; their keys may run past the limit until those messages end",
+			zap.Int("slots", len(lost)))
+	}
+	if err != nil && ctx.Err() == nil {
+		l.log.Warn("consumer: Limits: extending the slots of key limits failed; tried again at the next heartbeat", zap.Error(err))
+	}
+}
+
+// poll asks the store, with Store, for a slot of each key whose messages
+// are held while other processes hold its slots, each key after its
+// backoff; it returns when ctx ends (the drain) or the limiter closes.
+func (l *limiter) poll(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		var due []string
+		var next time.Time
+		for key, ks := range l.keys {
+			if len(ks.held) == 0 {
+				continue
+			}
+			if !ks.retryAt.After(now) {
+				due = append(due, key)
+			} else if next.IsZero() || ks.retryAt.Before(next) {
+				next = ks.retryAt
+			}
+		}
+		l.mu.Unlock()
+		for _, key := range due {
+			if ctx.Err() != nil {
+				return
+			}
+			l.retry(ctx, key)
+		}
+		if len(due) > 0 {
+			continue
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = next.Sub(now)
+		}
+		timer.Reset(wait)
+		select {
+		case <-l.wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return
+		}
+		timer.Stop()
+	}
+}
+
+// retry asks the store for a slot for key's first held message.
+func (l *limiter) retry(ctx context.Context, key string) {
+	l.mu.Lock()
+	ks := l.keys[key]
+	if ks == nil || len(ks.held) == 0 || l.closed {
+		l.mu.Unlock()
+		return
+	}
+	n := ks.held[0].m.lim.n
+	if ks.running >= n {
+		// This process holds the key's slots: the next to settle hands its
+		// slot on; ask the store again later all the same.
+		ks.retryAt = time.Now().Add(keyRetryMax)
+		l.mu.Unlock()
+		return
+	}
+	ks.running++
+	l.mu.Unlock()
+
+	slot, ok, err := l.slots.Acquire(ctx, key, n)
+
+	l.mu.Lock()
+	if ok && !l.closed && len(ks.held) > 0 {
+		h := ks.held[0]
+		ks.held[0] = nil
+		ks.held = ks.held[1:]
+		h.m.lim.keyed, h.m.lim.slot = true, slot
+		ks.backoff, ks.retryAt = 0, time.Time{} // the next held one, at once
+		l.unhold(h)
+		l.mu.Unlock()
+		return
+	}
+	ks.running--
+	if !ok {
+		if err != nil && ctx.Err() == nil {
+			l.log.Warn("consumer: Limits: acquiring a slot of a key failed; asked for again", zap.Error(err))
+		}
+		l.retryLater(ks, err != nil)
+		l.mu.Unlock()
+		return
+	}
+	// Taken, but nothing waits for it any more (the drain began).
+	l.forget(key, ks)
+	l.mu.Unlock()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleCallTimeout)
+	defer cancel()
+	_ = l.slots.Release(rctx, slot)
+}
