@@ -133,7 +133,7 @@ func newLedgerStore(t *testing.T, store string) *ledger {
 		for _, u := range []string{l.urls.queue, l.urls.dlq} {
 			_, _ = l.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
 		}
-		for _, tb := range []string{l.name + "-dedupe", l.name + "-accounts"} {
+		for _, tb := range []string{l.name + "-dedupe", l.name + "-accounts", l.name + "-limits"} {
 			_, _ = l.ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(tb)})
 		}
 	})

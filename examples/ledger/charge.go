@@ -27,9 +27,11 @@ import (
 //
 //   - 200 or 201: charged (the transaction runs);
 //   - 429 or 503: the bank is busy or down; consumer.Unavailable with its
-//     Retry-After (seconds or an HTTP date), so the worker pauses instead of
-//     burning receives; with back-pressure off, a plain transient failure
-//     (retried with the consumer's backoff, as most consumers do);
+//     Retry-After (seconds or an HTTP date; for a 429 consumer.RateLimited,
+//     which also lowers the rate of `work -rate -adaptive`), so the worker
+//     pauses instead of burning receives; with back-pressure off, a plain
+//     transient failure (retried with the consumer's backoff, as most
+//     consumers do);
 //   - any other 4xx: permanent (dead-lettered, the bank's answer quoted and
 //     cut to maxAnswer bytes in the reason: it is outside text);
 //   - any other 5xx, a timeout, a broken connection: transient, and the
@@ -126,10 +128,14 @@ func (b *bankClient) charge(ctx context.Context, cr credit) error {
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		wait := retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		err := fmt.Errorf("bank: charge %s: %s (Retry-After %q)", cr.ID, resp.Status, resp.Header.Get("Retry-After"))
-		if b.backPressure {
+		switch {
+		case !b.backPressure:
+			return err
+		case code == http.StatusTooManyRequests:
+			return consumer.RateLimited(err, wait) // too fast: work -adaptive slows down
+		default:
 			return consumer.Unavailable(err, wait)
 		}
-		return err
 	case code >= 400 && code < 500:
 		return consumer.Permanent(fmt.Errorf("bank: charge %s refused: %s: %s", cr.ID, resp.Status, quoteAnswer(answer)))
 	default:

@@ -40,6 +40,7 @@ func TestBankClientClassifies(t *testing.T) {
 	const (
 		charged     = "charged"
 		unavailable = "unavailable"
+		rateLimited = "rate limited" // Unavailable, marked for -adaptive
 		permanent   = "permanent"
 		transient   = "transient"
 	)
@@ -57,7 +58,7 @@ func TestBankClientClassifies(t *testing.T) {
 		{name: "201", status: 201, want: charged},
 		{name: "200 (the key's first charge)", status: 200, want: charged},
 		{name: "503 seconds", status: 503, header: "7", want: unavailable, wantAfter: 7 * time.Second},
-		{name: "429 date", status: 429, header: date, want: unavailable, wantAfter: 90 * time.Second},
+		{name: "429 date", status: 429, header: date, want: rateLimited, wantAfter: 90 * time.Second},
 		{name: "503 without Retry-After", status: 503, want: unavailable},
 		{name: "503, back-pressure off", status: 503, header: "7", noBP: true, want: transient},
 		{name: "422", status: 422, body: `{"error":"Idempotency-Key was used with another body"}`, want: permanent, wantIn: []string{"422", "another body"}},
@@ -96,6 +97,8 @@ func TestBankClientClassifies(t *testing.T) {
 			switch {
 			case err == nil:
 				got = charged
+			case errors.As(err, &ue) && ue.RateLimited:
+				got = rateLimited
 			case errors.As(err, &ue):
 				got = unavailable
 			case errors.As(err, &pe):

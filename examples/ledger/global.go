@@ -105,7 +105,11 @@ type names struct {
 	IdempotencyTable, Outbox string
 	// Bucket holds the bodies of credits too large for a message.
 	Bucket string
-	FIFO   bool
+	// LimitsTable holds the fleet's limits of `work -rate` and
+	// `-account-concurrency` (DynamoDB; with -store postgres they are in
+	// the schema, pgstore.Limits).
+	LimitsTable string
+	FIFO        bool
 	// Store is "dynamodb" or "postgres"; Schema the ledger's PostgreSQL
 	// schema, which holds all its tables there.
 	Store, Schema string
@@ -126,7 +130,7 @@ func (g *global) names() (names, error) {
 	}
 	n := names{Queue: g.name, DLQ: g.name + "-dlq", DedupeTable: base + "-dedupe", Ledger: base + "-accounts",
 		IdempotencyTable: base + "-idempotency", Outbox: base + "-outbox", FIFO: g.fifo, Store: g.store, Schema: base,
-		Bucket: g.bucket}
+		Bucket: g.bucket, LimitsTable: base + "-limits"}
 	if n.Bucket == "" {
 		n.Bucket = bucketName(base)
 	}

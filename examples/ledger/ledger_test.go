@@ -55,7 +55,7 @@ func newLedgerCLIStore(t *testing.T, fifo bool, store string) *ledgerCLI {
 				_, _ = sq.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
 			}
 		}
-		for _, tb := range []string{n.DedupeTable, n.Ledger} {
+		for _, tb := range []string{n.DedupeTable, n.Ledger, n.LimitsTable} {
 			_, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(tb)})
 		}
 		s3c := testenv.S3(t)

@@ -6,7 +6,10 @@
 //	ledger send -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
 //	ledger work [-concurrency C] [-visibility D] [-handler-delay D] [-log-level L]
 //	            [-bank URL [-bank-timeout D] [-back-pressure=false]]
-//	                                  with -bank each credit is charged at the bank first
+//	            [-rate N [-adaptive]] [-account-concurrency K]
+//	                                  with -bank each credit is charged at the bank first;
+//	                                  -rate and -account-concurrency are the fleet's limits,
+//	                                  kept in the -store
 //	ledger balances [-json]
 //	ledger status [-json]             queue, in-flight and DLQ counts
 //	ledger audit [-json]              prove from the journal that no credit was applied twice
@@ -59,12 +62,16 @@ func main() {
 const usage = `usage: ledger [-queue NAME] [-fifo] [-store dynamodb|postgres] COMMAND [flags]
 
 commands:
-  setup      create the queue NAME, its DLQ NAME-dlq and the ledger's tables (postgres: its schema, migrated)
+  setup      create the queue NAME, its DLQ NAME-dlq and the ledger's tables, the limits' included (postgres: its schema, migrated)
   send       send credits: -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
   work       consume until SIGTERM/SIGINT: [-concurrency C] [-visibility D] [-handler-delay D] [-tx-delay D] [-log-level L]
              [-bank URL] (charge each credit at the bank before its transaction: POST URL/charges with
              Idempotency-Key = the credit id; 429/503 pause the worker, other 4xx dead-letter the credit)
              [-bank-timeout D] [-back-pressure=false] (429/503 as ordinary transient failures, no pause)
+             [-rate N] (start at most N credits per second, every worker of the ledger together)
+             [-account-concurrency K] (at most K credits of one account at once, every worker together)
+             [-adaptive] (with -rate: lower the rate on the bank's 429s, bring it back after: AIMD);
+             the limits are kept in the -store (DynamoDB table NAME-limits, or the postgres schema)
   balances   print each account's balance and the total [-json]
   status     print the queue's and the DLQ's message counts [-json]
   audit      check the journal: how many credits were applied, and whether any twice [-json]

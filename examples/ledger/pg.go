@@ -15,8 +15,8 @@ import (
 
 // With -store postgres, every table of a ledger lives in a schema of its
 // own, named after the ledger (NAME, or NAME-fifo): sqsonce's dedupe,
-// outbox and idempotency tables, created by their migrations, and the
-// ledger's three tables below.
+// outbox, idempotency and limits tables, created by their migrations, and
+// the ledger's three tables below.
 const (
 	// tableAccounts holds one row per account: its balance.
 	tableAccounts = "ledger_accounts"
@@ -94,7 +94,7 @@ func setupPostgres(ctx context.Context, pool *pgxpool.Pool, schema string) error
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return fmt.Errorf("postgres: create schema %s: %w", schema, err)
 	}
-	if _, err := pgstore.Migrate(ctx, pool, pgstore.Dedupe, pgstore.Outbox, pgstore.Idempotency); err != nil {
+	if _, err := pgstore.Migrate(ctx, pool, pgstore.Dedupe, pgstore.Outbox, pgstore.Idempotency, pgstore.Limits); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	// Concurrent setups of one ledger serialise here, as the migrations do.

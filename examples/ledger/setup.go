@@ -14,6 +14,7 @@ import (
 	"github.com/sqsonce/sqsonce/awsconfig"
 	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
+	"github.com/sqsonce/sqsonce/limit/limitdynamo"
 	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
 	"github.com/sqsonce/sqsonce/producer"
 )
@@ -46,7 +47,7 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 		if err := setupPostgres(ctx, c.pg, n.Schema); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "setup: queue %s (DLQ %s after %d receives), tables %s, %s, %s and %s, bucket %s are ready\n",
+		fmt.Fprintf(stdout, "setup: queue %s (DLQ %s after %d receives), tables %s, %s, %s and %s, the limits' tables, bucket %s are ready\n",
 			n.Queue, n.DLQ, maxReceiveCount, n.DedupeTable, n.Ledger, n.IdempotencyTable, n.Outbox, n.Bucket)
 		return nil
 	}
@@ -62,8 +63,11 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	if err := outboxdynamo.CreateTable(ctx, c.ddb, n.Outbox); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "setup: queue %s (DLQ %s after %d receives), tables %s, %s, %s and %s are ready\n",
-		n.Queue, n.DLQ, maxReceiveCount, n.DedupeTable, n.Ledger, n.IdempotencyTable, n.Outbox)
+	if err := limitdynamo.CreateTable(ctx, c.ddb, n.LimitsTable); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "setup: queue %s (DLQ %s after %d receives), tables %s, %s, %s, %s and %s are ready\n",
+		n.Queue, n.DLQ, maxReceiveCount, n.DedupeTable, n.Ledger, n.IdempotencyTable, n.Outbox, n.LimitsTable)
 	return nil
 }
 

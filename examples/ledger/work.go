@@ -17,6 +17,9 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
+	"github.com/sqsonce/sqsonce/limit"
+	"github.com/sqsonce/sqsonce/limit/limitdynamo"
+	"github.com/sqsonce/sqsonce/limit/limitpg"
 )
 
 // workShutdownTimeout bounds the drain after SIGTERM/SIGINT: under ECS's
@@ -35,6 +38,9 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	bankURL := fs.String("bank", "", "charge each credit at the bank at `URL` (ledger bank) before its transaction; empty: no bank")
 	bankTimeout := fs.Duration("bank-timeout", 10*time.Second, "-bank: give up a charge call after `D` (its outcome is then unknown: retried with the same key)")
 	backPressure := fs.Bool("back-pressure", true, "pause receiving while the bank answers 429/503 (consumer.Unavailable) or fails often (the breaker); false: those are ordinary transient failures")
+	rateN := fs.Float64("rate", 0, "start at most `N` credits per second, every worker of this ledger together (kept in the -store); 0: no limit")
+	accountConcurrency := fs.Int("account-concurrency", 0, "run at most `K` credits of one account at once, every worker of this ledger together (kept in the -store); 0: no limit")
+	adaptive := fs.Bool("adaptive", false, "with -rate: lower the rate when the bank answers 429 and bring it back when it stops (AIMD)")
 	var level zapcore.Level
 	n, c, err := g.open(ctx, fs, args, func() error {
 		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -51,6 +57,12 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		}
 		if *bankTimeout <= 0 {
 			return usagef("work: -bank-timeout must be positive")
+		}
+		if !(*rateN >= 0 && *rateN <= 1e9) || *accountConcurrency < 0 {
+			return usagef("work: -rate must be credits per second from 0 (no limit) to 1e9, -account-concurrency must not be negative")
+		}
+		if *adaptive && *rateN == 0 {
+			return usagef("work: -adaptive adapts -rate: set -rate too")
 		}
 		return nil
 	})
@@ -85,6 +97,10 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
+	limits, err := workLimits(ctx, n, c, logger, *rateN, *accountConcurrency, *adaptive)
+	if err != nil {
+		return err
+	}
 	sqsClient := &countedSQS{SQSAPI: c.sqs, log: logger}
 	cons, err := consumer.New(consumer.Config{
 		Client:            sqsClient,
@@ -102,12 +118,14 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		// Credits sent with -memo-bytes or -compress (bodies in S3,
 		// compressed bodies) are read before the handler: no flag.
 		Payload: consumer.PayloadConfig{S3Client: c.s3},
+		Limits:  limits,
 	})
 	if err != nil {
 		return err
 	}
 	logger.Info("ledger worker starting", zap.Int("concurrency", *concurrency), zap.Duration("handler_delay", delay),
-		zap.Bool("bank", bank != nil), zap.Bool("back_pressure", *backPressure))
+		zap.Bool("bank", bank != nil), zap.Bool("back_pressure", *backPressure),
+		zap.Float64("rate", *rateN), zap.Int("account_concurrency", *accountConcurrency), zap.Bool("adaptive", *adaptive))
 	err = cons.Run(ctx)
 	fields := []zap.Field{zap.Int64("receives", sqsClient.receives.Load())}
 	if bank != nil {
@@ -121,6 +139,46 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		return nil
 	}
 	return err
+}
+
+// workLimits is the fleet's limits of `work -rate/-account-concurrency`,
+// kept in the ledger's store (setup creates what they need) under the
+// queue's name: every worker of the ledger shares them.
+func workLimits(ctx context.Context, n names, c clients, logger *zap.Logger, rate float64, perAccount int, adaptive bool) (consumer.Limits, error) {
+	if rate == 0 && perAccount == 0 {
+		return consumer.Limits{}, nil
+	}
+	var store limit.Store
+	if n.Store == storePostgres {
+		s, err := limitpg.New(limitpg.Config{DB: c.pg, Logger: logger})
+		if err != nil {
+			return consumer.Limits{}, err
+		}
+		if err := s.Check(ctx); err != nil {
+			return consumer.Limits{}, fmt.Errorf("%w (run `ledger -store postgres setup` first)", err)
+		}
+		store = s
+	} else {
+		s, err := limitdynamo.New(limitdynamo.Config{Client: c.ddb, Table: n.LimitsTable, Logger: logger})
+		if err != nil {
+			return consumer.Limits{}, err
+		}
+		if err := s.Check(ctx); err != nil {
+			return consumer.Limits{}, fmt.Errorf("%w (run `ledger setup` first)", err)
+		}
+		store = s
+	}
+	l := consumer.Limits{Rate: rate, Store: store, Name: n.Queue, Adaptive: consumer.Adaptive{On: adaptive}}
+	if perAccount > 0 {
+		l.KeyLimitFunc = func(m *consumer.Message) (string, int) {
+			cr, err := parseCredit(m.Body)
+			if err != nil {
+				return "", 0 // dead-lettered by the handler, which needs no slot
+			}
+			return cr.Account, perAccount
+		}
+	}
+	return l, nil
 }
 
 // dynamoHandler applies a credit with one TransactWriteItems: the dedupe
