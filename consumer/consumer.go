@@ -816,6 +816,7 @@ func (l *lane) pop(maxReceives int) {
 // queued messages until the queue is closed, and releases those it takes
 // once the consumer is stopping.
 func (r *runner) work(worker int) {
+	var tok limitToken // a rate token carried to the next message (Limits)
 	for {
 		m := next(r.capacity, r.queue)
 		if m == nil {
@@ -834,7 +835,7 @@ func (r *runner) work(worker int) {
 				break
 			}
 			if r.limits != nil {
-				v := r.limits.start(r.runCtx, m, nil, probe)
+				v := r.limits.start(r.runCtx, m, nil, probe, &tok)
 				if v == limitHeld {
 					break // the limiter has it: sent back to the workers with a slot of its key
 				}
@@ -886,6 +887,7 @@ func takeWaiting[T any](ch <-chan T, f func(T)) {
 // they are not run out of order (see stopLane); once the consumer is
 // stopping, taken lanes are released.
 func (r *runner) workLanes(worker int) {
+	var tok limitToken // a rate token carried to the next message (Limits)
 	for {
 		l := next(r.capacity, r.ready)
 		if l == nil {
@@ -902,7 +904,7 @@ func (r *runner) workLanes(worker int) {
 				probe, ok = r.gate.admit(r.stopping)
 			}
 			if ok && r.limits != nil {
-				switch r.limits.start(r.runCtx, m, l, probe) {
+				switch r.limits.start(r.runCtx, m, l, probe, &tok) {
 				case limitHeld:
 					heldBack = true
 				case limitStop:

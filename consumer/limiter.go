@@ -18,18 +18,27 @@ import (
 // gate admitted them (gate.go): the gate holds every message while the
 // consumer is paused, the limiter holds one while a limit is reached.
 //
-// The rate holds the worker with its message (a token bucket in process,
-// the fleet's slots with Store): nothing else could start before the next
-// token anyway. A key's limit holds the message apart from the worker, in
-// its key's queue of held messages, so that the worker runs messages of
-// other keys meanwhile; the message goes back to the workers (standard
-// queues: the work channel; FIFO: its lane, to the ready queue) when a
-// slot of its key is handed to it: by a message of the key that settles
-// in this process, or, with Store, by the poller, which asks the store
-// for the keys whose slots other processes hold. A held message stays in
-// the in-flight set (the heartbeat keeps it invisible) and keeps its
-// capacity slot, but up to MaxHeld of them lend theirs back to the
-// receivers (capacity.lend), so that messages of other keys keep coming.
+// The rate comes first: the worker waits with its message for the next
+// token (a token bucket in process, the fleet's slots with Store), as
+// nothing else could start before it anyway. Then the key's limit: a
+// slot of the message's key is taken (with Store, one conditional write),
+// or the message is held back. In that order a message waiting for the
+// rate holds no slot of its key (which would keep the key's other
+// messages waiting as long: each of the key's slots would pass one
+// message per wait for the rate), and a message held back leaves its
+// rate token to its worker, which starts its next message with it
+// (limitToken), so the token is not lost.
+//
+// A held message waits apart from the worker, in its key's queue, so that
+// the worker runs messages of other keys meanwhile; it is woken (sent back
+// to the workers: standard queues, the work channel; FIFO, its lane, to
+// the ready queue) when a slot of its key is freed in this process, or,
+// with Store, when its key's backoff ends (the slots are other
+// processes'); woken, it waits for the rate again, then takes the slot or
+// is held again, first in its key's queue. A held message stays in the
+// in-flight set (the heartbeat keeps it invisible) and keeps its capacity
+// slot, but up to MaxHeld of them lend theirs back to the receivers
+// (capacity.lend), so that messages of other keys keep coming.
 type limiter struct {
 	r   *runner
 	log *zap.Logger
@@ -57,16 +66,17 @@ type limiter struct {
 	unlent []*heldMsg
 	lent   int
 	closed bool
-	// wake tells the fleet poller that a key was held (capacity 1).
-	wake chan struct{}
+	// due tells the fleet poller that a key's retryAt was set (capacity 1).
+	due chan struct{}
 }
 
-// keyState is one key's: the messages of it this process runs (or holds a
-// slot for) and those held back.
+// keyState is one key's: the messages of it this process holds a slot
+// for, and those held back, in order.
 type keyState struct {
 	running int
 	held    []*heldMsg
-	// With Store: when the poller asks the store again, and its backoff.
+	// With Store: when the poller wakes the first held message to ask the
+	// store again, and the backoff.
 	retryAt time.Time
 	backoff time.Duration
 }
@@ -86,10 +96,28 @@ type msgLimit struct {
 	n     int
 	keyed bool       // it holds a slot of key
 	slot  limit.Slot // with Store: the slot it holds
+	woken bool       // it was held, and woken to try again: first in line
 }
 
 // noKeyLimit marks a message KeyLimitFunc gave no limit.
 var noKeyLimit = &msgLimit{}
+
+// limitToken is a rate token a worker carries from a message its key's
+// limit held back to the worker's next message; each worker has its own.
+type limitToken struct {
+	at time.Time // when it was taken; zero: none
+}
+
+// tokenFresh is how long a carried token may wait for the worker's next
+// message: a token spent later would be a start above the rate.
+const tokenFresh = 50 * time.Millisecond
+
+// take spends the carried token, if fresh.
+func (t *limitToken) take(now time.Time) bool {
+	ok := !t.at.IsZero() && now.Sub(t.at) <= tokenFresh
+	t.at = time.Time{}
+	return ok
+}
 
 // limitVerdict is what the limiter decided for a message.
 type limitVerdict int
@@ -110,7 +138,7 @@ const (
 func newLimiter(r *runner, cfg Limits) (*limiter, error) {
 	l := &limiter{
 		r: r, log: r.log, keyFunc: cfg.KeyLimitFunc, maxHeld: cfg.MaxHeld,
-		keys: map[string]*keyState{}, wake: make(chan struct{}, 1),
+		keys: map[string]*keyState{}, due: make(chan struct{}, 1),
 	}
 	name := cfg.Name
 	if name == "" {
@@ -147,23 +175,28 @@ func newLimiter(r *runner, cfg Limits) (*limiter, error) {
 }
 
 // start decides whether m, which the gate admitted (as the probe of a
-// pause when probe), may run now: it takes a slot of m's key, or holds m
-// back (then it gives the probe's turn back to the gate), then waits for
-// the rate.
-func (l *limiter) start(ctx context.Context, m *inflight, ln *lane, probe bool) limitVerdict {
+// pause when probe), may run now: it waits for the rate (or spends the
+// worker's carried token, tok), then takes a slot of m's key, or holds m
+// back (then it gives the probe's turn back to the gate, and the rate
+// token to tok).
+func (l *limiter) start(ctx context.Context, m *inflight, ln *lane, probe bool, tok *limitToken) limitVerdict {
+	rated := l.bucket != nil || l.fleet != nil
+	if rated && !tok.take(time.Now()) {
+		if l.wait(ctx) != nil {
+			return limitStop
+		}
+	}
 	if l.keyFunc != nil {
 		switch l.takeKey(ctx, m, ln) {
 		case limitHeld:
 			if probe {
 				l.r.gate.giveBack()
 			}
+			if rated {
+				tok.at = time.Now()
+			}
 			return limitHeld
 		case limitStop:
-			return limitStop
-		}
-	}
-	if l.bucket != nil || l.fleet != nil {
-		if l.wait(ctx) != nil {
 			return limitStop
 		}
 	}
@@ -199,6 +232,8 @@ func (l *limiter) takeKey(ctx context.Context, m *inflight, ln *lane) limitVerdi
 	if ml == noKeyLimit || ml.keyed {
 		return limitStart
 	}
+	woken := ml.woken
+	ml.woken = false
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -209,11 +244,15 @@ func (l *limiter) takeKey(ctx context.Context, m *inflight, ln *lane) limitVerdi
 		ks = &keyState{}
 		l.keys[ml.key] = ks
 	}
-	if len(ks.held) > 0 || ks.running >= ml.n {
-		// Behind the key's held messages, in order; a slot of the key
-		// settling here is handed on (done), and with Store the poller asks
-		// for those held elsewhere.
-		l.hold(ks, m, ln)
+	if (len(ks.held) > 0 && !woken) || ks.running >= ml.n {
+		// Behind the key's held messages, in order (a woken one is first
+		// in line); a slot of the key freed here wakes the first (done),
+		// and with Store the poller wakes it after a backoff.
+		l.hold(ks, m, ln, woken)
+		if l.slots != nil && ks.running == 0 && ks.retryAt.IsZero() {
+			// No slot of the key here to wake it: the poller will.
+			l.retryLater(ks, false)
+		}
 		l.mu.Unlock()
 		return limitHeld
 	}
@@ -227,13 +266,14 @@ func (l *limiter) takeKey(ctx context.Context, m *inflight, ln *lane) limitVerdi
 
 	slot, ok, err := l.slots.Acquire(ctx, ml.key, ml.n)
 	if err != nil && ctx.Err() == nil {
-		l.log.Warn("consumer: Limits: acquiring a slot of a key failed; the message is held and the slot asked for again",
+		l.log.Warn("consumer: Limits: acquiring a slot of a key failed; the message is held and tries again",
 			zap.String("message_id", m.msg.ID), zap.Error(err))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ok {
 		ml.keyed, ml.slot = true, slot
+		ks.backoff = 0
 		return limitStart
 	}
 	ks.running--
@@ -241,17 +281,21 @@ func (l *limiter) takeKey(ctx context.Context, m *inflight, ln *lane) limitVerdi
 		l.forget(ml.key, ks)
 		return limitStop
 	}
-	l.hold(ks, m, ln)
+	l.hold(ks, m, ln, woken)
 	l.retryLater(ks, err != nil)
 	return limitHeld
 }
 
 // hold holds m (the head of lane ln, on a FIFO queue) back behind ks's
-// held messages, and lends its capacity slot while fewer than MaxHeld do;
-// l.mu is held.
-func (l *limiter) hold(ks *keyState, m *inflight, ln *lane) {
+// held messages (first, when it was woken), and lends its capacity slot
+// while fewer than MaxHeld do; l.mu is held.
+func (l *limiter) hold(ks *keyState, m *inflight, ln *lane, first bool) {
 	h := &heldMsg{m: m, l: ln}
-	ks.held = append(ks.held, h)
+	if first {
+		ks.held = append([]*heldMsg{h}, ks.held...)
+	} else {
+		ks.held = append(ks.held, h)
+	}
 	if l.lent < l.maxHeld {
 		l.lent++
 		h.lent = true
@@ -259,14 +303,11 @@ func (l *limiter) hold(ks *keyState, m *inflight, ln *lane) {
 	} else {
 		l.unlent = append(l.unlent, h)
 	}
-	if l.slots != nil && ks.retryAt.IsZero() {
-		l.retryLater(ks, false)
-	}
 	l.log.Debug("consumer: held back by its key's limit", zap.String("message_id", m.msg.ID), zap.Int("held", len(ks.held)))
 }
 
-// retryLater schedules the poller's next store call for ks, after a
-// backoff (at least a second after a failed call); l.mu is held.
+// retryLater schedules the poller's next wake of ks's first held message,
+// after a backoff (at least a second after a failed call); l.mu is held.
 func (l *limiter) retryLater(ks *keyState, failed bool) {
 	ks.backoff = min(max(2*ks.backoff, keyRetryFirst), keyRetryMax)
 	d := ks.backoff
@@ -276,16 +317,20 @@ func (l *limiter) retryLater(ks *keyState, failed bool) {
 	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 	ks.retryAt = time.Now().Add(d)
 	select {
-	case l.wake <- struct{}{}:
+	case l.due <- struct{}{}:
 	default:
 	}
 }
 
-// unhold sends h back to the workers, with the slot of its key it was
-// handed, and passes its lent capacity slot to the oldest held message
-// without one; l.mu is held (so that close, which takes the held messages
-// to release them, and the work channel's close after it, come after).
-func (l *limiter) unhold(h *heldMsg) {
+// wake sends ks's first held message back to the workers, to try again,
+// and passes its lent capacity slot to the oldest held message without
+// one; l.mu is held (so that close, which takes the held messages to
+// release them, and the work channel's close after it, come after).
+func (l *limiter) wake(ks *keyState) {
+	h := ks.held[0]
+	ks.held[0] = nil
+	ks.held = ks.held[1:]
+	h.m.lim.woken = true
 	h.gone = true
 	if h.lent {
 		passed := false
@@ -313,22 +358,16 @@ func (l *limiter) unhold(h *heldMsg) {
 }
 
 // done is called once m, which held a slot of its key, is settled: the
-// slot goes to the key's first held message, else it is freed.
+// slot is freed, and the key's first held message woken to take it.
 func (l *limiter) done(m *inflight) {
 	ml := m.lim
 	ml.keyed = false
 	l.mu.Lock()
 	ks := l.keys[ml.key]
-	if len(ks.held) > 0 && !l.closed {
-		h := ks.held[0]
-		ks.held[0] = nil
-		ks.held = ks.held[1:]
-		h.m.lim.keyed, h.m.lim.slot = true, ml.slot
-		l.unhold(h)
-		l.mu.Unlock()
-		return
-	}
 	ks.running--
+	if len(ks.held) > 0 && !l.closed {
+		l.wake(ks)
+	}
 	l.forget(ml.key, ks)
 	l.mu.Unlock()
 	if l.slots != nil {
@@ -348,7 +387,7 @@ func (l *limiter) forget(key string, ks *keyState) {
 }
 
 // close stops holding: it returns the held messages, for the drain to
-// release; a slot freed after is not handed on.
+// release; a slot freed after wakes none.
 func (l *limiter) close() []*inflight {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -431,9 +470,10 @@ func (l *limiter) extend(ctx context.Context) {
 	}
 }
 
-// poll asks the store, with Store, for a slot of each key whose messages
-// are held while other processes hold its slots, each key after its
-// backoff; it returns when ctx ends (the drain) or the limiter closes.
+// poll wakes, with Store, the first held message of each key whose
+// backoff ended (its slots are other processes', which free them without
+// a word to this one): it tries the store again. It returns when ctx ends
+// (the drain) or the limiter closes.
 func (l *limiter) poll(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -444,88 +484,32 @@ func (l *limiter) poll(ctx context.Context) {
 			return
 		}
 		now := time.Now()
-		var due []string
 		var next time.Time
-		for key, ks := range l.keys {
-			if len(ks.held) == 0 {
+		for _, ks := range l.keys {
+			if len(ks.held) == 0 || ks.retryAt.IsZero() {
 				continue
 			}
 			if !ks.retryAt.After(now) {
-				due = append(due, key)
+				// Woken: it waits for the rate, then asks the store; held
+				// again, it sets the next retryAt.
+				ks.retryAt = time.Time{}
+				l.wake(ks)
 			} else if next.IsZero() || ks.retryAt.Before(next) {
 				next = ks.retryAt
 			}
 		}
 		l.mu.Unlock()
-		for _, key := range due {
-			if ctx.Err() != nil {
-				return
-			}
-			l.retry(ctx, key)
-		}
-		if len(due) > 0 {
-			continue
-		}
 		wait := time.Hour
 		if !next.IsZero() {
 			wait = next.Sub(now)
 		}
 		timer.Reset(wait)
 		select {
-		case <-l.wake:
+		case <-l.due:
 		case <-timer.C:
 		case <-ctx.Done():
 			return
 		}
 		timer.Stop()
 	}
-}
-
-// retry asks the store for a slot for key's first held message.
-func (l *limiter) retry(ctx context.Context, key string) {
-	l.mu.Lock()
-	ks := l.keys[key]
-	if ks == nil || len(ks.held) == 0 || l.closed {
-		l.mu.Unlock()
-		return
-	}
-	n := ks.held[0].m.lim.n
-	if ks.running >= n {
-		// This process holds the key's slots: the next to settle hands its
-		// slot on; ask the store again later all the same.
-		ks.retryAt = time.Now().Add(keyRetryMax)
-		l.mu.Unlock()
-		return
-	}
-	ks.running++
-	l.mu.Unlock()
-
-	slot, ok, err := l.slots.Acquire(ctx, key, n)
-
-	l.mu.Lock()
-	if ok && !l.closed && len(ks.held) > 0 {
-		h := ks.held[0]
-		ks.held[0] = nil
-		ks.held = ks.held[1:]
-		h.m.lim.keyed, h.m.lim.slot = true, slot
-		ks.backoff, ks.retryAt = 0, time.Time{} // the next held one, at once
-		l.unhold(h)
-		l.mu.Unlock()
-		return
-	}
-	ks.running--
-	if !ok {
-		if err != nil && ctx.Err() == nil {
-			l.log.Warn("consumer: Limits: acquiring a slot of a key failed; asked for again", zap.Error(err))
-		}
-		l.retryLater(ks, err != nil)
-		l.mu.Unlock()
-		return
-	}
-	// Taken, but nothing waits for it any more (the drain began).
-	l.forget(key, ks)
-	l.mu.Unlock()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleCallTimeout)
-	defer cancel()
-	_ = l.slots.Release(rctx, slot)
 }

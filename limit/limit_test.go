@@ -84,7 +84,10 @@ func TestRateOverAWindow(t *testing.T) {
 		if inMinute < 60*rate-rate/10 || inMinute > 60*rate+1 {
 			t.Errorf("%d starts in the minute, want %d (less at most a block)", inMinute, 60*rate)
 		}
-		if max := inMinute/(rate/10) + 3*10; reserves > max {
+		// A block per Reserve; with sixty goroutines waiting for twenty
+		// slots a second, the workers also reach Ahead (250 ms) and are
+		// refused about once a block.
+		if max := 2*inMinute/(rate/10) + 3*10; reserves > max {
 			t.Errorf("%d Reserve calls for %d starts in blocks of %d: want at most %d", reserves, inMinute, rate/10, max)
 		}
 		t.Logf("%d starts in 60 s (%.3f of the rate), %d Reserve calls", inMinute, float64(inMinute)/(60*rate), reserves)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -31,7 +32,8 @@ type RateConfig struct {
 	Burst int
 	// Ahead is how far ahead of now a block may start: a process with
 	// many waiting goroutines leases blocks until its slots reach that
-	// far. Defaults to DefaultAhead (1s).
+	// far, and a start waits about that long at most when the fleet has
+	// more work than the rate allows. Defaults to DefaultAhead (250ms).
 	Ahead time.Duration
 	// Logger logs failed Reserves (warnings). Defaults to a no-op
 	// logger.
@@ -39,7 +41,7 @@ type RateConfig struct {
 }
 
 // DefaultAhead is the default of [RateConfig.Ahead].
-const DefaultAhead = time.Second
+const DefaultAhead = 250 * time.Millisecond
 
 // Rate paces starts to a rate shared by every Rate of one name, in any
 // process: it leases blocks of slots from a [RateStore] and hands them to
@@ -154,9 +156,11 @@ func (r *Rate) Wait(ctx context.Context) error {
 				zap.String("rate", r.name), zap.Int("failures", r.failures), zap.Duration("retry_in", backoff), zap.Error(err))
 		case lease.N <= 0:
 			// The fleet leased the timeline far enough ahead: come back
-			// when its end is within Ahead.
+			// when its end is within Ahead, a random part of a block
+			// later, so that the workers refused together do not all ask
+			// again at once (and the same one win each time).
 			r.failures = 0
-			r.notBefore = lease.Next.Add(-r.req.Ahead)
+			r.notBefore = lease.Next.Add(-r.req.Ahead + time.Duration(rand.Int64N(int64(r.req.Every)*int64(r.req.N)/2+1)))
 		default:
 			r.failures = 0
 			r.from, r.left = lease.From, lease.N
