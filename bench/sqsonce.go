@@ -38,6 +38,8 @@ type runOpts struct {
 	// tracerProvider and meterProvider turn the consumer's telemetry on.
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
+	// limits are the consumer's Limits (none by default).
+	limits consumer.Limits
 }
 
 // runResult is what one consumer run measured.
@@ -94,6 +96,7 @@ func runConsumer(ctx context.Context, client *sqs.Client, queueURL string, n int
 		ShutdownTimeout:    10 * time.Second,
 		TracerProvider:     o.tracerProvider,
 		MeterProvider:      o.meterProvider,
+		Limits:             o.limits,
 	})
 	if err != nil {
 		return runResult{}, err

@@ -51,7 +51,7 @@ func (r row) ratios() sample {
 // target is what a row must reach; the zero target is none.
 type target struct {
 	kind targetKind
-	x    float64
+	x, y float64
 }
 
 type targetKind int
@@ -61,13 +61,15 @@ const (
 	ratioMin            // median ratio ≥ x
 	ratioMax            // median ratio ≤ x
 	valueMax            // median value ≤ x
+	ratioIn             // x ≤ median ratio ≤ y
 )
 
-func atLeast(x float64) target     { return target{ratioMin, x} }
-func atMost(x float64) target      { return target{ratioMax, x} }
-func valueAtMost(x float64) target { return target{valueMax, x} }
-func (t target) none() bool        { return t.kind == noTarget }
-func (r row) with(t target) row    { r.target = t; return r }
+func atLeast(x float64) target          { return target{kind: ratioMin, x: x} }
+func atMost(x float64) target           { return target{kind: ratioMax, x: x} }
+func valueAtMost(x float64) target      { return target{kind: valueMax, x: x} }
+func ratioWithin(lo, hi float64) target { return target{kind: ratioIn, x: lo, y: hi} }
+func (t target) none() bool             { return t.kind == noTarget }
+func (r row) with(t target) row         { r.target = t; return r }
 
 func (t target) String() string {
 	switch t.kind {
@@ -77,6 +79,8 @@ func (t target) String() string {
 		return fmt.Sprintf("ratio ≤ %g", t.x)
 	case valueMax:
 		return fmt.Sprintf("≤ %g", t.x)
+	case ratioIn:
+		return fmt.Sprintf("%g ≤ ratio ≤ %g", t.x, t.y)
 	}
 	return ""
 }
@@ -85,7 +89,7 @@ func (t target) String() string {
 // there is none.
 func (r row) targetValue() float64 {
 	switch r.target.kind {
-	case ratioMin, ratioMax:
+	case ratioMin, ratioMax, ratioIn:
 		return r.target.x * r.limit.med()
 	case valueMax:
 		return r.target.x
@@ -106,6 +110,8 @@ func (r row) verdict() string {
 		ok = len(r.ratios()) > 0 && r.ratios().med() <= r.target.x
 	case valueMax:
 		ok = len(r.value) > 0 && r.value.med() <= r.target.x
+	case ratioIn:
+		ok = len(r.ratios()) > 0 && r.ratios().med() >= r.target.x && r.ratios().med() <= r.target.y
 	}
 	if ok {
 		return "yes"
@@ -135,13 +141,13 @@ type bench struct {
 
 // dynamoRows are the row sets that call DynamoDB, which run with DynamoDB
 // Local on a CPU of its own when -isolate allows it.
-var dynamoRows = map[string]bool{"dedupe": true, "lookahead": true, "idem": true, "outbox": true}
+var dynamoRows = map[string]bool{"dedupe": true, "lookahead": true, "idem": true, "outbox": true, "limits": true}
 
 // minRuns is the fewest interleaved runs a published table uses.
 const minRuns = 5
 
 // rowSets are the parts of the table, in order, by their -only names.
-var rowSets = []string{"noop", "offered", "io", "fifo", "dedupe", "lookahead", "idem", "outbox", "postgres", "telemetry", "heartbeat", "latency", "memory"}
+var rowSets = []string{"noop", "offered", "io", "fifo", "dedupe", "lookahead", "idem", "outbox", "postgres", "telemetry", "limits", "heartbeat", "latency", "memory"}
 
 func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -250,7 +256,7 @@ func runTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	started := time.Now()
 	steps := map[string]func() ([]row, error){
 		"noop": b.noop, "offered": b.offered, "io": b.ioBound, "fifo": b.fifo, "dedupe": b.dedupeRows, "lookahead": b.lookaheadRows,
-		"idem": b.idemRows, "outbox": b.outboxRows, "postgres": b.postgresRows, "telemetry": b.telemetryRows,
+		"idem": b.idemRows, "outbox": b.outboxRows, "postgres": b.postgresRows, "telemetry": b.telemetryRows, "limits": b.limitRows,
 		"heartbeat": b.heartbeatCost, "latency": b.latency, "memory": b.memory,
 	}
 	var rows []row
