@@ -56,7 +56,7 @@ func (b *bench) limitRows() ([]row, error) {
 		return nil, fmt.Errorf("fleet limits: %w", err)
 	}
 	const g = "Limits"
-	how := fmt.Sprintf("%d `ledger work` processes (concurrency 32 each) with -rate %d -account-concurrency %d, kept in the ledger's DynamoDB table (package limitdynamo), "+
+	how := fmt.Sprintf("%d `ledger work` processes (concurrency 64 each) with -rate %d -account-concurrency %d, kept in the ledger's DynamoDB table (package limitdynamo), "+
 		"on a backlog of credits of %d accounts, each charged at `ledger bank -delay %s`; counted by the bank (GET /stats: per_second, max_concurrent); "+
 		"the %d s after a warm-up of %s from the first charge",
 		fleetWorkers, rate, fleetPerAccount, fleetAccounts, fleetChargeDelay, seconds, warmup)
@@ -141,7 +141,7 @@ func (b *bench) fleetLimits(rate, seconds int, warmup time.Duration) (fleetResul
 	}()
 	var logs []*strings.Builder
 	for range fleetWorkers {
-		w := ledger("work", "-concurrency", "32", "-wait", "1s", "-log-level", "warn", "-bank", bankURL,
+		w := ledger("work", "-concurrency", "64", "-wait", "1s", "-log-level", "warn", "-bank", bankURL,
 			"-rate", fmt.Sprint(rate), "-account-concurrency", fmt.Sprint(fleetPerAccount))
 		log := &strings.Builder{}
 		w.Stderr = &limitedWriter{w: log, left: 64 << 10}
