@@ -17,8 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sqsonce/sqsonce/awsconfig"
-	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
-	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
 )
 
 // global holds the flags every subcommand takes.
@@ -133,8 +131,8 @@ func (g *global) names() (names, error) {
 		n.Bucket = bucketName(base)
 	}
 	if g.store == storePostgres {
-		n.DedupeTable, n.Ledger = qualified(base, dedupepg.Table), qualified(base, tableAccounts)
-		n.IdempotencyTable, n.Outbox = qualified(base, idempg.Table), qualified(base, "sqsonce_outbox")
+		n.DedupeTable, n.Ledger = qualified(base, pgDedupeTable), qualified(base, tableAccounts)
+		n.IdempotencyTable, n.Outbox = qualified(base, pgIdempotencyTable), qualified(base, pgOutboxTable)
 		if len(base) > maxIdentifier {
 			return names{}, usagef("-queue %q: with -store postgres the schema %q must fit PostgreSQL's %d-byte names", g.name, base, maxIdentifier)
 		}

@@ -12,9 +12,9 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsonce/sqsonce/awsconfig"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
-	idemdynamo "github.com/sqsonce/sqsonce/idempotency/dynamo"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
+	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
 	"github.com/sqsonce/sqsonce/producer"
 )
 
@@ -50,7 +50,7 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 			n.Queue, n.DLQ, maxReceiveCount, n.DedupeTable, n.Ledger, n.IdempotencyTable, n.Outbox, n.Bucket)
 		return nil
 	}
-	if err := dynamo.CreateTable(ctx, c.ddb, n.DedupeTable); err != nil {
+	if err := dedupedynamo.CreateTable(ctx, c.ddb, n.DedupeTable); err != nil {
 		return err
 	}
 	if err := createTable(ctx, c.ddb, n.Ledger, "account"); err != nil {

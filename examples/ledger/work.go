@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/consumer"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
-	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
 )
 
 // workShutdownTimeout bounds the drain after SIGTERM/SIGINT: under ECS's
@@ -102,7 +102,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 // dynamoHandler applies a credit with one TransactWriteItems: the dedupe
 // record, the balance and the journal row.
 func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration) (consumer.Handler, error) {
-	store, err := dynamo.New(dynamo.Config{Client: c.ddb, Table: n.DedupeTable, Namespace: n.Queue, Logger: logger})
+	store, err := dedupedynamo.New(dedupedynamo.Config{Client: c.ddb, Table: n.DedupeTable, Namespace: n.Queue, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, 
 		}
 		return creditWrites(n.Ledger, cr), nil
 	}
-	return dynamo.Transactional(store, apply, nil), nil
+	return dedupedynamo.Transactional(store, apply, nil), nil
 }
 
 // postgresHandler applies a credit in one PostgreSQL transaction: the

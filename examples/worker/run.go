@@ -20,7 +20,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/examples/orders"
 	"github.com/sqsonce/sqsonce/opshttp"
 )
@@ -139,7 +139,7 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 		mw = append(mw, delay(s.handlerDelay))
 	}
 	if s.dedupeTable != "" {
-		store, err := dynamo.New(dynamo.Config{
+		store, err := dedupedynamo.New(dedupedynamo.Config{
 			// A connection kept for each handler: the SDK keeps 10 per
 			// host, and each call beyond them would open its own.
 			Client: dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
@@ -157,7 +157,11 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 		if err := store.Check(ctx); err != nil {
 			return err
 		}
-		mw = append(mw, dedupe.Middleware(store, dedupe.Options{Logger: logger, MeterProvider: obs.mp}))
+		dd, err := dedupe.New(dedupe.Config{Store: store, Logger: logger, MeterProvider: obs.mp})
+		if err != nil {
+			return err
+		}
+		mw = append(mw, dd.Wrap)
 	}
 	c, err := consumer.New(consumer.Config{
 		Client:            sqs.NewFromConfig(awsCfg),

@@ -3,7 +3,7 @@
 //
 //   - sqsonce-demo and its DLQ sqsonce-demo-dlq (maxReceiveCount 5)
 //   - sqsonce-demo.fifo and its DLQ sqsonce-demo-dlq.fifo (maxReceiveCount 5)
-//   - the dedupe table sqsonce-dedupe, made by dynamo.CreateTable (pk string
+//   - the dedupe table sqsonce-dedupe, made by dedupedynamo.CreateTable (pk string
 //     key, on-demand, TTL on expires_at)
 //   - the bucket sqsonce-demo-payloads, for bodies too large for a
 //     message (producer.PayloadConfig), on the S3 endpoint
@@ -31,7 +31,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/awsconfig"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 )
 
 // DemoBucket is the bucket setup makes for bodies stored in S3.
@@ -65,7 +65,7 @@ func run(ctx context.Context, stdout io.Writer) error {
 	// DynamoDBOptions: DynamoDB Local sends no CRC32 header on error
 	// responses (such as "table exists"), which makes the SDK log a
 	// checksum warning.
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions), dynamo.DefaultTable); err != nil {
+	if err := dedupedynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions), dedupedynamo.DefaultTable); err != nil {
 		return err
 	}
 	if err := awsconfig.EnsureBucket(ctx, awsconfig.S3(cfg), DemoBucket, cfg.Region); err != nil {
