@@ -26,10 +26,15 @@ const (
 	// group's later messages after an earlier one was retried: they come
 	// back with it).
 	OutcomeRelease
+	// OutcomeHold: received before its not-before time (see
+	// [AttrNotBefore]), not run, and held by SQS until then: its
+	// visibility set to the time left, or a fresh copy sent delayed and
+	// this one deleted once it was sent (see [Result.Resent]).
+	OutcomeHold
 )
 
-// String returns the outcome as logged: ack, duplicate, retry, dead_letter
-// or release.
+// String returns the outcome as logged: ack, duplicate, retry,
+// dead_letter, release or hold.
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeAck:
@@ -42,6 +47,8 @@ func (o Outcome) String() string {
 		return "dead_letter"
 	case OutcomeRelease:
 		return "release"
+	case OutcomeHold:
+		return "hold"
 	}
 	return "unknown"
 }

@@ -41,6 +41,7 @@ type processor struct {
 	logger      *zap.Logger
 	observer    Observer
 	payload     payload.Decoder
+	now         func() time.Time
 }
 
 // newProcessor configures the path from cfg's Handler, Middleware,
@@ -58,6 +59,10 @@ func newProcessor(cfg Config) *processor {
 		logger:      cfg.Logger,
 		observer:    cfg.Observer,
 		payload:     cfg.Payload.decoder(": set Payload.S3Client (an *s3.Client) in the consumer's or Lambda adapter's Config"),
+		now:         cfg.NowFunc,
+	}
+	if p.now == nil {
+		p.now = time.Now
 	}
 	if p.handler == nil {
 		p.handler = HandlerFunc(func(context.Context, *Message) error { return errors.New("consumer: no handler") })
@@ -90,13 +95,27 @@ type Result struct {
 	Reason string
 	// Duration is how long the middleware chain and handler ran.
 	Duration time.Duration
+	// NotBefore is, for OutcomeHold, the message's not-before time: when
+	// it runs.
+	NotBefore time.Time
+	// Resent is set, for OutcomeHold, when the message was held by
+	// sending a fresh copy (delayed by Delay) and deleting it; otherwise
+	// its visibility was set to Delay.
+	Resent bool
 }
 
-// process runs msg through the path and returns its Result. When the
+// process runs msg through the path and returns its Result. A message
+// received before its not-before time is not run: its outcome is
+// OutcomeHold, and the caller holds it (settle.Hold). When the
 // handler fails after ctx was cancelled with cause [ErrShutdown], the
 // outcome is OutcomeRelease. A handler that returns nil is acked even if
 // ctx was cancelled.
 func (p *processor) process(ctx context.Context, msg *Message) Result {
+	// A message not yet due is held, not run: before its body is
+	// fetched (a copy sent again carries the pointer, never the body).
+	if res, held := p.hold(ctx, msg); held {
+		return res
+	}
 	// The body first: a KeyFunc and the handler see the body as sent.
 	// A body that cannot be had is classified as a handler's error
 	// would be (the handler does not run).
@@ -218,8 +237,11 @@ func logSettled(logger *zap.Logger, msg *Message, res Result) {
 		zap.String("outcome", res.Outcome.String()),
 		zap.Int("receive_count", msg.ReceiveCount),
 		zap.Duration("duration", res.Duration))
-	if res.Outcome == OutcomeRetry {
+	if res.Outcome == OutcomeRetry || res.Outcome == OutcomeHold {
 		fields = append(fields, zap.Duration("delay", res.Delay))
+	}
+	if res.Outcome == OutcomeHold {
+		fields = append(fields, zap.Time("not_before", res.NotBefore), zap.Bool("resent", res.Resent))
 	}
 	if res.Class != "" {
 		fields = append(fields, zap.String("class", res.Class))

@@ -67,6 +67,18 @@ func (o *tracedObserver) HandlerDone(msg *Message, d time.Duration, err error) {
 
 func (o *tracedObserver) Settled(msg *Message, res Result) {
 	o.t.Settled(context.Background(), msg, res.Outcome.String(), res.Class, res.Err)
+	// The held messages and the next one due (DefaultKey: the KeyFunc
+	// has not run on a held message).
+	switch _, marked := msg.Attributes[AttrNotBefore]; {
+	case res.Outcome == OutcomeHold:
+		how := "visibility"
+		if res.Resent {
+			how = "resend"
+		}
+		o.t.Held(context.Background(), DefaultKey(msg), how, res.NotBefore)
+	case marked:
+		o.t.HeldRan(context.Background(), DefaultKey(msg))
+	}
 	o.next.Settled(msg, res)
 }
 

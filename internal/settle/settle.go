@@ -28,6 +28,9 @@ const (
 	Retry
 	DeadLetter
 	Release
+	// Held: received before its not-before time and held (see [Hold]);
+	// the runtimes settle it themselves, never through [Decide].
+	Held
 )
 
 // Action is how to settle a message.
