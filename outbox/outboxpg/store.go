@@ -181,7 +181,7 @@ func (st *Store) Put(ctx context.Context, tx pgx.Tx, evs ...outbox.Event) error 
 		seqs                                  = make([]int64, n)
 		parts                                 = make([]int32, n)
 		created                               = make([]time.Time, n)
-		traces                                = make([]*string, n) // JSON; nil: none
+		traces                                = make([]*string, n)    // JSON; nil: none
 		notBefore                             = make([]*time.Time, n) // nil: none
 	)
 	for i, ev := range prepared {
