@@ -21,7 +21,9 @@ const AttrID = deadletter.AttrID
 
 // Message is one received SQS message.
 type Message struct {
-	// ID is the SQS MessageId.
+	// ID is the SQS MessageId. For a message held past its not-before
+	// time by re-sending it ([AttrNotBefore]), it is the first copy's, as
+	// the producer's Result named it ([Message.Raw] is the copy received).
 	ID string
 	// Body is the message body as its producer sent it. For a message
 	// whose body was stored in S3 or compressed (see [PayloadConfig]) it
@@ -39,7 +41,8 @@ type Message struct {
 	// waited behind an earlier message of its group and did not run:
 	// [Message.Attempt] leaves those out.
 	ReceiveCount int
-	// SentAt is SentTimestamp; zero when SQS did not send it.
+	// SentAt is SentTimestamp; zero when SQS did not send it. For a
+	// re-sent copy of a held message, the first copy's.
 	SentAt time.Time
 	// GroupID is the FIFO MessageGroupId; empty on standard queues.
 	GroupID string
