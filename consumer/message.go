@@ -138,7 +138,10 @@ func (m *Message) WireBody() string {
 // process that put the message back knows: one received next by another
 // process, or after a restart, counts those receives as attempts, as
 // ReceiveCount does. Outside the consumer (the Lambda adapter,
-// consumertest) it is ReceiveCount. It is at least 1.
+// consumertest) it is ReceiveCount. In both, the receive in which a copy
+// was held until its not-before time ([AttrNotBefore]; its
+// ApproximateFirstReceiveTimestamp is before that time) is left out. It
+// is at least 1.
 func (m *Message) Attempt() int { return max(m.ReceiveCount-m.unrun, 1) }
 
 // Key is the message's dedupe id, as the consumer's KeyFunc returned it
