@@ -18,7 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/delivery"
 	"github.com/sqsonce/sqsonce/internal/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/msgstate"
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
@@ -206,7 +209,7 @@ type runner struct {
 	q        queueInfo
 	log      *zap.Logger
 	obs      Observer
-	pipeline *processor
+	pipeline *pipeline.Processor
 	hb       *heartbeat.Heartbeat
 	settler  *settler
 
@@ -284,9 +287,9 @@ type inflight struct {
 // handle is the message's receipt handle, kept in its Message's Raw.
 func (m *inflight) handle() string { return aws.ToString(m.msg.Raw.ReceiptHandle) }
 
-// received is a received message's record and its Message, allocated
-// together: inflight.msg points into it.
-type received struct {
+// receivedMessage is a received message's record and its Message,
+// allocated together: inflight.msg points into it.
+type receivedMessage struct {
 	rec inflight
 	msg Message
 }
@@ -305,7 +308,8 @@ type lane struct {
 }
 
 func newRunner(cfg Config, q queueInfo) (*runner, error) {
-	cfg = guard(instrument(cfg, q.url))
+	cfg = instrument(cfg, q.url)
+	cfg.Observer = pipeline.Guard(cfg.Observer, cfg.Logger)
 	r := &runner{
 		cfg:      cfg,
 		q:        q,
@@ -330,9 +334,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	r.polls = &pollWatch{SQSAPI: cfg.Client}
 	r.cfg.Client = r.polls
 	r.recvDone = make(chan struct{})
-	pcfg := cfg
+	pcfg := cfg.processing()
 	pcfg.Logger = r.log
-	r.pipeline = newProcessor(pcfg)
+	r.pipeline = pipeline.New(pcfg)
 	hb, err := heartbeat.New(heartbeat.Config{
 		Client:     cfg.Client,
 		QueueURL:   q.url,
@@ -621,11 +625,11 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		batch := make([]*inflight, 0, len(out.Messages))
 		tracked = tracked[:0]
 		for _, raw := range out.Messages {
-			rm := new(received)
-			rm.msg.init(raw, r.q.url, now)
+			rm := new(receivedMessage)
+			delivery.Init(&rm.msg, raw, r.q.url, now)
 			m := &rm.rec
 			m.r, m.msg, m.recvStart = r, &rm.msg, start
-			m.msg.beatEvery = orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
+			msgstate.SetBeatEvery(m.msg, orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3))
 			r.obs.Received(m.msg)
 			batch = append(batch, m)
 			tracked = append(tracked, heartbeat.Received{Handle: m.handle(), Owner: m})
@@ -685,7 +689,7 @@ func (r *runner) dispatch(batch []*inflight) {
 	ready := buf[:0]
 	r.mu.Lock()
 	for _, m := range batch {
-		m.msg.unrun = r.unrun.Count(m.msg.ID)
+		msgstate.SetUnrun(m.msg, r.unrun.Count(m.msg.ID))
 		l, ok := r.lanes[m.msg.GroupID]
 		if !ok {
 			if n := len(r.spare); n > 0 {
@@ -862,7 +866,7 @@ func (r *runner) release(m *inflight, why error) { r.putBack(m, why, 0) }
 // one in which it did not run (see Message.Attempt).
 func (r *runner) putBack(m *inflight, why error, secs int32) {
 	res := Result{Outcome: OutcomeRelease, Err: why, Delay: time.Duration(secs) * time.Second}
-	r.unrun.Set(m.msg.ID, m.msg.unrun+1, time.Now())
+	r.unrun.Set(m.msg.ID, msgstate.Unrun(m.msg)+1, time.Now())
 	m.mu.Lock()
 	lost := m.lost
 	m.mu.Unlock()
@@ -889,7 +893,7 @@ func (r *runner) putBack(m *inflight, why error, secs int32) {
 // after settleCallTimeout), lest the extension land after it and undo it.
 func (r *runner) settle(m *inflight, secs int32) {
 	if secs < 0 {
-		if m.msg.unrun > 0 {
+		if msgstate.Unrun(m.msg) > 0 {
 			r.unrun.Forget(m.msg.ID)
 		}
 		r.hb.Suspend(m.handle())
@@ -955,21 +959,14 @@ func (r *runner) process(worker int, m *inflight) Result {
 	if r.handlersStopped.Load() {
 		cancel(ErrShutdown)
 	}
-	m.msg.mu.Lock()
-	m.msg.run = m
-	m.msg.mu.Unlock()
+	msgstate.StartRun(m.msg, m)
 
-	res := r.pipeline.process(ctx, m.msg)
+	res := r.pipeline.Process(ctx, m.msg)
 	if m.lastBehind && res.Outcome == OutcomeRetry {
 		res = r.lastReceive(m, res)
 	}
 
-	m.msg.mu.Lock()
-	m.msg.run = nil
-	if len(m.msg.beats) > 0 {
-		r.unwatch(m)
-	}
-	m.msg.mu.Unlock()
+	msgstate.EndRun(m.msg)
 	m.mu.Lock()
 	m.cancel = nil
 	lost = m.lost
@@ -1036,7 +1033,7 @@ func (r *runner) lastReceive(m *inflight, res Result) Result {
 	res.Outcome = OutcomeDeadLetter
 	res.Class = ClassMaxAttempts
 	res.Delay = 0
-	res.Reason = fmt.Sprintf("max receive count (%d) reached, with a later message of its group waiting: %s", r.q.maxReceives, handlerText(res.Err))
+	res.Reason = fmt.Sprintf("max receive count (%d) reached, with a later message of its group waiting: %s", r.q.maxReceives, pipeline.HandlerText(res.Err))
 	return res
 }
 
@@ -1070,7 +1067,7 @@ func (r *runner) settled(m *inflight, res Result, queued bool) {
 	if !queued {
 		r.queued()
 	}
-	logSettled(r.log, m.msg, res)
+	pipeline.LogSettled(r.log, m.msg, res)
 	r.obs.Settled(m.msg, res)
 	if !queued || r.slotDone == nil {
 		r.capacity.release(1)
@@ -1100,12 +1097,17 @@ func (r *runner) leaseLost(m *inflight, err error) {
 	}
 }
 
+// Watch and Unwatch make m the msgstate.Watcher of its Message while its
+// handler runs.
+func (m *inflight) Watch()   { m.r.watch(m) }
+func (m *inflight) Unwatch() { m.r.unwatch(m) }
+
 // watch has the heartbeat tick m's Message.OnHeartbeat functions while
-// its handler runs; unwatch stops that. Both are called under m.msg.mu,
-// which orders them (a function registered as the handler returns is
-// watched before, or not at all); lock order: Message.mu, then r.mu.
-// Only messages that registered one are in r.beating, so a message
-// without one costs no lock of r.mu while it runs.
+// its handler runs; unwatch stops that. Both are called under the lock
+// of m's msgstate.State, which orders them (a function registered as the
+// handler returns is watched before, or not at all); lock order: that
+// lock, then r.mu. Only messages that registered one are in r.beating, so
+// a message without one costs no lock of r.mu while it runs.
 func (r *runner) watch(m *inflight) {
 	r.mu.Lock()
 	r.beating[m] = struct{}{}
@@ -1130,7 +1132,7 @@ func (r *runner) beatHandlers(ctx context.Context) {
 	timeout := orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
 	var wg sync.WaitGroup
 	for _, m := range ms {
-		fns := m.msg.heartbeats()
+		fns := msgstate.Heartbeats(m.msg)
 		if len(fns) == 0 {
 			continue
 		}
@@ -1153,7 +1155,7 @@ func (r *runner) beatHandlers(ctx context.Context) {
 func (r *runner) beat(ctx context.Context, m *inflight, fn func(context.Context) error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			logPanic(r.log, "an OnHeartbeat function", v, zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()))
+			pipeline.LogPanic(r.log, "an OnHeartbeat function", v, zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()))
 			err = fmt.Errorf("consumer: OnHeartbeat function panicked: %v", v)
 		}
 	}()

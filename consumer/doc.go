@@ -13,7 +13,9 @@
 //		if err != nil {
 //			log.Fatal(err)
 //		}
-//		logger, _ := consumer.NewLogger(zapcore.InfoLevel)
+//		zcfg := zap.NewProductionConfig()
+//		zcfg.Sampling = nil // keep every line (see Config.Logger)
+//		logger := zap.Must(zcfg.Build())
 //		c, err := consumer.New(consumer.Config{
 //			Client:      sqs.NewFromConfig(awsCfg),
 //			QueueName:   "orders",

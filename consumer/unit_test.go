@@ -92,12 +92,15 @@ func TestSettledLogLines(t *testing.T) {
 	})
 }
 
-// TestLoggerConfigDoesNotSample: 1,000 settled lines through the logger
-// examples use all reach the output (zap.NewProduction would keep ~200).
-func TestLoggerConfigDoesNotSample(t *testing.T) {
+// TestUnsampledLoggerKeepsSettledLines: 1,000 settled lines through the
+// logger Config.Logger asks for (zap.NewProductionConfig without
+// sampling) all reach the output (zap.NewProduction would keep ~200).
+func TestUnsampledLoggerKeepsSettledLines(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "log.json")
-	cfg := consumer.LoggerConfig(zapcore.DebugLevel)
+	cfg := zap.NewProductionConfig()
+	cfg.Sampling = nil
+	cfg.Level = zap.NewAtomicLevelAt(zapcore.DebugLevel)
 	cfg.OutputPaths = []string{path}
 	logger, err := cfg.Build()
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // Options configures [Middleware].
@@ -38,7 +38,7 @@ type Options struct {
 	Lease time.Duration
 	// FingerprintFunc fingerprints a message: the same key with a different
 	// fingerprint is key reuse. Defaults to [Fingerprint] of the body.
-	FingerprintFunc func(*consumer.Message) string
+	FingerprintFunc func(*sqsmsg.Message) string
 	// SettleTimeout bounds the Complete or Release call made after the
 	// handler returns (it runs even when the handler's context is done).
 	// Defaults to 10 seconds.
@@ -54,7 +54,7 @@ type Options struct {
 	// consumer (the heartbeat's error, which cancels the handler's context
 	// with consumer.ErrLeaseLost), not again here. Set it to the consumer's
 	// (or Lambda adapter's) Observer. Defaults to consumer.NopObserver.
-	Observer consumer.Observer
+	Observer sqsmsg.Observer
 	// MeterProvider, when set, counts every claim in sqsonce.dedupe.results
 	// by result: claimed, duplicate, in_progress, key_reused, or error (the
 	// store failed). Whatever it is set to, the result is also recorded on
@@ -84,11 +84,11 @@ type Options struct {
 //     Release, so a retry or a redrive processes the message again.
 //
 // Store errors are returned as transient errors (the message is retried).
-func Middleware(store Store, opts Options) consumer.Middleware {
+func Middleware(store Store, opts Options) sqsmsg.Middleware {
 	opts.Lease = cmp.Or(opts.Lease, time.Minute)
 	opts.SettleTimeout = cmp.Or(opts.SettleTimeout, 10*time.Second)
 	if opts.FingerprintFunc == nil {
-		opts.FingerprintFunc = func(m *consumer.Message) string { return Fingerprint(m.Body) }
+		opts.FingerprintFunc = func(m *sqsmsg.Message) string { return Fingerprint(m.Body) }
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -97,11 +97,11 @@ func Middleware(store Store, opts Options) consumer.Middleware {
 		opts.NowFunc = time.Now
 	}
 	if opts.Observer == nil {
-		opts.Observer = consumer.NopObserver{}
+		opts.Observer = sqsmsg.NopObserver{}
 	}
 	results := telemetry.NewResults(opts.MeterProvider, "sqsonce.dedupe.results",
 		"Dedupe claims, by result.", "{message}", "result", resultNames[:]...)
-	return func(next consumer.Handler) consumer.Handler {
+	return func(next sqsmsg.Handler) sqsmsg.Handler {
 		return &middleware{store: store, opts: opts, next: next, results: results}
 	}
 }
@@ -113,7 +113,7 @@ var resultNames = [...]string{"error", "claimed", "duplicate", "in_progress", "k
 type middleware struct {
 	store   Store
 	opts    Options
-	next    consumer.Handler
+	next    sqsmsg.Handler
 	results *telemetry.Results
 }
 
@@ -169,7 +169,7 @@ func (m *middleware) lease(ctx context.Context, every time.Duration) time.Durati
 	return l
 }
 
-func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
+func (m *middleware) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 	key := msg.Key()
 	// The message's logger is built only when something is logged: With
 	// encodes its fields at once, a cost per message for nothing.
@@ -193,12 +193,12 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	case Duplicate:
 		return &DuplicateError{Key: key}
 	case InProgress:
-		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
+		return sqsmsg.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
 	case KeyReused:
 		err := &KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
 		log().WithOptions(noStack).Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
-		return consumer.Permanent(err)
+		return sqsmsg.Permanent(err)
 	default:
 		return fmt.Errorf("dedupe: claim %q: unexpected status %d", key, c.Status)
 	}
@@ -218,8 +218,8 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 			} else {
 				log().Warn("dedupe: completion failed: the claim stays until its lease ends, then the message runs again; the effect may repeat", zap.Error(err))
 			}
-			if !errors.Is(context.Cause(ctx), consumer.ErrLeaseLost) { // else reported when it was lost
-				m.opts.Observer.LeaseLost(msg, fmt.Errorf("%w: %w", consumer.ErrLeaseLost, err))
+			if !errors.Is(context.Cause(ctx), sqsmsg.ErrLeaseLost) { // else reported when it was lost
+				m.opts.Observer.LeaseLost(msg, fmt.Errorf("%w: %w", sqsmsg.ErrLeaseLost, err))
 			}
 			return err
 		}

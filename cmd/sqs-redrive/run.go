@@ -24,10 +24,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/redrive"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 const usage = `sqs-redrive: look at and safely move the messages of SQS dead-letter queues.
@@ -467,7 +467,7 @@ func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool) {
 	m := e.Message
 	esc := printable.Escape
 	fmt.Fprintf(w, "--- %d/%d  %s  age %s\n", k, n, esc(m.ID), age(e.Age))
-	if id := m.Attribute(consumer.AttrID); id != "" {
+	if id := m.Attribute(sqsmsg.AttrID); id != "" {
 		fmt.Fprintf(w, "id:        %s\n", esc(id))
 	}
 	fmt.Fprintf(w, "class:     %s\n", esc(e.Class()))
