@@ -5,11 +5,13 @@
 //	cfg, err := awsconfig.Load(ctx) // AWS_REGION, AWS_ENDPOINT_URL_SQS, ... as the SDK reads them
 //	sqsClient := sqs.NewFromConfig(cfg)
 //	ddb := dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions)
+//	s3Client := awsconfig.S3(cfg) // path-style on an emulator
 //
 // Endpoints come from the SDK's standard variables (AWS_ENDPOINT_URL_SQS,
-// AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL); unset, the clients talk
-// to AWS. Nothing here is specific to an emulator but [DynamoDBOptions],
-// which changes nothing against AWS.
+// AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL);
+// unset, the clients talk to AWS. Nothing here is specific to an emulator
+// but [DynamoDBOptions] and [S3Options], which change nothing against
+// AWS.
 package awsconfig
 
 import (

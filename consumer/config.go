@@ -191,6 +191,12 @@ type Config struct {
 	// MeterProvider. At least 1s; negative turns sampling off. Defaults to
 	// 30s.
 	BacklogInterval time.Duration
+	// Payload reads bodies stored in S3 (AWS's extended client format) or
+	// compressed before the handler runs (see [PayloadConfig]). Defaults
+	// to no S3 client and a 64 MiB cap: compressed bodies are read, and a
+	// message with an S3 pointer is dead-lettered with a reason that says
+	// to set Payload.S3Client.
+	Payload PayloadConfig
 	// NowFunc returns the current time (failed_at of dead letters).
 	// Defaults to time.Now.
 	NowFunc func() time.Time
@@ -247,6 +253,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Concurrency < 0 || cfg.Prefetch < NoPrefetch || cfg.Receivers < 0 || cfg.MaxAttempts < 0 {
 		bad("Concurrency (%d), Prefetch (%d), Receivers (%d) and MaxAttempts (%d) must not be negative (Prefetch may be NoPrefetch)",
 			cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.MaxAttempts)
+	}
+	if err := checkPayload(cfg.Payload); err != nil {
+		errs = append(errs, err)
 	}
 	if len(cfg.DeadLetterSigningKey) > 0 {
 		if err := deadletter.CheckSigningKey(cfg.DeadLetterSigningKey); err != nil {
@@ -327,5 +336,6 @@ func (cfg Config) processing() pipeline.Config {
 		KeyFunc:     cfg.KeyFunc,
 		Logger:      cfg.Logger,
 		Observer:    cfg.Observer,
+		Payload:     cfg.Payload,
 	}
 }

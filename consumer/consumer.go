@@ -197,9 +197,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if r.health == nil {
 		r.health = &health{}
 	}
-	// The autoscaling sampler (load.go) runs beside r until ctx ends.
-	wait := s.start(ctx, r.cfg.Client, r.log)
+	// The autoscaling sampler (load.go) runs beside r until ctx ends or r
+	// returns on its own (receives that cannot heal), whichever is first.
+	sctx, stop := context.WithCancel(ctx)
+	wait := s.start(sctx, r.cfg.Client, r.log)
 	defer wait()
+	defer stop()
 	return r.run(ctx)
 }
 
@@ -355,6 +358,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, cfg.settlers(), r.log)
 	r.settler.obs = cfg.Observer
 	r.settler.hold = hb
+	if cfg.Payload.DeleteAfterAck {
+		r.settler.objects = cfg.Payload.S3Client
+	}
 	if q.fifo {
 		// A FIFO message blocks its group until deleted: once every
 		// received message is queued, send what is queued without waiting
@@ -997,6 +1003,9 @@ func (r *runner) process(worker int, m *inflight) Result {
 				r.obs.DeadLetterRefused(m.msg, err)
 			}
 		}
+	}
+	if r.cfg.Payload.DeleteAfterAck && msgstate.Object(m.msg) != nil && (res.Outcome == OutcomeAck || res.Outcome == OutcomeDuplicate) {
+		msgstate.SetDropObject(m.msg)
 	}
 	if act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, m.recvStart, time.Now()); act.Done {
 		r.settle(m, -1)

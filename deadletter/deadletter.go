@@ -43,6 +43,7 @@ const (
 	ClassMaxAttempts = "max_attempts" // MaxAttempts transient failures
 	ClassPanic       = "panic"        // counted as a transient failure; a dead letter only via MaxAttempts
 	ClassKeyReuse    = "key_reuse"    // same dedupe key, different body
+	ClassPayload     = "payload"      // the body in S3 or compressed could not be had for good
 )
 
 // Failure is the JSON recorded in a dead letter's sqsonce-failure attribute.

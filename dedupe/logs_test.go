@@ -39,7 +39,7 @@ func TestKeyReuseLogsNoStack(t *testing.T) {
 	log, logs := stackLogger()
 	store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "mw"})
 	h := consumer.Chain(consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return nil }),
-		dedupe.Middleware(store, dedupe.Options{Lease: 30 * time.Second, Logger: log}))
+		wrap(t, store, dedupe.Config{Lease: 30 * time.Second, Logger: log}))
 	ctx := context.Background()
 	if err := h.Handle(ctx, message("m1", "k1", "one body")); err != nil {
 		t.Fatal(err)

@@ -18,8 +18,11 @@ import (
 	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
-// Options configures [Middleware].
-type Options struct {
+// Config configures the middleware ([New]).
+type Config struct {
+	// Store keeps the records: [Memory], dedupedynamo.Store or
+	// dedupepg.Store. Required.
+	Store Store
 	// Lease is how long a claim holds a key before another delivery may take
 	// it over; it bounds how long a crashed worker's message waits before
 	// it is retried. The lease actually taken is derived from how it is
@@ -65,8 +68,42 @@ type Options struct {
 	NowFunc func() time.Time
 }
 
-// Middleware returns the consumer middleware that runs each message's
-// handler at most once per key with store:
+// Middleware is the dedupe middleware; [Middleware.Wrap] is its
+// consumer.Middleware.
+type Middleware struct {
+	cfg     Config
+	results *telemetry.Results
+}
+
+// New returns the middleware, or an error naming the bad field.
+func New(cfg Config) (*Middleware, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("dedupe: Config.Store is required (dedupe.NewMemory, dedupedynamo.New or dedupepg.New)")
+	}
+	if cfg.Lease < 0 || cfg.SettleTimeout < 0 {
+		return nil, errors.New("dedupe: Config.Lease and SettleTimeout must not be negative")
+	}
+	cfg.Lease = cmp.Or(cfg.Lease, time.Minute)
+	cfg.SettleTimeout = cmp.Or(cfg.SettleTimeout, 10*time.Second)
+	if cfg.FingerprintFunc == nil {
+		cfg.FingerprintFunc = func(m *sqsmsg.Message) string { return Fingerprint(m.Body) }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = sqsmsg.NopObserver{}
+	}
+	results := telemetry.NewResults(cfg.MeterProvider, "sqsonce.dedupe.results",
+		"Dedupe claims, by result.", "{message}", "result", resultNames[:]...)
+	return &Middleware{cfg: cfg, results: results}, nil
+}
+
+// Wrap returns next behind the middleware, which runs each message's
+// handler at most once per key with Config.Store:
 //
 //   - Claim before the handler. Duplicate → a [*DuplicateError], which is
 //     [consumer.ErrDuplicate] (acked,
@@ -84,35 +121,19 @@ type Options struct {
 //     Release, so a retry or a redrive processes the message again.
 //
 // Store errors are returned as transient errors (the message is retried).
-func Middleware(store Store, opts Options) sqsmsg.Middleware {
-	opts.Lease = cmp.Or(opts.Lease, time.Minute)
-	opts.SettleTimeout = cmp.Or(opts.SettleTimeout, 10*time.Second)
-	if opts.FingerprintFunc == nil {
-		opts.FingerprintFunc = func(m *sqsmsg.Message) string { return Fingerprint(m.Body) }
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
-	if opts.NowFunc == nil {
-		opts.NowFunc = time.Now
-	}
-	if opts.Observer == nil {
-		opts.Observer = sqsmsg.NopObserver{}
-	}
-	results := telemetry.NewResults(opts.MeterProvider, "sqsonce.dedupe.results",
-		"Dedupe claims, by result.", "{message}", "result", resultNames[:]...)
-	return func(next sqsmsg.Handler) sqsmsg.Handler {
-		return &middleware{store: store, opts: opts, next: next, results: results}
-	}
+// Wrap is a consumer.Middleware: pass it in consumer.Config.Middleware.
+func (m *Middleware) Wrap(next sqsmsg.Handler) sqsmsg.Handler {
+	return &middleware{store: m.cfg.Store, opts: m.cfg, next: next, results: m.results}
 }
 
 // resultNames are the values of the result attribute, by Status (0: the
 // claim failed).
 var resultNames = [...]string{"error", "claimed", "duplicate", "in_progress", "key_reused"}
 
+// middleware is one wrapped handler.
 type middleware struct {
 	store   Store
-	opts    Options
+	opts    Config
 	next    sqsmsg.Handler
 	results *telemetry.Results
 }
@@ -153,7 +174,7 @@ const leaseIntervals = 3
 
 // lease is the lease for a claim or an extension of a handler that runs
 // under ctx and whose heartbeat ticks every every (0: no heartbeat). See
-// Options.Lease.
+// Config.Lease.
 func (m *middleware) lease(ctx context.Context, every time.Duration) time.Duration {
 	l := m.opts.Lease
 	dl, ok := ctx.Deadline()

@@ -24,7 +24,7 @@ type MemoryConfig struct {
 
 // Memory is an in-process [Store] with the same semantics as the DynamoDB
 // store, for tests and for a single process that needs no durability. It
-// cannot commit DynamoDB writes ([ErrWritesUnsupported]). Its zero value
+// commits no work attached to a request ([ErrWorkUnsupported]). Its zero value
 // is not usable; call [NewMemory].
 type Memory struct {
 	ns  string
@@ -164,14 +164,14 @@ func (m *Memory) Extend(ctx context.Context, key, token string, lease time.Durat
 	return nil
 }
 
-// Complete implements [Store]. Writes are not supported: with any, it
-// returns [ErrWritesUnsupported] and changes nothing.
+// Complete implements [Store]. Work is not supported: with any, it
+// returns [ErrWorkUnsupported] and changes nothing.
 func (m *Memory) Complete(ctx context.Context, key, token string, c Completion) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(c.Writes) > 0 || len(c.Builds) > 0 {
-		return ErrWritesUnsupported
+	if len(c.Work) > 0 {
+		return ErrWorkUnsupported
 	}
 	now := m.now()
 	m.mu.Lock()

@@ -65,10 +65,13 @@ func (r snsRoute) book(t *testing.T) bookings {
 			return next.Handle(ctx, m)
 		})
 	}
-	store := dedupe.NewMemory(dedupe.MemoryConfig{})
+	dd, err := dedupe.New(dedupe.Config{Store: dedupe.NewMemory(dedupe.MemoryConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := consumer.New(consumer.Config{
 		Client: testenv.SQS(t), QueueURL: r.queueURL, WaitTime: time.Second,
-		Middleware: []consumer.Middleware{envelope.Unwrap(envelope.Options{}), count, dedupe.Middleware(store, dedupe.Options{})},
+		Middleware: []consumer.Middleware{envelope.Unwrap(envelope.Options{}), count, dd.Wrap},
 		Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 			var o order
 			if err := json.Unmarshal([]byte(m.Body), &o); err != nil {

@@ -232,7 +232,7 @@ func testFaultsPostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		retried += bytes.Count(b, []byte(`"msg":"postgres: transaction failed transiently; running it again"`))
+		retried += bytes.Count(b, []byte(`"msg":"dedupepg: transaction failed transiently; running it again"`))
 	}
 	report(t, "%d messages (%d distinct credits, %d malformed), 0 crashes; SQS: %d calls, %d faults %v; PostgreSQL: %d backends of the workers terminated in %d rounds, %d of them inside a transaction, %d transactions run again; invariants hold: %v; extra DLQ copies: %d",
 		sent.Messages, sent.Distinct, sent.Malformed, sqsProxy.Calls(), sqsProxy.Injected(), sqsProxy.Counts(), tl.killed, tl.rounds, tl.inTx, retried, !t.Failed(), copies)

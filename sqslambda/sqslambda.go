@@ -126,6 +126,13 @@ type Config struct {
 	MeterProvider  metric.MeterProvider
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
+	// Payload reads bodies stored in S3 (AWS's extended client format) or
+	// compressed before the handler runs, as in the consumer (see
+	// consumer.PayloadConfig). DeleteAfterAck is not supported here: the
+	// event source mapping deletes the message after the invocation
+	// returns, so an S3 lifecycle rule removes the objects. Defaults to
+	// no S3 client and a 64 MiB cap.
+	Payload sqsmsg.PayloadConfig
 }
 
 // Handler adapts a sqsonce Handler (with its middleware, classifier and
@@ -173,6 +180,12 @@ func New(cfg Config) (*Handler, error) {
 			return nil, fmt.Errorf("sqslambda: Config.DeadLetterSigningKey: %w", err)
 		}
 	}
+	if cfg.Payload.DeleteAfterAck {
+		return nil, errors.New("sqslambda: Config.Payload.DeleteAfterAck is not supported (the event source mapping deletes the message after the invocation): set an S3 lifecycle rule on the bucket instead")
+	}
+	if cfg.Payload.MaxBytes < 0 {
+		return nil, fmt.Errorf("sqslambda: Config.Payload.MaxBytes %d is negative", cfg.Payload.MaxBytes)
+	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 1)
 	cfg.DeadlineMargin = cmp.Or(cfg.DeadlineMargin, DefaultDeadlineMargin)
 	if cfg.FunctionTimeout == 0 {
@@ -208,6 +221,7 @@ func New(cfg Config) (*Handler, error) {
 		KeyFunc:     cfg.KeyFunc,
 		Logger:      h.log,
 		Observer:    h.obs,
+		Payload:     cfg.Payload,
 	}, telemetry.NewConsumer(cfg.TracerProvider, cfg.MeterProvider, ""))
 	// Every Observer call, here and in the path, recovers a panic in it.
 	pcfg.Observer = pipeline.Guard(pcfg.Observer, h.log)
@@ -526,7 +540,7 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res sqsmsg.Result) 
 
 // settleMessage is what a dead letter needs of m.
 func settleMessage(m *sqsmsg.Message) settle.Message {
-	return settle.Message{ID: m.ID, Body: m.Body, Key: m.Key(), GroupID: m.GroupID, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes}
+	return settle.Message{ID: m.ID, Body: m.WireBody(), Key: m.Key(), GroupID: m.GroupID, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes}
 }
 
 // changeVisibility takes a record reported as a failure off the heartbeat

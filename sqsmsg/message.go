@@ -25,7 +25,11 @@ type state = msgstate.State
 type Message struct {
 	// ID is the SQS MessageId.
 	ID string
-	// Body is the message body, unchanged.
+	// Body is the message body as its producer sent it. For a message
+	// whose body was stored in S3 or compressed (see [PayloadConfig]) it
+	// is the fetched, decompressed body, read before the handler runs;
+	// [Message.WireBody] is what SQS carried. Otherwise it is SQS's body,
+	// unchanged.
 	Body string
 	// Attributes are the message attributes the producer set.
 	Attributes map[string]types.MessageAttributeValue
@@ -53,6 +57,16 @@ type Message struct {
 	Raw types.Message
 
 	state
+}
+
+// WireBody is the body as SQS carried it: for a message whose body was
+// stored in S3 or compressed, the pointer or the compressed text (what a
+// dead letter keeps, and what a redrive moves); otherwise [Message.Body].
+func (m *Message) WireBody() string {
+	if wire, ok := msgstate.Wire(&m.state); ok {
+		return wire
+	}
+	return m.Body
 }
 
 // Attempt is how many times the message has run, this run included (1

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/console"
-	idemdynamo "github.com/sqsonce/sqsonce/idempotency/dynamo"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
+	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
 )
 
 // uiUsage is the help of the ui command.
@@ -84,12 +84,14 @@ func (a *app) ui(ctx context.Context, argv []string) error {
 			return err
 		}
 		if *outboxTable != "" {
-			if err := outboxdynamo.Check(ctx, ddb, *outboxTable); err != nil {
-				return fmt.Errorf("-outbox-table: %w", err)
-			}
-			if cfg.Outbox, err = outboxdynamo.New(outboxdynamo.Config{Client: ddb, Table: *outboxTable}); err != nil {
+			box, err := outboxdynamo.New(outboxdynamo.Config{Client: ddb, Table: *outboxTable})
+			if err != nil {
 				return err
 			}
+			if err := box.Check(ctx); err != nil {
+				return fmt.Errorf("-outbox-table: %w", err)
+			}
+			cfg.Outbox = box
 		}
 		if *keysTable != "" {
 			keys, err := idemdynamo.New(idemdynamo.Config{Client: ddb, Table: *keysTable, Namespace: *keysNS})

@@ -132,6 +132,7 @@ func (h *Harness) Process(ctx context.Context, msg *consumer.Message) Result {
 		KeyFunc:     cfg.KeyFunc,
 		Logger:      cfg.Logger,
 		Observer:    cfg.Observer,
+		Payload:     cfg.Payload,
 	}).Process(ctx, msg)}
 	if res.Outcome == consumer.OutcomeDeadLetter {
 		now := time.Now

@@ -37,6 +37,14 @@ malformed=$(field malformed <<<"$sent")
 messages=$(field messages <<<"$sent")
 echo "sent $messages messages: $distinct distinct credits totalling $expected, $(field duplicates <<<"$sent") duplicates (same id, separate message), $malformed malformed"
 
+LARGE=${DEMO_LARGE_CREDITS:-20}
+step "ledger send -n $LARGE -memo-bytes 2097152 (2 MiB credits, through S3) and -n $LARGE -memo-bytes 10240 -compress"
+large=$(ledger send -n "$LARGE" -accounts 50 -memo-bytes 2097152 -json)
+packed=$(ledger send -n "$LARGE" -accounts 50 -memo-bytes 10240 -compress -json)
+distinct=$((distinct + $(field distinct <<<"$large") + $(field distinct <<<"$packed")))
+expected=$((expected + $(field total <<<"$large") + $(field total <<<"$packed")))
+echo "sent $(field distinct <<<"$large") credits of 2 MiB (bodies in S3, pointers in SQS) and $(field distinct <<<"$packed") compressed ones"
+
 workers=()
 servers=()
 start_server() {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
 )
 
 // putEvents commits evs to the ledger's outbox, as serve does.

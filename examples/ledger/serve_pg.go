@@ -12,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sqsonce/sqsonce/idempotency"
-	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
-	"github.com/sqsonce/sqsonce/internal/pgutil"
+	"github.com/sqsonce/sqsonce/idempotency/idempg"
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // creditNamespace derives an API credit's id from its Idempotency-Key
@@ -72,7 +72,7 @@ func creditsHandlerPostgres(c clients, box *outboxpg.Store, delay time.Duration)
 			err = pgx.BeginFunc(r.Context(), c.pg, func(tx pgx.Tx) error {
 				return putCredit(r.Context(), tx, box, rk, resp, ev)
 			})
-			if err == nil || !pgutil.Transient(err) || attempt == 2 {
+			if err == nil || !pgstore.IsTransient(err) || attempt == 2 {
 				break
 			}
 		}

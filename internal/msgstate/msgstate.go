@@ -1,6 +1,7 @@
 // Package msgstate holds the part of a [sqsmsg.Message] that only this
-// module's runtimes write: its dedupe key, the receives in which it did
-// not run, the heartbeat interval and the functions registered with
+// module's runtimes write: its dedupe key, the body SQS carried when the
+// producer's was read from S3 or decompressed, the receives in which it
+// did not run, the heartbeat interval and the functions registered with
 // Message.OnHeartbeat.
 //
 // A Message embeds a [State] under an unexported name, so that none of it
@@ -16,12 +17,26 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/sqsonce/sqsonce/internal/payload"
 )
 
 // State is a message's runtime state. The zero value is a message with no
 // key, run outside a consumer.
 type State struct {
 	key string
+
+	// wire is the body SQS carried, when decoded says Body was read from
+	// S3 or decompressed (see pipeline's decode).
+	wire    string
+	decoded bool
+	// object is the S3 object the body is in; nil when it was in the
+	// message.
+	object *payload.Pointer
+	// dropObject: delete object once the message is deleted (an ack with
+	// PayloadConfig.DeleteAfterAck).
+	dropObject bool
+
 	// unrun counts the receives in which the message did not run, as far
 	// as this process knows (settle.Unrun): set by the consumer on FIFO
 	// queues.
@@ -63,6 +78,34 @@ func Key(c Carrier) string { return c.state().key }
 // SetKey sets the dedupe key. The caller falls back to the default key
 // when key is "" (see sqsmsg.DefaultKey).
 func SetKey(c Carrier, key string) { c.state().key = key }
+
+// Wire returns the body SQS carried and true when the message's Body was
+// replaced by the one its producer sent (read from S3 or decompressed).
+func Wire(c Carrier) (string, bool) {
+	s := c.state()
+	return s.wire, s.decoded
+}
+
+// SetWire records the body SQS carried, before Body is replaced by the
+// one its producer sent.
+func SetWire(c Carrier, wire string) {
+	s := c.state()
+	s.wire, s.decoded = wire, true
+}
+
+// Object returns the S3 object the body is in; nil when it was in the
+// message.
+func Object(c Carrier) *payload.Pointer { return c.state().object }
+
+// SetObject records the S3 object the body is in.
+func SetObject(c Carrier, p *payload.Pointer) { c.state().object = p }
+
+// DropObject reports whether the message's S3 object is deleted once the
+// message is (an ack with PayloadConfig.DeleteAfterAck).
+func DropObject(c Carrier) bool { return c.state().dropObject }
+
+// SetDropObject has the message's S3 object deleted once the message is.
+func SetDropObject(c Carrier) { c.state().dropObject = true }
 
 // Unrun returns the receives in which the message did not run.
 func Unrun(c Carrier) int { return c.state().unrun }

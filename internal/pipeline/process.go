@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/internal/delivery"
+	"github.com/sqsonce/sqsonce/internal/payload"
 	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
@@ -33,6 +34,7 @@ type Config struct {
 	KeyFunc     sqsmsg.KeyFunc
 	Logger      *zap.Logger
 	Observer    sqsmsg.Observer
+	Payload     sqsmsg.PayloadConfig
 }
 
 // Processor is the per-message path configured from a [Config]: it sets
@@ -49,6 +51,7 @@ type Processor struct {
 	keyFunc     sqsmsg.KeyFunc
 	logger      *zap.Logger
 	observer    sqsmsg.Observer
+	payload     payload.Decoder
 }
 
 // New configures the path from cfg; a nil Logger or Observer does
@@ -65,6 +68,7 @@ func New(cfg Config) *Processor {
 		keyFunc:     cfg.KeyFunc,
 		logger:      cfg.Logger,
 		observer:    cfg.Observer,
+		payload:     decoder(cfg.Payload),
 	}
 	if p.handler == nil {
 		p.handler = sqsmsg.HandlerFunc(func(context.Context, *sqsmsg.Message) error { return errors.New("consumer: no handler") })
@@ -81,6 +85,12 @@ func New(cfg Config) *Processor {
 // the outcome is OutcomeRelease. A handler that returns nil is acked even
 // if ctx was cancelled.
 func (p *Processor) Process(ctx context.Context, msg *sqsmsg.Message) sqsmsg.Result {
+	// The body first: a KeyFunc and the handler see the body as sent.
+	// A body that cannot be had is classified as a handler's error
+	// would be (the handler does not run).
+	if err := p.decode(ctx, msg); err != nil {
+		return p.classify(ctx, msg, err)
+	}
 	p.setKey(msg)
 	start := time.Now()
 	err := p.run(ctx, msg)

@@ -11,7 +11,7 @@
 // before its fence (invisible on a rendered page):
 //
 //	<!-- snippet: body
-//	var store *dynamo.Store // declarations the snippet uses but does not show
+//	var store *dedupedynamo.Store // declarations the snippet uses but does not show
 //	-->
 //
 // The word after "snippet:" is the kind:
@@ -26,7 +26,7 @@
 // snippet: placeholders (variables, types, functions the snippet
 // assumes) and imports. A package the snippet uses by its usual name is
 // imported by the test (see imports below); import explicitly a package
-// whose name is ambiguous (dynamo, postgres, types) or aliased otherwise.
+// whose name is ambiguous (types) or aliased otherwise.
 // Errors are reported at the README's own lines. To look at the module the
 // test generates, set README_SNIPPETS_DIR to an empty directory.
 package readme_test
@@ -51,19 +51,24 @@ var imports = map[string]string{
 	"consumer":     "github.com/sqsonce/sqsonce/consumer",
 	"context":      "context",
 	"dedupe":       "github.com/sqsonce/sqsonce/dedupe",
+	"dedupedynamo": "github.com/sqsonce/sqsonce/dedupe/dedupedynamo",
+	"dedupepg":     "github.com/sqsonce/sqsonce/dedupe/dedupepg",
 	"dynamodb":     "github.com/aws/aws-sdk-go-v2/service/dynamodb",
 	"envelope":     "github.com/sqsonce/sqsonce/envelope",
 	"errors":       "errors",
 	"fmt":          "fmt",
 	"http":         "net/http",
+	"idemdynamo":   "github.com/sqsonce/sqsonce/idempotency/idemdynamo",
+	"idempg":       "github.com/sqsonce/sqsonce/idempotency/idempg",
 	"idempotency":  "github.com/sqsonce/sqsonce/idempotency",
 	"json":         "encoding/json",
 	"lambda":       "github.com/aws/aws-lambda-go/lambda",
 	"log":          "log",
 	"os":           "os",
 	"outbox":       "github.com/sqsonce/sqsonce/outbox",
-	"outboxdynamo": "github.com/sqsonce/sqsonce/outbox/dynamo",
-	"outboxpg":     "github.com/sqsonce/sqsonce/outbox/postgres",
+	"outboxdynamo": "github.com/sqsonce/sqsonce/outbox/outboxdynamo",
+	"outboxpg":     "github.com/sqsonce/sqsonce/outbox/outboxpg",
+	"pgstore":      "github.com/sqsonce/sqsonce/pgstore",
 	"pgx":          "github.com/jackc/pgx/v5",
 	"pgxpool":      "github.com/jackc/pgx/v5/pgxpool",
 	"producer":     "github.com/sqsonce/sqsonce/producer",

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/payload"
 	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
@@ -289,7 +290,9 @@ func DroppedAttributes(attrs map[string]types.MessageAttributeValue) []string {
 const attrRedrive = "sqsonce-redrive"
 
 // droppable lists, in the order they go, the attributes to remove so that
-// at most keep remain: never sqsonce-id or sqsonce-failure; sqsonce-redrive
+// at most keep remain: never sqsonce-id, sqsonce-failure, nor those that
+// say how to read the body (ExtendedPayloadSize, SQSLargePayloadSize,
+// sqsonce-encoding); sqsonce-redrive
 // first (the next redrive writes it again, while a producer's attribute
 // dropped from a dead letter is lost for good across fail and redrive
 // cycles); then other names last in sort order first, other sqsonce-*
@@ -302,7 +305,9 @@ func droppable(attrs map[string]types.MessageAttributeValue, keep int) []string 
 	var first, plain, ours []string
 	for name := range attrs {
 		switch {
-		case name == deadletter.AttrID || name == deadletter.AttrFailure:
+		case name == deadletter.AttrID || name == deadletter.AttrFailure || payload.Reserved(name):
+			// The pointer and encoding attributes say how to read the
+			// body: without them it is unreadable.
 		case name == attrRedrive:
 			first = append(first, name)
 		case strings.HasPrefix(name, "sqsonce-"):
