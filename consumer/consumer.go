@@ -214,7 +214,7 @@ type runner struct {
 	obs      Observer
 	pipeline *pipeline.Processor
 	hb       *heartbeat.Heartbeat
-	settler  *settler
+	batcher  *batcher
 
 	capacity *capacity
 	// pollers bounds the receive calls at once (nil when Receivers was
@@ -229,7 +229,7 @@ type runner struct {
 	// handed back to capacity.
 	freed atomic.Int64
 	// unsettled counts messages received and not yet queued to the
-	// settler (see queued).
+	// batcher (see queued).
 	unsettled atomic.Int64
 	queue     chan *inflight  // standard queues: received messages for the Concurrency workers
 	ready     chan *lane      // FIFO queues: lanes with a message to run, for the Concurrency workers
@@ -355,18 +355,18 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	r.hb = hb
-	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, cfg.settlers(), r.log)
-	r.settler.obs = cfg.Observer
-	r.settler.hold = hb
+	r.batcher = newBatcher(cfg.Client, q.url, cfg.FlushInterval, cfg.batchSenders(), r.log)
+	r.batcher.obs = cfg.Observer
+	r.batcher.hold = hb
 	if cfg.Payload.DeleteAfterAck {
-		r.settler.objects = cfg.Payload.S3Client
+		r.batcher.objects = cfg.Payload.S3Client
 	}
 	if q.fifo {
 		// A FIFO message blocks its group until deleted: once every
 		// received message is queued, send what is queued without waiting
 		// for full batches.
-		r.settler.idle = func() bool { return r.unsettled.Load() == 0 }
-		r.settler.batchDone = func() {
+		r.batcher.idle = func() bool { return r.unsettled.Load() == 0 }
+		r.batcher.batchDone = func() {
 			if n := r.freed.Swap(0); n > 0 {
 				r.capacity.release(int(n))
 			}
@@ -396,7 +396,7 @@ func (r *runner) run(ctx context.Context) error {
 	defer stopHB()
 
 	var hbWG, settleWG, recvWG sync.WaitGroup
-	settleWG.Go(r.settler.run)
+	settleWG.Go(r.batcher.run)
 	hbWG.Go(func() { _ = r.hb.Run(hbCtx) })
 	for i := range r.cfg.Concurrency {
 		if r.q.fifo {
@@ -481,7 +481,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	stopHB()
 	hbWG.Wait()
-	r.settler.close()
+	r.batcher.close()
 	settleWG.Wait()
 	r.log.Info("consumer stopped")
 	if r.fatal != nil { // set by a receiver, all of which returned
@@ -891,7 +891,7 @@ func (r *runner) putBack(m *inflight, why error, secs int32) {
 // settle stops heartbeating m, then queues its delete (secs < 0) or its
 // visibility change to secs.
 //
-// A delete only suspends m's handle in the heartbeat: the settler forgets
+// A delete only suspends m's handle in the heartbeat: the batcher forgets
 // it once the delete is resolved, and hands it back to the heartbeat when
 // the delete fails, so the message stays invisible (and is not handled
 // again) while the delete is tried again. A delete never waits for an
@@ -903,24 +903,24 @@ func (r *runner) settle(m *inflight, secs int32) {
 			r.unrun.Forget(m.msg.ID)
 		}
 		r.hb.Suspend(m.handle())
-		r.settler.delete(m.handle(), m.msg, r.slotDone)
+		r.batcher.delete(m.handle(), m.msg, r.slotDone)
 	} else {
 		<-r.hb.Detach(m.handle())
-		r.settler.changeVisibility(m.handle(), m.msg, secs, r.slotDone)
+		r.batcher.changeVisibility(m.handle(), m.msg, secs, r.slotDone)
 	}
 	r.queued()
 }
 
 // queued counts a received message as settled: its op is in its batch, or
-// it needs none. Only after the op is queued: a settler that saw no
+// it needs none. Only after the op is queued: a batcher that saw no
 // message unsettled before this one's op was in its batch would send a
 // partial batch, and this op alone after it (on a FIFO queue, two delete
 // calls where one would do, each unlocking part of a receive's groups, so
 // that the next receives come back short). The last one nudges the
-// settler, which sends the partial batches then.
+// batcher, which sends the partial batches then.
 func (r *runner) queued() {
-	if r.unsettled.Add(-1) == 0 && r.settler.idle != nil {
-		r.settler.nudge()
+	if r.unsettled.Add(-1) == 0 && r.batcher.idle != nil {
+		r.batcher.nudge()
 	}
 }
 

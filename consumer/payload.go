@@ -37,7 +37,7 @@ func checkPayload(c PayloadConfig) error {
 // deleteObjects deletes the S3 objects of messages acked with
 // DeleteAfterAck set, once their delete from the queue succeeded. A
 // failure is logged: the object stays for the lifecycle rule.
-func (s *settler) deleteObjects(ops []settleOp) {
+func (s *batcher) deleteObjects(ops []batchOp) {
 	if s.objects == nil {
 		return
 	}
