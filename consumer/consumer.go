@@ -2,8 +2,6 @@ package consumer
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -523,25 +521,19 @@ func (r *runner) receiveFailed(id, failures int, err error) {
 }
 
 // receive is one receiver's loop: reserve free capacity, long-poll for at
-// most that many messages, hand them to the dispatcher.
-//
-// On a FIFO queue every receive carries a ReceiveRequestAttemptId. When a
-// receive fails (its response may have been lost after SQS handed out the
-// messages and locked their groups), the next try repeats it with the same
-// attempt id and size, so SQS returns the same messages instead of keeping
-// their groups locked for a whole visibility timeout. A successful receive,
-// or one retried for longer than SQS keeps an attempt id, starts a new id.
+// most that many messages, hand them to the dispatcher. Between calls it
+// does what nextReceive and afterReceive decide (attempt.go): a FIFO
+// receive that failed is retried with the same ReceiveRequestAttemptId
+// and size, so that SQS returns the messages of a lost response.
 //
 // An ahead receiver (one of receive-ahead's) takes slots only while
 // receive-ahead adds some.
 func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
-	failures := 0
 	var (
-		attemptID    string    // FIFO: the id of the receive being retried, "" for a new one
-		attemptStart time.Time // when that receive was first made
-		n            int       // slots held for the receive being retried
-		at           mark      // when they were taken, for receive-ahead
-		tracked      []heartbeat.Received
+		st      receiveState
+		n       int  // slots held for the receive being made (or retried)
+		at      mark // when they were taken, for receive-ahead
+		tracked []heartbeat.Received
 	)
 	defer func() { r.capacity.unreserve(n) }()
 	for {
@@ -577,14 +569,12 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		if r.cfg.VisibilityTimeout > 0 {
 			in.VisibilityTimeout = int32(r.cfg.VisibilityTimeout / time.Second)
 		}
-		start := time.Now()
-		if r.q.fifo {
-			if attemptID == "" || start.Sub(attemptStart) > maxAttemptAge {
-				attemptID, attemptStart = newAttemptID(), start
-			}
-			in.ReceiveRequestAttemptId = aws.String(attemptID)
-			start = attemptStart // SQS's 12 hours may count from the first try
+		var call receiveCall
+		st, call = nextReceive(st, r.q.fifo, time.Now(), newAttemptID)
+		if call.attemptID != "" {
+			in.ReceiveRequestAttemptId = aws.String(call.attemptID)
 		}
+		start := call.start
 		// A response lost on the network must not hang the receiver:
 		// bound the call by the long-poll wait plus a margin.
 		cctx, cancel := context.WithTimeout(callCtx, r.cfg.WaitTime+10*time.Second)
@@ -601,13 +591,14 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 			if ctx.Err() != nil {
 				return
 			}
-			if !r.q.fifo {
-				r.capacity.unreserve(n)
+			var act receiveAction
+			st, act = afterReceive(st, r.q.fifo, n, -1)
+			if !act.keep {
+				r.capacity.unreserve(act.release)
 				n = 0
 			}
-			failures++
-			r.receiveFailed(id, failures, err)
-			d := time.Duration(rand.Int64N(int64(min(time.Duration(failures)*200*time.Millisecond, 5*time.Second)) + 1))
+			r.receiveFailed(id, st.failures, err)
+			d := time.Duration(rand.Int64N(int64(act.backoff) + 1))
 			select {
 			case <-ctx.Done():
 				return
@@ -615,16 +606,15 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 			}
 			continue
 		}
-		attemptID = ""
+		var act receiveAction
+		st, act = afterReceive(st, r.q.fifo, n, len(out.Messages))
 		r.health.received()
-		if extra := n - len(out.Messages); extra > 0 {
-			r.capacity.unreserve(extra)
-			r.capacity.short(len(out.Messages) == 0)
-		} else if failures == 0 {
-			// A full receive (not a retry): the queue has a backlog.
+		if act.short {
+			r.capacity.unreserve(act.release)
+			r.capacity.short(act.empty)
+		} else if act.full {
 			r.capacity.observe(at)
 		}
-		failures = 0
 		n = 0
 		now := r.cfg.NowFunc()
 		r.unsettled.Add(int64(len(out.Messages)))
@@ -652,21 +642,6 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 // take: on a busy queue SQS answers at once, and what it returns is
 // released; a long poll of an empty queue is cancelled after it.
 const receiveGrace = time.Second
-
-// maxAttemptAge is how long a receive is retried with the same
-// ReceiveRequestAttemptId: SQS keeps one for 5 minutes.
-const maxAttemptAge = 4 * time.Minute
-
-// newAttemptID returns a fresh ReceiveRequestAttemptId: 32 hex digits,
-// in one allocation (one per FIFO receive).
-func newAttemptID() string {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
-	var out [32]byte
-	hex.Encode(out[:], b[:])
-	return string(out[:])
-}
 
 // dispatch queues a receive's messages for the next free workers
 // (standard queues) or appends each to its group's lane (FIFO).
