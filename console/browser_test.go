@@ -34,7 +34,7 @@ import (
 // SQSONCE_INTEGRATION=1 a missing chromium fails the tests.
 //
 // SQSONCE_UPDATE_SCREENSHOTS=1 copies the screenshots they take into
-// docs/ (console-overview.png, console-dlq.png), which the README shows.
+// docs/ (console-overview.png, console-dlq.png), which docs/console.md shows.
 
 // chromium returns the path of the chromium binary.
 func chromium(t *testing.T) string {

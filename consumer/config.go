@@ -60,26 +60,18 @@ type Config struct {
 	// receive batch size. Defaults to 10.
 	Concurrency int
 	// Prefetch is how many messages may wait, received but not started,
-	// beyond Concurrency (kept invisible by the heartbeat meanwhile). A
+	// beyond Concurrency. The heartbeat keeps them invisible meanwhile. A
 	// receiver asks for a full batch of 10 when 10 slots of
-	// Concurrency+Prefetch are free, and for fewer only when a worker would
-	// otherwise idle; so with Prefetch ≥ 9 every receive asks for 10 (one
-	// receive per ten messages) and workers do not wait for receives.
-	// Defaults to Concurrency, at most 10, with receive-ahead: while the
-	// queue has a backlog (receives come back full) and workers find no
-	// message to run during a receive, it is raised by about as many
-	// messages as finish during one receive call (measured, smoothed, in
-	// whole batches of 10), so
-	// that workers do not wait for slow receives and a message received
-	// ahead waits about one receive; it is lowered again when no worker
-	// waits, and dropped when a receive comes back empty. It never goes
-	// above Concurrency: a consumer with the default holds at most
-	// 2 × Concurrency messages (Concurrency + 10 when that is more). A
-	// Prefetch you set is fixed. See docs/architecture.md.
-	// Set [NoPrefetch] for none: a receiver then
-	// asks only for messages a free worker can start at once. On FIFO
-	// queues a message keeps its slot until its delete (or visibility
-	// change) has returned, as it holds its group until then.
+	// Concurrency+Prefetch are free, and for fewer only when a worker
+	// would otherwise idle. Defaults to Concurrency, at most 10, raised
+	// while the queue has a backlog and workers wait for receives
+	// (receive-ahead) and lowered again when they do not. A consumer with
+	// the default holds at most 2 × Concurrency messages (Concurrency + 10
+	// when that is more). A Prefetch you set is fixed. Set [NoPrefetch]
+	// for none: a receiver then asks only for messages a free worker can
+	// start at once. On FIFO queues a message keeps its slot until its
+	// delete or visibility change has returned. See "Prefetch" and
+	// "Receive-ahead" in docs/architecture.md.
 	Prefetch int
 	// Receivers is how many goroutines long-poll SQS. Defaults to one per
 	// 10 messages of capacity (Concurrency+Prefetch), between 1 and 8, and,
@@ -166,9 +158,8 @@ type Config struct {
 	Observer Observer
 	// TracerProvider, when set, gives every message a process span,
 	// parented to the producer's trace context carried in the message's
-	// traceparent/tracestate attributes (see "Observability" in the
-	// repository's README.md, which lists the spans and metrics). Defaults
-	// to nil: no spans, no cost.
+	// traceparent/tracestate attributes (docs/observability.md lists the
+	// spans and metrics). Defaults to nil: no spans, no cost.
 	TracerProvider trace.TracerProvider
 	// MeterProvider, when set, records the consumer's metrics (messages
 	// received, settled by outcome, in flight, handler duration, SQS calls
@@ -177,8 +168,8 @@ type Config struct {
 	// Defaults to nil: no metrics, no cost.
 	MeterProvider metric.MeterProvider
 	// BacklogInterval is how often the consumer samples the autoscaling
-	// signal it exports through MeterProvider (see "Autoscaling" in the
-	// README): the queue's ApproximateNumberOfMessages,
+	// signal it exports through MeterProvider (see "Autoscaling" in
+	// docs/observability.md): the queue's ApproximateNumberOfMessages,
 	// ApproximateNumberOfMessagesNotVisible and
 	// ApproximateNumberOfMessagesDelayed, read with one GetQueueAttributes
 	// call (so the role needs sqs:GetQueueAttributes, as start-up does),

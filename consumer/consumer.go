@@ -657,8 +657,8 @@ const receiveGrace = time.Second
 // The ready lanes are sent in one burst, each waking a parked worker: the
 // Go scheduler wakes idle threads for the burst as a whole, not for each
 // send. Waking one worker, which wakes the next if lanes are still
-// waiting, wakes fewer goroutines but can wake a thread at each step: on
-// FIFO-100 drains (two cores) it cost about 5 µs more Go CPU a message.
+// waiting, wakes fewer goroutines but can wake a thread at each step (see
+// "Few shared locks per message" in docs/architecture.md).
 func (r *runner) dispatch(batch []*inflight) {
 	if !r.q.fifo {
 		for _, m := range batch {

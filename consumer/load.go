@@ -19,8 +19,8 @@ import (
 
 // The autoscaling signal: every BacklogInterval a consumer reads its
 // queue's backlog and works out how busy its handlers were, and exports
-// both with its capacity (see telemetry.Load and "Autoscaling" in the
-// README). It only reads and reports: receiving never waits for it, and
+// both with its capacity (see telemetry.Load and "Autoscaling" in
+// docs/observability.md). It only reads and reports: receiving never waits for it, and
 // a failed read changes nothing but the metric.
 
 // sampleCallTimeout bounds one GetQueueAttributes of the sampler.

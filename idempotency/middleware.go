@@ -138,8 +138,8 @@ type Config struct {
 	// with its outcome. Defaults to nil.
 	ObserveFunc func(Event)
 	// MeterProvider, when set, counts every request that takes a key in
-	// sqsonce.idempotency.requests, by outcome (see the README's
-	// Observability section). Defaults to nil: nothing is measured.
+	// sqsonce.idempotency.requests, by outcome (see
+	// docs/observability.md). Defaults to nil: nothing is measured.
 	MeterProvider metric.MeterProvider
 	// Logger receives lost leases, store failures and responses too large
 	// to store. Keys and scopes are never logged. Defaults to zap.NewNop().

@@ -68,7 +68,7 @@ type RelayConfig struct {
 	// Observer is told what the relay does. Defaults to none.
 	Observer Observer
 	// MeterProvider, when set, records the relay's metrics (the
-	// sqsonce.outbox.* names in the README's Observability section):
+	// sqsonce.outbox.* names in docs/observability.md):
 	// events published, failed sends, events parked as dead, and every
 	// StatsInterval the pending count, the dead count and the oldest
 	// pending event's age. The Observer is still called. Defaults to nil:

@@ -37,8 +37,7 @@ var _ S3API = (*s3.Client)(nil)
 // PayloadConfig sends bodies SQS cannot take through S3, and compresses
 // bodies, so that consumers built with sqsonce (the consumer, the Lambda
 // adapter) get the body as it was given, before their handler runs. Both
-// are off by default. See "Large messages, delays and compression" in the
-// README.
+// are off by default. See docs/large-messages.md.
 //
 // A body stored in S3 travels as a pointer in the format of AWS's
 // extended client libraries for Java and Python: the body

@@ -110,7 +110,7 @@ func body(t *testing.T, o order) string {
 // say, after SNS had taken the message) publishes the order twice, and
 // SNS gives the retry a new MessageId. The dedupe key of an enveloped
 // message without sqsonce-id is that MessageId, and of a raw one the SQS
-// MessageId, so both copies are booked: the failure the README and the
+// MessageId, so both copies are booked: the failure docs/sns.md and the
 // envelope package warn about, kept here as proof that it is real.
 func TestSNSPlainPublishRetryIsBookedTwice(t *testing.T) {
 	for _, raw := range []bool{false, true} {

@@ -93,7 +93,7 @@ type Config struct {
 	// export and import (dry runs record nothing):
 	// sqsonce.redrive.messages counts messages by result (moved, failed,
 	// refused, skipped) and sqsonce.redrive.duration is each run's
-	// duration; see the README's Observability section. Defaults to nil:
+	// duration; see docs/observability.md. Defaults to nil:
 	// no metrics, at no cost.
 	MeterProvider metric.MeterProvider
 }

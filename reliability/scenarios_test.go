@@ -151,7 +151,7 @@ func testFaults(t *testing.T) {
 	if sqsProxy.Injected() == 0 || ddbProxy.Injected() == 0 {
 		t.Errorf("faults injected: %d on SQS, %d on DynamoDB; want some on both", sqsProxy.Injected(), ddbProxy.Injected())
 	}
-	// Every kind the README names happened, resets after the server applied
+	// Every kind docs/development.md names happened, resets after the server applied
 	// the call included (counted over both servers).
 	for _, kind := range []string{faults.KindServerError, faults.KindUnavailable, faults.KindThrottle, faults.KindResetBefore, faults.KindResetAfter, faults.KindDelay} {
 		if sqsProxy.Counts()[kind]+ddbProxy.Counts()[kind] == 0 {

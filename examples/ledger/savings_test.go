@@ -11,8 +11,8 @@ import (
 // TestCompressionSavings prints what -compress saves on the ledger's
 // credits with a memo of 10 KiB and of 200 KiB: the bytes sent through
 // SQS and the requests SQS bills (every 64 KiB of a message is billed
-// as one request), averaged over 20 credits. These are the README's
-// figures:
+// as one request), averaged over 20 credits. These are the figures of
+// docs/large-messages.md:
 //
 //	go test -run TestCompressionSavings -v ./examples/ledger/
 func TestCompressionSavings(t *testing.T) {

@@ -39,7 +39,7 @@ func (s streamS3) GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Opt
 // TestPeakHeap100MiB fetches a 100 MiB body and measures what the fetch
 // allocates: the body is read into one allocation of its own size, so
 // the heap's peak is the body and a few KB (what it prints is the figure
-// the README gives).
+// docs/large-messages.md gives).
 //
 //	go test -run TestPeakHeap100MiB -v ./internal/payload/
 func TestPeakHeap100MiB(t *testing.T) {

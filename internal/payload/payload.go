@@ -3,7 +3,7 @@
 // check" of AWS's extended client libraries, in their wire format) or
 // compressed with zstd. The producer encodes with it; the consumer, the
 // Lambda adapter and sqs-redrive decode with it, before any handler runs.
-// See "Large messages, delays and compression" in the README.
+// See docs/large-messages.md.
 //
 // The pointer format follows AWS's libraries, read from their source
 // (the fixtures in testdata name the files and versions):

@@ -1,5 +1,7 @@
 // Package readme_test compiles every Go snippet of the repository's
-// README.md, so that what a reader copies builds as written.
+// README.md and of its pages under docs/ (docs/*.md), so that what a
+// reader copies builds as written, and checks that the package table of
+// docs/architecture.md lists the packages the module has.
 //
 // Each block fenced as ```go is compiled, in a package of its own, by
 // `go vet` in a throwaway module that requires this one through a
@@ -27,7 +29,7 @@
 // assumes) and imports. A package the snippet uses by its usual name is
 // imported by the test (see imports below); import explicitly a package
 // whose name is ambiguous (types) or aliased otherwise.
-// Errors are reported at the README's own lines. To look at the module the
+// Errors are reported at the page's own lines. To look at the module the
 // test generates, set README_SNIPPETS_DIR to an empty directory.
 package readme_test
 
@@ -81,20 +83,21 @@ var imports = map[string]string{
 	"zapcore":      "go.uber.org/zap/zapcore",
 }
 
-// snippet is one ```go block of the README.
+// snippet is one ```go block of a page.
 type snippet struct {
-	line     int    // the README line of its first code line
+	page     string // the page's path, as errors name it
+	line     int    // the page's line of its first code line
 	kind     string // "body" or "file"
 	preamble string // Go from the snippet comment
-	preLine  int    // the README line of the preamble's first line
+	preLine  int    // the page's line of the preamble's first line
 	code     string
 }
 
 var snippetComment = regexp.MustCompile(`^<!--\s*snippet:\s*(\w+)\s*$`)
 
-// parse returns the README's Go snippets, and the fence languages of
-// the other blocks.
-func parse(t *testing.T, path string) []snippet {
+// parse returns the Go snippets of the page at path, which errors name
+// as name.
+func parse(t *testing.T, path, name string) []snippet {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -137,22 +140,22 @@ func parse(t *testing.T, path string) []snippet {
 		case strings.HasPrefix(line, "```"):
 			inBlock, isGo = true, strings.TrimSpace(strings.TrimPrefix(line, "```")) == "go"
 			code = nil
-			cur = &snippet{line: n + 1, kind: "body"}
+			cur = &snippet{page: path, line: n + 1, kind: "body"}
 			if pending != nil {
 				cur.kind, cur.preamble, cur.preLine = pending.kind, pending.preamble, pending.preLine
 				if !isGo {
-					t.Errorf("README.md:%d: a snippet comment before a block not fenced as go", n)
+					t.Errorf("%s:%d: a snippet comment before a block not fenced as go", name, n)
 				}
 			}
 			pending = nil
 		default:
 			if m := snippetComment.FindStringSubmatch(line); m != nil {
 				if m[1] != "body" && m[1] != "file" {
-					t.Errorf("README.md:%d: snippet kind %q: use body or file", n, m[1])
+					t.Errorf("%s:%d: snippet kind %q: use body or file", name, n, m[1])
 				}
 				pending, inPre, pre = &snippet{kind: m[1], preLine: n + 1}, true, nil
 			} else if pending != nil && strings.TrimSpace(line) != "" {
-				t.Errorf("README.md:%d: text between a snippet comment and its fence", n)
+				t.Errorf("%s:%d: text between a snippet comment and its fence", name, n)
 				pending = nil
 			}
 		}
@@ -161,7 +164,7 @@ func parse(t *testing.T, path string) []snippet {
 		t.Fatal(err)
 	}
 	if inBlock || inPre {
-		t.Fatalf("README.md: a block or snippet comment is not closed")
+		t.Fatalf("%s: a block or snippet comment is not closed", name)
 	}
 	return out
 }
@@ -173,9 +176,10 @@ var importedName = regexp.MustCompile(`(?m)^\s*(?:import\s+)?(\w+\s+)?"([^"]+)"`
 // lineComment matches a // comment (not the // of a URL in a string).
 var lineComment = regexp.MustCompile(`(?m)(^|\s)//.*$`)
 
-// source is the Go file of s, with //line directives pointing at the
-// README.
-func (s snippet) source(readme string) string {
+// source is the Go file of s, with //line directives pointing at its
+// page.
+func (s snippet) source() string {
+	page := s.page
 	var b strings.Builder
 	b.WriteString("package snippet\n\n")
 	own := map[string]bool{}
@@ -202,14 +206,14 @@ func (s snippet) source(readme string) string {
 		b.WriteString(")\n\n")
 	}
 	if s.preamble != "" {
-		fmt.Fprintf(&b, "//line %s:%d\n%s\n\n", readme, s.preLine, s.preamble)
+		fmt.Fprintf(&b, "//line %s:%d\n%s\n\n", page, s.preLine, s.preamble)
 	}
 	if s.kind == "file" {
-		fmt.Fprintf(&b, "//line %s:%d\n%s\n", readme, s.line, s.code)
+		fmt.Fprintf(&b, "//line %s:%d\n%s\n", page, s.line, s.code)
 		return b.String()
 	}
 	b.WriteString("func _() error {\n")
-	fmt.Fprintf(&b, "//line %s:%d\n%s\n", readme, s.line, s.code)
+	fmt.Fprintf(&b, "//line %s:%d\n%s\n", page, s.line, s.code)
 	if !endsInReturn(s.code) {
 		b.WriteString("return nil\n")
 	}
@@ -230,15 +234,38 @@ func endsInReturn(code string) bool {
 	return false
 }
 
+// pages returns README.md and the docs/*.md pages, as paths, and the
+// names errors give them (relative to root).
+func pages(t *testing.T, root string) (paths, names []string) {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths, names = append(paths, p), append(names, filepath.ToSlash(rel))
+	}
+	return paths, names
+}
+
+// Every ```go block of README.md and of docs/*.md compiles and vets.
 func TestREADMESnippetsCompile(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := filepath.Join(root, "README.md")
-	snippets := parse(t, readme)
-	if len(snippets) == 0 {
-		t.Fatal("README.md has no Go snippet: is the parser broken?")
+	paths, names := pages(t, root)
+	var snippets []snippet
+	for i, p := range paths {
+		got := parse(t, p, names[i])
+		if names[i] == "README.md" && len(got) == 0 {
+			t.Fatal("README.md has no Go snippet: is the parser broken?")
+		}
+		snippets = append(snippets, got...)
 	}
 	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
@@ -262,11 +289,11 @@ func TestREADMESnippetsCompile(t *testing.T) {
 		}
 	}
 	for i, s := range snippets {
-		pkg := filepath.Join(dir, fmt.Sprintf("s%02d", i))
+		pkg := filepath.Join(dir, fmt.Sprintf("s%03d", i))
 		if err := os.Mkdir(pkg, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(pkg, "snippet.go"), []byte(s.source(readme)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(pkg, "snippet.go"), []byte(s.source()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,6 +306,6 @@ func TestREADMESnippetsCompile(t *testing.T) {
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Errorf("README.md's Go snippets (%d) do not compile or vet: %v\n%s", len(snippets), err, out)
+		t.Errorf("the Go snippets (%d) of README.md and docs/*.md do not compile or vet: %v\n%s", len(snippets), err, out)
 	}
 }

@@ -1,9 +1,9 @@
 // Package telemetry is sqsonce's OpenTelemetry instrumentation, shared by
 // the consumer and the Lambda adapter: one span per message processed,
 // parented to the producer's trace context carried in the message
-// attributes, and the metrics listed in the README's Observability
-// section. It depends on the OpenTelemetry API only and knows nothing of
-// the consumer's types: one adapter in package consumer (telemetry.go)
+// attributes, and the metrics listed in docs/observability.md. It
+// depends on the OpenTelemetry API only and knows nothing of the
+// consumer's types: one adapter in package consumer (telemetry.go)
 // feeds it the per-message path's events, for the consumer and the Lambda
 // adapter alike.
 package telemetry
