@@ -785,7 +785,7 @@ func (r *runner) workLanes(worker int) {
 			r.releaseLane(l, nil)
 		default:
 			res := r.process(worker, m)
-			if settle.StopsGroup(settle.Outcome(res.Outcome)) {
+			if settle.StopsGroup(res.Outcome) {
 				r.stopLane(l, res)
 			}
 		}
@@ -834,7 +834,7 @@ func (r *runner) stopLane(l *lane, res Result) {
 	why := fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome)
 	now := time.Now()
 	for _, m := range rest {
-		act := settle.Behind(settle.Outcome(res.Outcome), res.Delay, m.recvStart, now)
+		act := settle.Behind(res.Outcome, res.Delay, m.recvStart, now)
 		r.putBack(m, why, act.Visibility)
 	}
 }
@@ -952,7 +952,7 @@ func (r *runner) process(worker int, m *inflight) Result {
 	m.cancel = nil
 	lost = m.lost
 	m.mu.Unlock()
-	leave := settle.LeaveLost(settle.Outcome(res.Outcome))
+	leave := settle.LeaveLost(res.Outcome)
 	if leave && lost == nil { // an ack is settled anyway: no lock taken
 		lost = r.untracked(m, "while it ran")
 	}
@@ -982,7 +982,7 @@ func (r *runner) process(worker int, m *inflight) Result {
 	if r.cfg.Payload.DeleteAfterAck && msgstate.Object(m.msg) != nil && (res.Outcome == OutcomeAck || res.Outcome == OutcomeDuplicate) {
 		msgstate.SetDropObject(m.msg)
 	}
-	if act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, m.recvStart, time.Now()); act.Done {
+	if act := settle.Decide(res.Outcome, res.Delay, m.recvStart, time.Now()); act.Done {
 		r.settle(m, -1)
 	} else {
 		r.settle(m, act.Visibility)

@@ -409,7 +409,7 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 		var o sqsmsg.Outcome
 		switch {
 		case stopped:
-			act := settle.Behind(settle.Outcome(stop.Outcome), stop.Delay, r.received, h.now())
+			act := settle.Behind(stop.Outcome, stop.Delay, r.received, h.now())
 			o = h.skipFor(ctx, r, ErrGroupStopped, act.Visibility)
 		case r.url == "":
 			o = h.skip(ctx, r, fmt.Errorf("sqslambda: not run: the URL of queue %s is unknown", r.q.arn))
@@ -425,7 +425,7 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 			stop = h.run(ctx, r)
 			o = stop.Outcome
 		}
-		if settle.StopsGroup(settle.Outcome(o)) {
+		if settle.StopsGroup(o) {
 			stopped = true
 		}
 	}
@@ -448,7 +448,7 @@ func (h *Handler) run(ctx context.Context, r *record) sqsmsg.Result {
 // delete it) without a dead letter or a visibility change, and res
 // becomes a release. It reports whether it did.
 func (h *Handler) leaveLost(r *record, res *sqsmsg.Result) bool {
-	if !settle.LeaveLost(settle.Outcome(res.Outcome)) {
+	if !settle.LeaveLost(res.Outcome) {
 		return false
 	}
 	lost := h.lost(r)
@@ -517,7 +517,7 @@ func (h *Handler) settle(ctx context.Context, r *record, res *sqsmsg.Result) {
 			}
 		}
 	}
-	act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, r.received, h.now())
+	act := settle.Decide(res.Outcome, res.Delay, r.received, h.now())
 	if act.Done {
 		return
 	}
