@@ -3,7 +3,6 @@ package consumer
 import (
 	"time"
 
-	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
@@ -141,4 +140,4 @@ const (
 
 // SettledMessage is the message of the debug-level line logged once per
 // settled message (see [Config.Logger]), for finding those lines.
-const SettledMessage = pipeline.SettledMessage
+const SettledMessage = "settled"

@@ -126,6 +126,9 @@ func TestUnsampledLoggerKeepsSettledLines(t *testing.T) {
 	if rec["msg"] != "settled" || rec["message_id"] != "999" || rec["outcome"] != "ack" || rec["receive_count"] != float64(1) {
 		t.Errorf("line %v", rec)
 	}
+	if rec["msg"] != consumer.SettledMessage {
+		t.Errorf("the settled line's message is %v, consumer.SettledMessage %q", rec["msg"], consumer.SettledMessage)
+	}
 	if strings.Contains(string(data), "secret body") {
 		t.Error("the body was logged")
 	}
