@@ -15,22 +15,22 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
-// Outcome is how a processed message ends. Its values are those of
-// consumer.Outcome.
-type Outcome int
+// Outcome is how a processed message ends: [sqsmsg.Outcome].
+type Outcome = sqsmsg.Outcome
 
-// The outcomes, numbered as consumer.Outcome.
+// The outcomes, by their short names here.
 const (
-	Ack Outcome = iota + 1
-	Duplicate
-	Retry
-	DeadLetter
-	Release
+	Ack        = sqsmsg.OutcomeAck
+	Duplicate  = sqsmsg.OutcomeDuplicate
+	Retry      = sqsmsg.OutcomeRetry
+	DeadLetter = sqsmsg.OutcomeDeadLetter
+	Release    = sqsmsg.OutcomeRelease
 	// Held: received before its not-before time and held (see [Hold]);
 	// the runtimes settle it themselves, never through [Decide].
-	Held
+	Held = sqsmsg.OutcomeHold
 )
 
 // Action is how to settle a message.
