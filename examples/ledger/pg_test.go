@@ -161,17 +161,30 @@ func TestPostgresServeKilledRequestFreesKey(t *testing.T) {
 		}
 		sent <- err
 	}()
-	// The key is taken: a retry meanwhile gets 409.
+	// Wait for s1 to hold the key: an IN_PROGRESS record (a lease), or an
+	// advisory lock held by a server's session (the request's transaction).
+	pg := l.pgConn()
+	app := "ledger serve " + n.Queue
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		a := post(t, s2.url, "alice", "k1", body)
-		if a.status == http.StatusConflict {
+		var held bool
+		err := pg.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+pgIdempotencyTable+` WHERE status = 'IN_PROGRESS')
+			OR EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+				WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = $1)`, app).Scan(&held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a retry while the first request sleeps: %+v, want 409", a)
+			t.Fatal("the first request did not take its key within 30 s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The key is taken: a retry meanwhile gets 409.
+	if a := post(t, s2.url, "alice", "k1", body); a.status != http.StatusConflict {
+		t.Fatalf("a retry while the first request sleeps: %+v, want 409", a)
 	}
 	s1.kill()
 	if err := <-sent; err == nil || strings.Contains(err.Error(), "answered") {
@@ -179,8 +192,7 @@ func TestPostgresServeKilledRequestFreesKey(t *testing.T) {
 	}
 	// Wait for PostgreSQL to end the killed process's sessions (it does as
 	// soon as it reads the closed socket); a lease would hold the key 30 s.
-	pg := l.pgConn()
-	app := "ledger serve " + n.Queue
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		var open int
 		if err := pg.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, app).Scan(&open); err != nil {
