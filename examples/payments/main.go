@@ -39,10 +39,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/awsconfig"
-	"github.com/sqsonce/sqsonce/consumer"
 )
 
 func main() {
@@ -150,10 +148,14 @@ func open(ctx context.Context, name, role string) (*app, error) {
 		pool.Close()
 		return nil, err
 	}
-	logger, err := consumer.NewLogger(zapcore.InfoLevel)
+	// JSON lines on stderr, unsampled: zap's production sampling would drop
+	// most per-message lines under load.
+	logCfg := zap.NewProductionConfig()
+	logCfg.Sampling = nil
+	logger, err := logCfg.Build()
 	if err != nil {
 		pool.Close()
-		return nil, err
+		return nil, fmt.Errorf("logger: %w", err)
 	}
 	return &app{name: name, pool: pool, sqs: sqs.NewFromConfig(awsCfg), logger: logger.With(zap.String("role", role))}, nil
 }
