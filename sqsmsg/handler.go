@@ -1,4 +1,4 @@
-package consumer
+package sqsmsg
 
 import (
 	"context"
@@ -104,9 +104,11 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 // the message is retried after retryAfter, or after the consumer's pause
 // when that is longer, never dead-lettered for it, and the receive does
 // not count as an attempt toward MaxAttempts. The consumer pauses (see
-// [BackPressure]): it stops receiving, keeps the messages it holds
+// consumer.BackPressure): it stops receiving, keeps the messages it holds
 // invisible without running them, and after the pause runs one message
-// as a probe before it returns to full speed.
+// as a probe before it returns to full speed. The Lambda adapter, which
+// cannot pause, does not start the batch's other records either: they
+// come back after the same delay.
 func Unavailable(err error, retryAfter time.Duration) error {
 	if err == nil {
 		err = errors.New("downstream unavailable")

@@ -1,11 +1,12 @@
-package consumer
+package sqsmsg
 
 import "time"
 
-// Observer receives the consumer's metrics events. Every method must return
-// quickly and be safe for concurrent use. Embed [NopObserver] to implement
-// only the methods you need. A panic in a method is recovered and logged
-// at error level with its stack; the consumer goes on.
+// Observer receives a runtime's metrics events (the long-poll consumer's
+// and the Lambda adapter's). Every method must return quickly and be safe
+// for concurrent use. Embed [NopObserver] to implement only the methods
+// you need. A panic in a method is recovered and logged at error level
+// with its stack; the runtime goes on.
 type Observer interface {
 	// Received is called once per message received from SQS.
 	Received(msg *Message)
@@ -37,13 +38,13 @@ type Observer interface {
 	// ReceiveFailed is called when a ReceiveMessage call failed (not when
 	// shutdown cut it short), with its error. The consumer retries after
 	// a short backoff; receives that keep failing with an error retrying
-	// cannot heal stop Run after [Config.ReceiveErrorGrace].
+	// cannot heal stop Run after consumer.Config.ReceiveErrorGrace.
 	ReceiveFailed(err error)
 }
 
 // PauseObserver is implemented by an [Observer] that is told when the
 // consumer pauses for an unavailable downstream and when it resumes (see
-// [BackPressure]). It is apart from Observer so that an Observer written
+// consumer.BackPressure). It is apart from Observer so that an Observer written
 // before it needs no change; [NopObserver] implements it, so one that
 // embeds NopObserver overrides only what it needs.
 type PauseObserver interface {
@@ -97,16 +98,27 @@ var (
 	_ PauseObserver = NopObserver{}
 )
 
-// paused calls o's Paused when o is a [PauseObserver].
-func paused(o Observer, p Pause) {
-	if po, ok := o.(PauseObserver); ok {
-		po.Paused(p)
-	}
-}
+// Reasons a consumer pauses ([Pause.Reason]).
+const (
+	// PauseUnavailable: a handler returned [Unavailable] (or a Classifier
+	// said [ClassUnavailable]).
+	PauseUnavailable = "unavailable"
+	// PauseBreaker: transient failures passed the circuit breaker's
+	// threshold (see consumer.BackPressure), or a probe failed transiently.
+	PauseBreaker = "breaker"
+)
 
-// resumed calls o's Resumed when o is a [PauseObserver].
-func resumed(o Observer, d time.Duration) {
-	if po, ok := o.(PauseObserver); ok {
-		po.Resumed(d)
-	}
+// Pause is one pause of a consumer, as [PauseObserver.Paused] reports it.
+type Pause struct {
+	// Reason is [PauseUnavailable] or [PauseBreaker].
+	Reason string
+	// Err is the handler's error that paused the consumer (nil when a
+	// probe's receive found no message).
+	Err error
+	// For is how long the consumer waits before its probe.
+	For time.Duration
+	// Count is 1 for the first pause of an outage, and one more for each
+	// pause since (after a failed probe, or a probe's receive that found
+	// no message).
+	Count int
 }
