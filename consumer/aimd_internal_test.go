@@ -1,8 +1,6 @@
 package consumer
 
 import (
-	"context"
-	"errors"
 	"math"
 	"testing"
 	"time"
@@ -51,35 +49,4 @@ func TestAIMD(t *testing.T) {
 		_, to, _ = a.slowDown(t1.Add(time.Duration(2+i) * time.Second))
 	}
 	near("after ten cuts", to, 6)
-}
-
-// TestRateLimitedClassification: RateLimited, and a Classifier's
-// ClassRateLimited, are retries of class unavailable (never dead letters)
-// marked for Adaptive; a plain Unavailable is not marked.
-func TestRateLimitedClassification(t *testing.T) {
-	p := newProcessor(Config{Classifier: ClassifierFunc(func(_ context.Context, _ *Message, err error) (Verdict, bool) {
-		if err.Error() == "partner: 429" {
-			return Verdict{Outcome: OutcomeRetry, Delay: 3 * time.Second, Class: ClassRateLimited}, true
-		}
-		return Verdict{}, false
-	})})
-	msg := &Message{ReceiveCount: 9}
-	for _, tc := range []struct {
-		err    error
-		marked bool
-		delay  time.Duration
-	}{
-		{RateLimited(errors.New("bank: 429"), 2*time.Second), true, 2 * time.Second},
-		{errors.New("partner: 429"), true, 3 * time.Second},
-		{Unavailable(errors.New("bank: 503"), 2*time.Second), false, 2 * time.Second},
-	} {
-		res := p.classify(context.Background(), msg, tc.err)
-		if res.Outcome != OutcomeRetry || res.Class != ClassUnavailable || res.rateLimited != tc.marked || res.Delay != tc.delay {
-			t.Errorf("%v: %s class %q delay %v marked %v; want a retry of class unavailable after %v, marked %v",
-				tc.err, res.Outcome, res.Class, res.Delay, res.rateLimited, tc.delay, tc.marked)
-		}
-	}
-	if got := RateLimited(errors.New("x"), time.Second).Error(); got != "rate limited, retry after 1s: x" {
-		t.Errorf("Error() = %q", got)
-	}
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sqsonce/sqsonce/internal/pipeline"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // BackPressure configures how the consumer pauses for a downstream that
@@ -72,7 +75,7 @@ type BackPressure struct {
 
 // Back-pressure defaults.
 const (
-	DefaultPause           = 5 * time.Second
+	DefaultPause           = pipeline.DefaultPause // 5s
 	DefaultMaxPause        = 5 * time.Minute
 	DefaultBreakerFailures = 20
 	DefaultBreakerRatio    = 0.5
@@ -110,25 +113,46 @@ func (bp BackPressure) withDefaults() (BackPressure, error) {
 	return bp, errors.Join(errs...)
 }
 
-// Reasons a consumer pauses ([Pause.Reason]).
+// Reasons a consumer pauses ([Pause.Reason]; [sqsmsg.PauseUnavailable],
+// [sqsmsg.PauseBreaker]).
 const (
-	// PauseUnavailable: a handler returned [Unavailable] (or a Classifier
-	// said [ClassUnavailable]).
-	PauseUnavailable = "unavailable"
-	// PauseBreaker: transient failures passed the circuit breaker's
-	// threshold (see [BackPressure]).
-	PauseBreaker = "breaker"
+	PauseUnavailable = sqsmsg.PauseUnavailable // a handler said Unavailable
+	PauseBreaker     = sqsmsg.PauseBreaker     // the breaker opened, or a probe failed transiently
 )
 
-// Pause is one pause of a consumer, as [PauseObserver.Paused] reports it.
-type Pause struct {
-	// Reason is [PauseUnavailable] or [PauseBreaker].
-	Reason string
-	// Err is the handler's error that paused the consumer.
-	Err error
-	// For is how long the consumer waits before its probe.
-	For time.Duration
-	// Count is 1 for the first pause of an outage, and one more for each
-	// failed probe since.
-	Count int
+// Pause is one pause of a consumer, as [PauseObserver.Paused] reports it
+// ([sqsmsg.Pause]).
+type Pause = sqsmsg.Pause
+
+// PauseObserver is implemented by an [Observer] that is told of the
+// consumer's pauses ([sqsmsg.PauseObserver]); [NopObserver] implements it.
+type PauseObserver = sqsmsg.PauseObserver
+
+// UnavailableError says that the downstream a handler calls is
+// unavailable ([sqsmsg.UnavailableError]).
+type UnavailableError = sqsmsg.UnavailableError
+
+// Unavailable says that the downstream the handler calls is unavailable,
+// and when it said to come back (0: it did not say): the message is
+// retried then, never dead-lettered for it, and the consumer pauses
+// ([sqsmsg.Unavailable]; see [BackPressure]).
+func Unavailable(err error, retryAfter time.Duration) error {
+	return sqsmsg.Unavailable(err, retryAfter)
 }
+
+// ClassUnavailable is the class of a retry whose handler said its
+// downstream is unavailable ([sqsmsg.ClassUnavailable]).
+const ClassUnavailable = sqsmsg.ClassUnavailable
+
+// RateLimited says that the downstream the handler calls asks its callers
+// to slow down (an HTTP 429), and when to come back: [Unavailable] with a
+// mark, which lowers an adaptive rate ([Limits].Adaptive) too
+// ([sqsmsg.RateLimited]).
+func RateLimited(err error, retryAfter time.Duration) error {
+	return sqsmsg.RateLimited(err, retryAfter)
+}
+
+// ClassRateLimited is the class a [Classifier] gives an error that says
+// the downstream asks to slow down: it has the effect of [RateLimited]
+// ([sqsmsg.ClassRateLimited]).
+const ClassRateLimited = sqsmsg.ClassRateLimited

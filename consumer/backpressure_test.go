@@ -13,9 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -25,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/consumer/consumertest"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
@@ -396,12 +395,11 @@ func TestUnavailableClassification(t *testing.T) {
 		})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			process := consumer.NewProcess(consumer.Config{
+			h := consumertest.New(consumer.Config{
 				MaxAttempts: 1, Classifier: tc.classifier,
 				Handler: consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return tc.err }),
 			})
-			msg := consumer.NewMessage(rawMessage("m1", 7), "q", time.Now())
-			res := process(context.Background(), msg)
+			res := h.Process(context.Background(), consumertest.NewMessage("m1", consumertest.WithReceiveCount(7)))
 			if res.Outcome != consumer.OutcomeRetry || res.Class != consumer.ClassUnavailable || res.Delay != tc.want {
 				t.Errorf("result %v class %q delay %s; want retry, %q, %s", res.Outcome, res.Class, res.Delay, consumer.ClassUnavailable, tc.want)
 			}
@@ -409,16 +407,6 @@ func TestUnavailableClassification(t *testing.T) {
 				t.Errorf("error text %q does not say unavailable", tc.err)
 			}
 		})
-	}
-}
-
-// rawMessage is an SDK message with a body and a receive count.
-func rawMessage(body string, receiveCount int) types.Message {
-	return types.Message{
-		MessageId:     aws.String("id-" + body),
-		Body:          aws.String(body),
-		ReceiptHandle: aws.String("rh-" + body),
-		Attributes:    map[string]string{"ApproximateReceiveCount": strconv.Itoa(receiveCount)},
 	}
 }
 
@@ -496,6 +484,77 @@ func TestBackPressureTelemetry(t *testing.T) {
 		w.mu.Unlock()
 		if pauses != int64(wantPauses) || pauses == 0 || gauge != 0 || pausedTime < (5*time.Minute).Seconds()-1 {
 			t.Errorf("metrics: %d pauses (observer: %d), paused gauge %d, %.0f s paused; want the observer's count, 0, about 300 s", pauses, wantPauses, gauge, pausedTime)
+		}
+	})
+}
+
+// storyObserver records a consumer's pauses and resumes in one log.
+type storyObserver struct {
+	consumer.NopObserver
+	mu  sync.Mutex
+	log []string
+}
+
+func (e *storyObserver) add(s string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.log = append(e.log, s)
+}
+
+func (e *storyObserver) Paused(p consumer.Pause) {
+	e.add(fmt.Sprintf("paused (%s) for %s, pause %d", p.Reason, p.For, p.Count))
+}
+
+func (e *storyObserver) Resumed(time.Duration) { e.add("resumed") }
+
+// TestProbeHeldStory: one worker; the bank answers its first two calls
+// with 503 and a Retry-After of 100 ms. The consumer pauses, holds the
+// message it received with the first, runs it as the probe after the
+// pause, holds it again when the bank is still down, and resumes once a
+// probe gets through; the first message comes back after the pause (1 s:
+// visibility is in whole seconds). Nothing is dead-lettered.
+func TestProbeHeldStory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, q, dlq := onFake(false, map[string]string{"VisibilityTimeout": "30", "RedrivePolicy": redrive3(false)}, nil)
+		for _, body := range []string{"charge 1", "charge 2", "charge 3"} {
+			f.Put(q, body, "")
+		}
+		ev := &storyObserver{}
+		var mu sync.Mutex
+		calls, charged := 0, 0
+		done := make(chan struct{})
+		stop := startOnFake(t, f, q, consumer.Config{
+			Observer: ev, Concurrency: 1,
+			Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if calls++; calls <= 2 { // the bank's answer
+					return consumer.Unavailable(errors.New("bank: 503 Service Unavailable"), 100*time.Millisecond)
+				}
+				ev.add("charged: " + m.Body)
+				if charged++; charged == 3 {
+					close(done)
+				}
+				return nil
+			}),
+		})
+		<-done
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"paused (unavailable) for 100ms, pause 1",
+			"paused (unavailable) for 100ms, pause 2",
+			"charged: charge 2",
+			"resumed",
+			"charged: charge 3",
+			"charged: charge 1",
+		}
+		if !slices.Equal(ev.log, want) {
+			t.Errorf("story:\n%s\nwant:\n%s", strings.Join(ev.log, "\n"), strings.Join(want, "\n"))
+		}
+		if sent := f.Sent(dlq); len(sent) != 0 {
+			t.Errorf("%d dead letters, want none", len(sent))
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -157,15 +158,16 @@ type Config struct {
 	// debug level one line is written per settled message: message
 	// [SettledMessage] ("settled") with fields message_id (the SQS
 	// MessageId), key (the dedupe key, without namespace), outcome (ack,
-	// duplicate, retry, dead_letter or release), receive_count (an
+	// duplicate, retry, dead_letter, release or hold), receive_count (an
 	// integer) and duration (the handler's run time), plus delay, class
-	// and error when they apply (the error's text without the prefix of
+	// and error when they apply (and not_before and resent for a hold) (the error's text without the prefix of
 	// [Permanent] or [RetryAfter], which the class or delay already says);
 	// never the body. At warning level each dead letter is logged once
 	// ("consumer: dead-lettered") with its class and reason (the error's
-	// text, escaped and cut to 1 KiB; never the body). zap's sampling (zap.NewProduction samples by level
-	// and message) would drop most of these lines under load, so use a
-	// logger without sampling, such as [NewLogger].
+	// text, escaped and cut to 1 KiB; never the body). zap's sampling
+	// (zap.NewProduction samples by level and message) would drop most of
+	// these lines under load, so use a logger without sampling: build
+	// zap.NewProductionConfig() with Sampling set to nil.
 	Logger *zap.Logger
 	// Observer receives metrics events. Defaults to [NopObserver].
 	Observer Observer
@@ -201,9 +203,17 @@ type Config struct {
 	// message with an S3 pointer is dead-lettered with a reason that says
 	// to set Payload.S3Client.
 	Payload PayloadConfig
-	// NowFunc returns the current time (failed_at of dead letters).
-	// Defaults to time.Now.
+	// NowFunc returns the current time (failed_at of dead letters, and
+	// whether a message with a not-before time is due). Defaults to
+	// time.Now.
 	NowFunc func() time.Time
+	// HoldHop is for tests: it caps both how long a message received
+	// before its not-before time ([AttrNotBefore]) is held by its
+	// visibility and the delay of a copy re-sent to hold it, so that a
+	// test sees a delay's hops in seconds. Whole seconds. Defaults to 0:
+	// SQS's own limits, 12 hours of visibility from the receive and 15
+	// minutes of delay.
+	HoldHop time.Duration
 
 	// receiveAhead is how many slots receive-ahead may add on top of
 	// Prefetch (see capacity); set by withDefaults when Prefetch is left
@@ -258,7 +268,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		bad("Concurrency (%d), Prefetch (%d), Receivers (%d) and MaxAttempts (%d) must not be negative (Prefetch may be NoPrefetch)",
 			cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.MaxAttempts)
 	}
-	if err := cfg.Payload.check(); err != nil {
+	if err := checkPayload(cfg.Payload); err != nil {
 		errs = append(errs, err)
 	}
 	if len(cfg.DeadLetterSigningKey) > 0 {
@@ -309,6 +319,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Limits, limErr = cfg.Limits.withDefaults(cfg.Concurrency); limErr != nil {
 		errs = append(errs, limErr)
 	}
+	if cfg.HoldHop < 0 || cfg.HoldHop%time.Second != 0 {
+		bad("HoldHop %s must be whole seconds (0 for SQS's limits)", cfg.HoldHop)
+	}
 	if cfg.ShutdownTimeout < 0 || cfg.FlushInterval < 0 {
 		bad("ShutdownTimeout (%s) and FlushInterval (%s) must not be negative", cfg.ShutdownTimeout, cfg.FlushInterval)
 	}
@@ -335,4 +348,21 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Client = newPooledSQS(cfg.Client, cfg.calls())
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// processing is the part of cfg the per-message path uses.
+func (cfg Config) processing() pipeline.Config {
+	return pipeline.Config{
+		Handler:     cfg.Handler,
+		Middleware:  cfg.Middleware,
+		Classifier:  cfg.Classifier,
+		Backoff:     cfg.Backoff,
+		MaxAttempts: cfg.MaxAttempts,
+		KeyFunc:     cfg.KeyFunc,
+		Logger:      cfg.Logger,
+		Observer:    cfg.Observer,
+		Payload:     cfg.Payload,
+		Pause:       cfg.BackPressure.Pause,
+		NowFunc:     cfg.NowFunc,
+	}
 }

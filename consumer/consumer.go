@@ -2,8 +2,6 @@ package consumer
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -18,7 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/delivery"
 	"github.com/sqsonce/sqsonce/internal/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/msgstate"
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
@@ -209,9 +210,9 @@ type runner struct {
 	q        queueInfo
 	log      *zap.Logger
 	obs      Observer
-	pipeline *processor
+	pipeline *pipeline.Processor
 	hb       *heartbeat.Heartbeat
-	settler  *settler
+	batcher  *batcher
 	// gate holds received messages back while the consumer is paused
 	// (BackPressure): the workers ask it before starting one, the
 	// receivers before receiving.
@@ -236,7 +237,7 @@ type runner struct {
 	// handed back to capacity.
 	freed atomic.Int64
 	// unsettled counts messages received and not yet queued to the
-	// settler (see queued).
+	// batcher (see queued).
 	unsettled atomic.Int64
 	queue     chan *inflight  // standard queues: received messages for the Concurrency workers
 	ready     chan *lane      // FIFO queues: lanes with a message to run, for the Concurrency workers
@@ -302,9 +303,9 @@ type inflight struct {
 // handle is the message's receipt handle, kept in its Message's Raw.
 func (m *inflight) handle() string { return aws.ToString(m.msg.Raw.ReceiptHandle) }
 
-// received is a received message's record and its Message, allocated
-// together: inflight.msg points into it.
-type received struct {
+// receivedMessage is a received message's record and its Message,
+// allocated together: inflight.msg points into it.
+type receivedMessage struct {
 	rec inflight
 	msg Message
 }
@@ -323,7 +324,8 @@ type lane struct {
 }
 
 func newRunner(cfg Config, q queueInfo) (*runner, error) {
-	cfg = guard(instrument(cfg, q.url))
+	cfg = instrument(cfg, q.url)
+	cfg.Observer = pipeline.Guard(cfg.Observer, cfg.Logger)
 	// The most messages received and not settled: held ones (Limits) may
 	// lend their slots to receives.
 	most := cfg.Concurrency + cfg.Prefetch + cfg.receiveAhead
@@ -361,9 +363,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	r.polls = &pollWatch{SQSAPI: cfg.Client}
 	r.cfg.Client = r.polls
 	r.recvDone = make(chan struct{})
-	pcfg := cfg
+	pcfg := cfg.processing()
 	pcfg.Logger = r.log
-	r.pipeline = newProcessor(pcfg)
+	r.pipeline = pipeline.New(pcfg)
 	hb, err := heartbeat.New(heartbeat.Config{
 		Client:     cfg.Client,
 		QueueURL:   q.url,
@@ -379,18 +381,18 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	r.hb = hb
-	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, cfg.settlers(), r.log)
-	r.settler.obs = cfg.Observer
-	r.settler.hold = hb
+	r.batcher = newBatcher(cfg.Client, q.url, cfg.FlushInterval, cfg.batchSenders(), r.log)
+	r.batcher.obs = cfg.Observer
+	r.batcher.hold = hb
 	if cfg.Payload.DeleteAfterAck {
-		r.settler.objects = cfg.Payload.S3Client
+		r.batcher.objects = cfg.Payload.S3Client
 	}
 	if q.fifo {
 		// A FIFO message blocks its group until deleted: once every
 		// received message is queued, send what is queued without waiting
 		// for full batches.
-		r.settler.idle = func() bool { return r.unsettled.Load() == 0 }
-		r.settler.batchDone = func() {
+		r.batcher.idle = func() bool { return r.unsettled.Load() == 0 }
+		r.batcher.batchDone = func() {
 			if n := r.freed.Swap(0); n > 0 {
 				r.capacity.release(int(n))
 			}
@@ -421,7 +423,7 @@ func (r *runner) run(ctx context.Context) error {
 	defer stopHB()
 
 	var hbWG, settleWG, recvWG sync.WaitGroup
-	settleWG.Go(r.settler.run)
+	settleWG.Go(r.batcher.run)
 	hbWG.Go(func() { _ = r.hb.Run(hbCtx) })
 	if r.limits != nil && r.limits.slots != nil {
 		r.limitWG.Go(func() { r.limits.poll(ctx) })
@@ -517,7 +519,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	stopHB()
 	hbWG.Wait()
-	r.settler.close()
+	r.batcher.close()
 	settleWG.Wait()
 	r.log.Info("consumer stopped")
 	if r.fatal != nil { // set by a receiver, all of which returned
@@ -559,25 +561,19 @@ func (r *runner) receiveFailed(id, failures int, err error) {
 }
 
 // receive is one receiver's loop: reserve free capacity, long-poll for at
-// most that many messages, hand them to the dispatcher.
-//
-// On a FIFO queue every receive carries a ReceiveRequestAttemptId. When a
-// receive fails (its response may have been lost after SQS handed out the
-// messages and locked their groups), the next try repeats it with the same
-// attempt id and size, so SQS returns the same messages instead of keeping
-// their groups locked for a whole visibility timeout. A successful receive,
-// or one retried for longer than SQS keeps an attempt id, starts a new id.
+// most that many messages, hand them to the dispatcher. Between calls it
+// does what nextReceive and afterReceive decide (attempt.go): a FIFO
+// receive that failed is retried with the same ReceiveRequestAttemptId
+// and size, so that SQS returns the messages of a lost response.
 //
 // An ahead receiver (one of receive-ahead's) takes slots only while
 // receive-ahead adds some.
 func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
-	failures := 0
 	var (
-		attemptID    string    // FIFO: the id of the receive being retried, "" for a new one
-		attemptStart time.Time // when that receive was first made
-		n            int       // slots held for the receive being retried
-		at           mark      // when they were taken, for receive-ahead
-		tracked      []heartbeat.Received
+		st      receiveState
+		n       int  // slots held for the receive being made (or retried)
+		at      mark // when they were taken, for receive-ahead
+		tracked []heartbeat.Received
 	)
 	defer func() { r.capacity.unreserve(n) }()
 	for {
@@ -625,7 +621,7 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		if !probe && !r.gate.isOpen() {
 			// Paused while this receiver waited for its turn or its slots.
 			t.done(-1, 0)
-			if attemptID == "" {
+			if st.attemptID == "" { // not a FIFO receive being retried: its slots go back
 				r.capacity.unreserve(n)
 				n = 0
 			}
@@ -641,14 +637,12 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		if r.cfg.VisibilityTimeout > 0 {
 			in.VisibilityTimeout = int32(r.cfg.VisibilityTimeout / time.Second)
 		}
-		start := time.Now()
-		if r.q.fifo {
-			if attemptID == "" || start.Sub(attemptStart) > maxAttemptAge {
-				attemptID, attemptStart = newAttemptID(), start
-			}
-			in.ReceiveRequestAttemptId = aws.String(attemptID)
-			start = attemptStart // SQS's 12 hours may count from the first try
+		var call receiveCall
+		st, call = nextReceive(st, r.q.fifo, time.Now(), newAttemptID)
+		if call.attemptID != "" {
+			in.ReceiveRequestAttemptId = aws.String(call.attemptID)
 		}
+		start := call.start
 		// A response lost on the network must not hang the receiver:
 		// bound the call by the long-poll wait plus a margin.
 		cctx, cancel := context.WithTimeout(callCtx, r.cfg.WaitTime+10*time.Second)
@@ -666,13 +660,14 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 			if ctx.Err() != nil {
 				return
 			}
-			if !r.q.fifo {
-				r.capacity.unreserve(n)
+			var act receiveAction
+			st, act = afterReceive(st, r.q.fifo, n, -1)
+			if !act.keep {
+				r.capacity.unreserve(act.release)
 				n = 0
 			}
-			failures++
-			r.receiveFailed(id, failures, err)
-			d := time.Duration(rand.Int64N(int64(min(time.Duration(failures)*200*time.Millisecond, 5*time.Second)) + 1))
+			r.receiveFailed(id, st.failures, err)
+			d := time.Duration(rand.Int64N(int64(act.backoff) + 1))
 			select {
 			case <-ctx.Done():
 				return
@@ -680,27 +675,26 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 			}
 			continue
 		}
-		attemptID = ""
+		var act receiveAction
+		st, act = afterReceive(st, r.q.fifo, n, len(out.Messages))
 		r.health.received()
-		if extra := n - len(out.Messages); extra > 0 {
-			r.capacity.unreserve(extra)
-			r.capacity.short(len(out.Messages) == 0)
-		} else if failures == 0 {
-			// A full receive (not a retry): the queue has a backlog.
+		if act.short {
+			r.capacity.unreserve(act.release)
+			r.capacity.short(act.empty)
+		} else if act.full {
 			r.capacity.observe(at)
 		}
-		failures = 0
 		n = 0
 		now := r.cfg.NowFunc()
 		r.unsettled.Add(int64(len(out.Messages)))
 		batch := make([]*inflight, 0, len(out.Messages))
 		tracked = tracked[:0]
 		for _, raw := range out.Messages {
-			rm := new(received)
-			rm.msg.init(raw, r.q.url, now)
+			rm := new(receivedMessage)
+			delivery.Init(&rm.msg, raw, r.q.url, now)
 			m := &rm.rec
 			m.r, m.msg, m.recvStart = r, &rm.msg, start
-			m.msg.beatEvery = orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
+			msgstate.SetBeatEvery(m.msg, orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3))
 			r.obs.Received(m.msg)
 			batch = append(batch, m)
 			tracked = append(tracked, heartbeat.Received{Handle: m.handle(), Owner: m})
@@ -719,21 +713,6 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 // take: on a busy queue SQS answers at once, and what it returns is
 // released; a long poll of an empty queue is cancelled after it.
 const receiveGrace = time.Second
-
-// maxAttemptAge is how long a receive is retried with the same
-// ReceiveRequestAttemptId: SQS keeps one for 5 minutes.
-const maxAttemptAge = 4 * time.Minute
-
-// newAttemptID returns a fresh ReceiveRequestAttemptId: 32 hex digits,
-// in one allocation (one per FIFO receive).
-func newAttemptID() string {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
-	var out [32]byte
-	hex.Encode(out[:], b[:])
-	return string(out[:])
-}
 
 // dispatch queues a receive's messages for the next free workers
 // (standard queues) or appends each to its group's lane (FIFO).
@@ -754,8 +733,8 @@ func newAttemptID() string {
 func (r *runner) dispatch(batch []*inflight) {
 	if !r.q.fifo {
 		for _, m := range batch {
-			m.msg.unrun = r.unrun.Count(m.msg.ID) // no lock while none is counted
-			r.queue <- m                          // never full: it holds the most slots capacity has
+			msgstate.SetUnrun(m.msg, r.unrun.Count(m.msg.ID)) // no lock while none is counted
+			r.queue <- m                                      // never full: it holds the most slots capacity has
 		}
 		return
 	}
@@ -763,7 +742,7 @@ func (r *runner) dispatch(batch []*inflight) {
 	ready := buf[:0]
 	r.mu.Lock()
 	for _, m := range batch {
-		m.msg.unrun = r.unrun.Count(m.msg.ID)
+		msgstate.SetUnrun(m.msg, r.unrun.Count(m.msg.ID))
 		l, ok := r.lanes[m.msg.GroupID]
 		if !ok {
 			if n := len(r.spare); n > 0 {
@@ -923,7 +902,7 @@ func (r *runner) workLanes(worker int) {
 			if held {
 				continue // a failed probe, kept for the next (the lane waits with it)
 			}
-			if settle.StopsGroup(settle.Outcome(res.Outcome)) {
+			if settle.StopsGroup(res.Outcome) {
 				r.stopLane(l, res)
 			}
 			break
@@ -976,7 +955,7 @@ func (r *runner) stopLane(l *lane, res Result) {
 	why := fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome)
 	now := time.Now()
 	for _, m := range rest {
-		act := settle.Behind(settle.Outcome(res.Outcome), res.Delay, m.recvStart, now)
+		act := settle.Behind(res.Outcome, res.Delay, m.recvStart, now)
 		r.putBack(m, why, act.Visibility)
 	}
 }
@@ -989,7 +968,7 @@ func (r *runner) release(m *inflight, why error) { r.putBack(m, why, 0) }
 // one in which it did not run (see Message.Attempt).
 func (r *runner) putBack(m *inflight, why error, secs int32) {
 	res := Result{Outcome: OutcomeRelease, Err: why, Delay: time.Duration(secs) * time.Second}
-	r.unrun.Set(m.msg.ID, m.msg.unrun+1, time.Now())
+	r.unrun.Set(m.msg.ID, msgstate.Unrun(m.msg)+1, time.Now())
 	m.mu.Lock()
 	lost := m.lost
 	m.mu.Unlock()
@@ -1008,7 +987,7 @@ func (r *runner) putBack(m *inflight, why error, secs int32) {
 // settle stops heartbeating m, then queues its delete (secs < 0) or its
 // visibility change to secs.
 //
-// A delete only suspends m's handle in the heartbeat: the settler forgets
+// A delete only suspends m's handle in the heartbeat: the batcher forgets
 // it once the delete is resolved, and hands it back to the heartbeat when
 // the delete fails, so the message stays invisible (and is not handled
 // again) while the delete is tried again. A delete never waits for an
@@ -1016,29 +995,29 @@ func (r *runner) putBack(m *inflight, why error, secs int32) {
 // after settleCallTimeout), lest the extension land after it and undo it.
 func (r *runner) settle(m *inflight, secs int32) {
 	if secs < 0 {
-		if m.msg.unrun > 0 {
+		if msgstate.Unrun(m.msg) > 0 {
 			r.unrun.Forget(m.msg.ID)
 		}
 		r.hb.Suspend(m.handle())
-		r.settler.delete(m.handle(), m.msg, r.slotDone)
+		r.batcher.delete(m.handle(), m.msg, r.slotDone)
 	} else {
 		<-r.hb.Detach(m.handle())
-		r.settler.changeVisibility(m.handle(), m.msg, secs, r.slotDone)
+		r.batcher.changeVisibility(m.handle(), m.msg, secs, r.slotDone)
 	}
 	r.queued()
 }
 
 // queued counts a received message as settled: its op is in its batch, or
-// it needs none. Only after the op is queued: a settler that saw no
+// it needs none. Only after the op is queued: a batcher that saw no
 // message unsettled before this one's op was in its batch would send a
 // partial batch, and this op alone after it (on a FIFO queue, two delete
 // calls where one would do, each unlocking part of a receive's groups, so
 // that the next receives come back short). The last one nudges the
-// settler, which sends the partial batches then.
+// batcher, which sends the partial batches then.
 func (r *runner) queued() {
 	if r.unsettled.Add(-1) == 0 {
-		if r.settler.idle != nil {
-			r.settler.nudge()
+		if r.batcher.idle != nil {
+			r.batcher.nudge()
 		}
 		r.gate.settledAll()
 	}
@@ -1089,11 +1068,9 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 	if r.handlersStopped.Load() {
 		cancel(ErrShutdown)
 	}
-	m.msg.mu.Lock()
-	m.msg.run = m
-	m.msg.mu.Unlock()
+	msgstate.StartRun(m.msg, m)
 
-	res = r.pipeline.process(ctx, m.msg)
+	res = r.pipeline.Process(ctx, m.msg)
 	if r.limits != nil {
 		r.limits.result(&res) // a RateLimited lowers an adaptive rate
 	}
@@ -1104,16 +1081,10 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 		res = r.lastReceive(m, res)
 	}
 
-	m.msg.mu.Lock()
-	m.msg.run = nil
-	if len(m.msg.beats) > 0 {
-		r.unwatch(m)
-	}
+	msgstate.EndRun(m.msg)
 	if hold {
-		// The next run registers its own (a dedupe claim per run).
-		m.msg.beats = nil
+		msgstate.ForgetHeartbeats(m.msg) // the next run registers its own (a dedupe claim per run)
 	}
-	m.msg.mu.Unlock()
 	m.mu.Lock()
 	m.cancel = nil
 	lost = m.lost
@@ -1123,10 +1094,10 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 	}
 	if hold && lost == nil {
 		r.log.Debug("consumer: the probe found the downstream still unavailable; the message is held for the next probe",
-			zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()), zap.String("error", handlerText(res.Err)))
+			zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()), zap.String("error", pipeline.HandlerText(res.Err)))
 		return res, true
 	}
-	leave := settle.LeaveLost(settle.Outcome(res.Outcome))
+	leave := settle.LeaveLost(res.Outcome)
 	if leave && lost == nil { // an ack is settled anyway: no lock taken
 		lost = r.untracked(m, "while it ran")
 	}
@@ -1141,6 +1112,11 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 		return res, false
 	}
 
+	if res.Outcome == OutcomeHold {
+		res = r.hold(m, res)
+		r.settled(m, res, true)
+		return res, false
+	}
 	if res.Outcome == OutcomeDeadLetter {
 		if err := r.deadLetter(m, res); err != nil {
 			// Not dead-lettered, so not deleted: retry it later instead.
@@ -1153,15 +1129,15 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 			}
 		}
 	}
-	if r.cfg.Payload.DeleteAfterAck && m.msg.object != nil && (res.Outcome == OutcomeAck || res.Outcome == OutcomeDuplicate) {
-		m.msg.dropObject = true
+	if r.cfg.Payload.DeleteAfterAck && msgstate.Object(m.msg) != nil && (res.Outcome == OutcomeAck || res.Outcome == OutcomeDuplicate) {
+		msgstate.SetDropObject(m.msg)
 	}
 	now := time.Now()
-	if settle.Unavailable(settle.Outcome(res.Outcome), res.Class) {
+	if settle.Unavailable(res.Outcome, res.Class) {
 		// Not an attempt: its failure says nothing of the message.
-		r.unrun.Set(m.msg.ID, m.msg.unrun+1, now)
+		r.unrun.Set(m.msg.ID, msgstate.Unrun(m.msg)+1, now)
 	}
-	if act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, m.recvStart, now); act.Done {
+	if act := settle.Decide(res.Outcome, res.Delay, m.recvStart, now); act.Done {
 		r.settle(m, -1)
 	} else {
 		r.settle(m, act.Visibility)
@@ -1196,7 +1172,7 @@ func (r *runner) lastReceive(m *inflight, res Result) Result {
 	res.Outcome = OutcomeDeadLetter
 	res.Class = ClassMaxAttempts
 	res.Delay = 0
-	res.Reason = fmt.Sprintf("max receive count (%d) reached, with a later message of its group waiting: %s", r.q.maxReceives, handlerText(res.Err))
+	res.Reason = fmt.Sprintf("max receive count (%d) reached, with a later message of its group waiting: %s", r.q.maxReceives, pipeline.HandlerText(res.Err))
 	return res
 }
 
@@ -1231,9 +1207,9 @@ func (r *runner) settled(m *inflight, res Result, queued bool) {
 		r.queued()
 	}
 	if m.lim != nil && m.lim.keyed {
-		r.limits.done(m) // its key's slot: to a held message of the key, or freed
+		r.limits.done(m) // its key's slot freed: a held message of the key is woken
 	}
-	logSettled(r.log, m.msg, res)
+	pipeline.LogSettled(r.log, m.msg, res)
 	r.obs.Settled(m.msg, res)
 	if !queued || r.slotDone == nil {
 		r.capacity.release(1)
@@ -1263,12 +1239,17 @@ func (r *runner) leaseLost(m *inflight, err error) {
 	}
 }
 
+// Watch and Unwatch make m the msgstate.Watcher of its Message while its
+// handler runs.
+func (m *inflight) Watch()   { m.r.watch(m) }
+func (m *inflight) Unwatch() { m.r.unwatch(m) }
+
 // watch has the heartbeat tick m's Message.OnHeartbeat functions while
-// its handler runs; unwatch stops that. Both are called under m.msg.mu,
-// which orders them (a function registered as the handler returns is
-// watched before, or not at all); lock order: Message.mu, then r.mu.
-// Only messages that registered one are in r.beating, so a message
-// without one costs no lock of r.mu while it runs.
+// its handler runs; unwatch stops that. Both are called under the lock
+// of m's msgstate.State, which orders them (a function registered as the
+// handler returns is watched before, or not at all); lock order: that
+// lock, then r.mu. Only messages that registered one are in r.beating, so
+// a message without one costs no lock of r.mu while it runs.
 func (r *runner) watch(m *inflight) {
 	r.mu.Lock()
 	r.beating[m] = struct{}{}
@@ -1296,7 +1277,7 @@ func (r *runner) beatHandlers(ctx context.Context) {
 	timeout := orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
 	var wg sync.WaitGroup
 	for _, m := range ms {
-		fns := m.msg.heartbeats()
+		fns := msgstate.Heartbeats(m.msg)
 		if len(fns) == 0 {
 			continue
 		}
@@ -1319,7 +1300,7 @@ func (r *runner) beatHandlers(ctx context.Context) {
 func (r *runner) beat(ctx context.Context, m *inflight, fn func(context.Context) error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			logPanic(r.log, "an OnHeartbeat function", v, zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()))
+			pipeline.LogPanic(r.log, "an OnHeartbeat function", v, zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()))
 			err = fmt.Errorf("consumer: OnHeartbeat function panicked: %v", v)
 		}
 	}()

@@ -1,8 +1,9 @@
 // Package consumer is sqsonce's SQS consumer: it long-polls a standard or
 // FIFO queue, runs a Handler for each message with bounded concurrency,
 // keeps in-flight messages invisible with a heartbeat, and settles each
-// message in exactly one way: ack, retry with backoff, dead-letter, or
-// release.
+// message in exactly one way: ack, retry with backoff, dead-letter,
+// release, or, for a message received before its not-before time
+// ([AttrNotBefore]), hold.
 //
 // A worker:
 //
@@ -13,7 +14,9 @@
 //		if err != nil {
 //			log.Fatal(err)
 //		}
-//		logger, _ := consumer.NewLogger(zapcore.InfoLevel)
+//		zcfg := zap.NewProductionConfig()
+//		zcfg.Sampling = nil // keep every line (see Config.Logger)
+//		logger := zap.Must(zcfg.Build())
 //		c, err := consumer.New(consumer.Config{
 //			Client:      sqs.NewFromConfig(awsCfg),
 //			QueueName:   "orders",
@@ -47,4 +50,9 @@
 // and failing every message toward the queue's maxReceiveCount, holds
 // what it received without running it, and resumes after one probe
 // succeeds (see [BackPressure]).
+//
+// The message model (Message, Handler, Middleware, the errors and the
+// outcomes) is package sqsmsg's, which the middleware and the Lambda
+// adapter share without linking the consumer; every name is re-exported
+// here, so consumer.Message is sqsmsg.Message.
 package consumer

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 )
 
 // DrainEmptyReceives is how many receives in a row must come back empty,
@@ -109,8 +111,8 @@ func (w *drainWatch) SettleFailed(msg *Message, op string, err error) {
 	w.next.SettleFailed(msg, op, err)
 }
 
-func (w *drainWatch) Paused(p Pause) { paused(w.next, p) }
+func (w *drainWatch) Paused(p Pause) { pipeline.Paused(w.next, p) }
 
-func (w *drainWatch) Resumed(d time.Duration) { resumed(w.next, d) }
+func (w *drainWatch) Resumed(d time.Duration) { pipeline.Resumed(w.next, d) }
 
 func (w *drainWatch) ReceiveFailed(err error) { w.next.ReceiveFailed(err) }

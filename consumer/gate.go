@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/settle"
 )
 
@@ -28,7 +29,9 @@ import (
 // pause is over and one message may start, as the probe; a receive call
 // is made for it, asking for one message, only when the consumer holds
 // none. The probe's result opens the gate (anything but a transient
-// failure or Unavailable), or pauses it again.
+// failure or Unavailable; a duplicate, a message not yet due or one
+// released says nothing, and another message probes), or pauses it
+// again.
 type gate struct {
 	bp  BackPressure
 	log *zap.Logger
@@ -220,13 +223,14 @@ func (g *gate) done(probe bool, res *Result) (hold bool) {
 	switch {
 	case settle.Unavailable(settle.Outcome(res.Outcome), res.Class):
 		if !g.bp.Off {
-			res.Delay = max(res.Delay, g.paused(PauseUnavailable, probe, res.retryAfter, res.Err))
+			res.Delay = max(res.Delay, g.paused(PauseUnavailable, probe, res.RetryAfter, res.Err))
 			return probe
 		}
 	case transient(*res):
 		g.failed(probe, res.Err)
-	case res.Outcome == OutcomeRelease:
-		// Not run to an end (shutdown, a lost lease): it says nothing.
+	case res.Outcome == OutcomeRelease || res.Outcome == OutcomeHold || res.Outcome == OutcomeDuplicate:
+		// Not run to an end (shutdown, a lost lease), not due yet, or
+		// already done: it says nothing of the downstream.
 		if probe {
 			g.giveBack()
 		}
@@ -305,13 +309,13 @@ func (g *gate) repause(now time.Time, d time.Duration, reason string, err error)
 func (g *gate) report(ev Pause, why string) {
 	fields := []zap.Field{zap.String("reason", ev.Reason), zap.Duration("for", ev.For), zap.Int("pauses", ev.Count), zap.Int64("in_flight", g.held())}
 	if ev.Err != nil {
-		fields = append(fields, zap.String("error", handlerText(ev.Err)))
+		fields = append(fields, zap.String("error", pipeline.HandlerText(ev.Err)))
 	}
 	if why != "" {
 		fields = append(fields, zap.String("why", why))
 	}
 	g.log.Info("consumer: paused: no receives, held messages wait", fields...)
-	paused(g.obs, ev)
+	pipeline.Paused(g.obs, ev)
 }
 
 // failed counts a transient failure. A failed probe pauses again; while
@@ -376,5 +380,5 @@ func (g *gate) resume() {
 	g.set(gateOpen)
 	g.mu.Unlock()
 	g.log.Info("consumer: resumed: the probe succeeded", zap.Duration("paused_for", pausedFor), zap.Int("pauses", count))
-	resumed(g.obs, pausedFor)
+	pipeline.Resumed(g.obs, pausedFor)
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/limit"
 )
 
@@ -207,12 +208,12 @@ func (l *limiter) start(ctx context.Context, m *inflight, ln *lane, probe bool, 
 // body as sent; a body that cannot be had gets no limit, and the pipeline
 // classifies its failure), KeyLimitFunc called under a recover.
 func (l *limiter) keyOf(m *inflight) (ml *msgLimit) {
-	if err := l.r.pipeline.decode(l.r.workBase, m.msg); err != nil {
+	if err := l.r.pipeline.Decode(l.r.workBase, m.msg); err != nil {
 		return noKeyLimit
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			logPanic(l.log, "Limits.KeyLimitFunc", v, zap.String("message_id", m.msg.ID))
+			pipeline.LogPanic(l.log, "Limits.KeyLimitFunc", v, zap.String("message_id", m.msg.ID))
 			ml = noKeyLimit
 		}
 	}()
@@ -437,7 +438,7 @@ func (l *limiter) wait(ctx context.Context) error {
 
 // result lowers the adaptive rate after a handler's RateLimited.
 func (l *limiter) result(res *Result) {
-	if l.adapt == nil || !res.rateLimited {
+	if l.adapt == nil || !res.RateLimited {
 		return
 	}
 	now := time.Now()

@@ -99,12 +99,6 @@ type Adaptive struct {
 	Min float64
 }
 
-// ClassRateLimited is the class a [Classifier] gives (with OutcomeRetry
-// and the downstream's Retry-After as Delay) to an error that says the
-// downstream asks to slow down: it has the effect of [RateLimited]. It is
-// never recorded: the retry's class is [ClassUnavailable].
-const ClassRateLimited = "rate_limited"
-
 // withDefaults fills l's zero values (concurrency is Config.Concurrency)
 // and checks it.
 func (l Limits) withDefaults(concurrency int) (Limits, error) {

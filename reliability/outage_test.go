@@ -286,10 +286,12 @@ func deadCredits(t *testing.T, l *ledger) map[string]int {
 				continue
 			}
 			seen[aws.ToString(m.MessageId)] = true
-			msg := consumer.NewMessage(m, l.urls.dlq, time.Now())
-			id := msg.Attribute(consumer.AttrID)
+			id := ""
+			if v, ok := m.MessageAttributes[consumer.AttrID]; ok {
+				id = aws.ToString(v.StringValue)
+			}
 			if id == "" {
-				id = creditID(msg.Body)
+				id = creditID(aws.ToString(m.Body))
 			}
 			if !strings.HasPrefix(id, "bad-") {
 				ids[id]++

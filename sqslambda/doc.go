@@ -14,8 +14,12 @@
 //   - FIFO: a message group's records run one at a time in order; once one
 //     is retried or released, the group's later records are reported as
 //     failures without running (behind a retry, kept invisible for its
-//     delay), other groups go on.
-//   - downstream unavailable (consumer.Unavailable): failure, retried
+//     delay), other groups go on;
+//   - a record received before its not-before time (producer's
+//     Message.NotBefore): not run but held as the consumer holds it, a
+//     failure with its visibility set to the time left, or a fresh
+//     delayed copy sent and success;
+//   - downstream unavailable (sqsmsg.Unavailable): failure, retried
 //     after its Retry-After, never dead-lettered; a function cannot stop
 //     its event source mapping as a worker pauses, so the batch's records
 //     not yet started are reported as failures without running, kept

@@ -70,7 +70,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		return err
 	}
 	defer c.close()
-	logger, err := consumer.NewLogger(level)
+	logger, err := newLogger(level)
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,8 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		// no breaker pauses the worker either.
 		BackPressure: consumer.BackPressure{Off: !*backPressure},
 		// Credits sent with -memo-bytes or -compress (bodies in S3,
-		// compressed bodies) are read before the handler: no flag.
+		// compressed bodies) are read before the handler, and those sent
+		// with -not-before are held until their time: no flag.
 		Payload: consumer.PayloadConfig{S3Client: c.s3},
 		Limits:  limits,
 	})
@@ -205,7 +206,7 @@ func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, 
 				return nil, err
 			}
 		}
-		return creditWrites(n.Ledger, cr), nil
+		return creditWrites(n.Ledger, cr, time.Now()), nil
 	}
 	return dedupedynamo.Transactional(store, apply, nil), nil
 }

@@ -15,19 +15,22 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
-// Outcome is how a processed message ends. Its values are those of
-// consumer.Outcome.
-type Outcome int
+// Outcome is how a processed message ends: [sqsmsg.Outcome].
+type Outcome = sqsmsg.Outcome
 
-// The outcomes, numbered as consumer.Outcome.
+// The outcomes, by their short names here.
 const (
-	Ack Outcome = iota + 1
-	Duplicate
-	Retry
-	DeadLetter
-	Release
+	Ack        = sqsmsg.OutcomeAck
+	Duplicate  = sqsmsg.OutcomeDuplicate
+	Retry      = sqsmsg.OutcomeRetry
+	DeadLetter = sqsmsg.OutcomeDeadLetter
+	Release    = sqsmsg.OutcomeRelease
+	// Held: received before its not-before time and held (see [Hold]);
+	// the runtimes settle it themselves, never through [Decide].
+	Held = sqsmsg.OutcomeHold
 )
 
 // Action is how to settle a message.
@@ -154,10 +157,10 @@ func DeadLetterFailed(log *zap.Logger, prefix string, m Message, dlq string, err
 }
 
 // ClassUnavailable is the failure class of a message whose handler said
-// the downstream it calls is unavailable (consumer.Unavailable, or a
+// the downstream it calls is unavailable (sqsmsg.Unavailable, or a
 // classifier's verdict of this class): its outcome is Retry, after the
 // downstream's Retry-After or the runtime's pause. See [Unavailable].
-const ClassUnavailable = "unavailable"
+const ClassUnavailable = sqsmsg.ClassUnavailable
 
 // Unavailable reports whether a processed message's outcome o and class
 // say that its downstream is unavailable. Both runtimes then stop
@@ -165,18 +168,19 @@ const ClassUnavailable = "unavailable"
 // holds kept invisible without running, then one probe); the Lambda
 // adapter, which cannot stop its event source mapping nor hold a record
 // past its invocation, puts the batch's records it has not started back
-// for the same delay ([Held]). The message itself is retried after the
+// for the same delay ([Unstarted]). The message itself is retried after the
 // delay (see [Decide]), never dead-lettered for it: such a failure says
 // nothing of the message, so it is not an attempt either (the consumer
-// counts it with [Unrun]; see "Back-pressure" in docs/architecture.md).
+// counts it with [Unrun]; see "Gate and back-pressure" in
+// docs/architecture.md).
 func Unavailable(o Outcome, class string) bool { return o == Retry && class == ClassUnavailable }
 
-// Held returns how to settle a message received with others and not
+// Unstarted returns how to settle a message received with others and not
 // started because one of them found its downstream unavailable
 // ([Unavailable]) with delay, by a runtime that cannot hold it (the
 // Lambda adapter): kept invisible for the same delay, within SQS's 12
 // hours from its receive, so that it does not run against the
 // unavailable downstream before the retried message does.
-func Held(delay time.Duration, received, now time.Time) Action {
+func Unstarted(delay time.Duration, received, now time.Time) Action {
 	return Action{Visibility: VisibilitySeconds(delay, received, now)}
 }
