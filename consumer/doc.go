@@ -51,6 +51,12 @@
 // what it received without running it, and resumes after one probe
 // succeeds (see [BackPressure]).
 //
+// [Limits] bounds when messages start: a rate (messages a second) and at
+// most k messages of a key at once, this process's or, with a
+// limit.Store, the whole fleet's; a message a limit holds back waits
+// invisible, never released. A handler told by its downstream to slow
+// down returns [RateLimited], which also lowers an adaptive rate.
+//
 // The message model (Message, Handler, Middleware, the errors and the
 // outcomes) is package sqsmsg's, which the middleware and the Lambda
 // adapter share without linking the consumer; every name is re-exported
