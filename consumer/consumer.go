@@ -292,8 +292,8 @@ type inflight struct {
 	lastBehind bool
 
 	// lim is its key limit (Limits.KeyLimitFunc), found when a worker
-	// first takes it; nil until then, and without a key limit.
-	lim *msgLimit
+	// first takes it.
+	lim msgLimit
 
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc // set while the handler runs
@@ -1206,7 +1206,7 @@ func (r *runner) settled(m *inflight, res Result, queued bool) {
 	if !queued {
 		r.queued()
 	}
-	if m.lim != nil && m.lim.keyed {
+	if m.lim.keyed {
 		r.limits.done(m) // its key's slot freed: a held message of the key is woken
 	}
 	pipeline.LogSettled(r.log, m.msg, res)

@@ -62,6 +62,9 @@ type limiter struct {
 
 	mu   sync.Mutex
 	keys map[string]*keyState
+	// spare are keyStates to reuse (a key's is dropped once nothing of it
+	// runs or waits: with many keys, one a message).
+	spare []*keyState
 	// unlent are the held messages past MaxHeld, oldest first, which keep
 	// their capacity slots (some may have left: gone).
 	unlent []*heldMsg
@@ -91,17 +94,16 @@ type heldMsg struct {
 	gone bool // no longer held
 }
 
-// msgLimit is a message's key limit, found once (KeyLimitFunc).
+// msgLimit is a message's key limit, found once (KeyLimitFunc); part of
+// its inflight record, so that it costs no allocation.
 type msgLimit struct {
+	found bool // KeyLimitFunc was asked
 	key   string
-	n     int
+	n     int        // 0: no limit
 	keyed bool       // it holds a slot of key
 	slot  limit.Slot // with Store: the slot it holds
 	woken bool       // it was held, and woken to try again: first in line
 }
-
-// noKeyLimit marks a message KeyLimitFunc gave no limit.
-var noKeyLimit = &msgLimit{}
 
 // limitToken is a rate token a worker carries from a message its key's
 // limit held back to the worker's next message; each worker has its own.
@@ -114,8 +116,11 @@ type limitToken struct {
 const tokenFresh = 50 * time.Millisecond
 
 // take spends the carried token, if fresh.
-func (t *limitToken) take(now time.Time) bool {
-	ok := !t.at.IsZero() && now.Sub(t.at) <= tokenFresh
+func (t *limitToken) take() bool {
+	if t.at.IsZero() {
+		return false
+	}
+	ok := time.Since(t.at) <= tokenFresh
 	t.at = time.Time{}
 	return ok
 }
@@ -139,7 +144,7 @@ const (
 func newLimiter(r *runner, cfg Limits) (*limiter, error) {
 	l := &limiter{
 		r: r, log: r.log, keyFunc: cfg.KeyLimitFunc, maxHeld: cfg.MaxHeld,
-		keys: map[string]*keyState{}, due: make(chan struct{}, 1),
+		keys: map[string]*keyState{}, spare: make([]*keyState, 0, 64), due: make(chan struct{}, 1),
 	}
 	name := cfg.Name
 	if name == "" {
@@ -182,7 +187,7 @@ func newLimiter(r *runner, cfg Limits) (*limiter, error) {
 // token to tok).
 func (l *limiter) start(ctx context.Context, m *inflight, ln *lane, probe bool, tok *limitToken) limitVerdict {
 	rated := l.bucket != nil || l.fleet != nil
-	if rated && !tok.take(time.Now()) {
+	if rated && !tok.take() {
 		if l.wait(ctx) != nil {
 			return limitStop
 		}
@@ -207,30 +212,31 @@ func (l *limiter) start(ctx context.Context, m *inflight, ln *lane, probe bool, 
 // keyOf finds m's key limit: its body read first (KeyLimitFunc sees the
 // body as sent; a body that cannot be had gets no limit, and the pipeline
 // classifies its failure), KeyLimitFunc called under a recover.
-func (l *limiter) keyOf(m *inflight) (ml *msgLimit) {
+func (l *limiter) keyOf(m *inflight) (key string, n int) {
 	if err := l.r.pipeline.Decode(l.r.workBase, m.msg); err != nil {
-		return noKeyLimit
+		return "", 0
 	}
 	defer func() {
 		if v := recover(); v != nil {
 			pipeline.LogPanic(l.log, "Limits.KeyLimitFunc", v, zap.String("message_id", m.msg.ID))
-			ml = noKeyLimit
+			key, n = "", 0
 		}
 	}()
-	key, n := l.keyFunc(m.msg)
+	key, n = l.keyFunc(m.msg)
 	if key == "" || n < 1 {
-		return noKeyLimit
+		return "", 0
 	}
-	return &msgLimit{key: key, n: n}
+	return key, n
 }
 
 // takeKey takes a slot of m's key for it, or holds m back.
 func (l *limiter) takeKey(ctx context.Context, m *inflight, ln *lane) limitVerdict {
-	if m.lim == nil {
-		m.lim = l.keyOf(m)
+	ml := &m.lim
+	if !ml.found {
+		ml.key, ml.n = l.keyOf(m)
+		ml.found = true
 	}
-	ml := m.lim
-	if ml == noKeyLimit || ml.keyed {
+	if ml.n == 0 || ml.keyed {
 		return limitStart
 	}
 	woken := ml.woken
@@ -242,7 +248,11 @@ func (l *limiter) takeKey(ctx context.Context, m *inflight, ln *lane) limitVerdi
 	}
 	ks := l.keys[ml.key]
 	if ks == nil {
-		ks = &keyState{}
+		if n := len(l.spare); n > 0 {
+			ks, l.spare = l.spare[n-1], l.spare[:n-1]
+		} else {
+			ks = &keyState{}
+		}
 		l.keys[ml.key] = ks
 	}
 	if (len(ks.held) > 0 && !woken) || ks.running >= ml.n {
@@ -361,7 +371,7 @@ func (l *limiter) wake(ks *keyState) {
 // done is called once m, which held a slot of its key, is settled: the
 // slot is freed, and the key's first held message woken to take it.
 func (l *limiter) done(m *inflight) {
-	ml := m.lim
+	ml := &m.lim
 	ml.keyed = false
 	l.mu.Lock()
 	ks := l.keys[ml.key]
@@ -384,6 +394,10 @@ func (l *limiter) done(m *inflight) {
 func (l *limiter) forget(key string, ks *keyState) {
 	if ks.running == 0 && len(ks.held) == 0 {
 		delete(l.keys, key)
+		if len(l.spare) < cap(l.spare) {
+			*ks = keyState{held: ks.held[:0]}
+			l.spare = append(l.spare, ks)
+		}
 	}
 }
 
