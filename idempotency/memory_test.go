@@ -69,3 +69,33 @@ func TestMemorySweepsExpired(t *testing.T) {
 		t.Fatalf("a live record was swept: %s", c.Status)
 	}
 }
+
+// TestMemoryExpiredClaimNotOwned: a claim whose record has expired is no
+// longer its owner's (ErrNotOwner, as documented), whether or not a sweep
+// has deleted the record yet: Extend must not bring it back.
+func TestMemoryExpiredClaimNotOwned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := dedupetest.NewClock(time.Now())
+	s := idempotency.NewMemory(idempotency.MemoryConfig{TTL: time.Hour, NowFunc: clock.Now})
+	c, err := s.Claim(ctx, "k", "fp", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour + time.Second)
+	for _, call := range []struct {
+		name string
+		do   func() error
+	}{
+		{"Extend", func() error { return s.Extend(ctx, "k", c.Token, time.Minute) }},
+		{"Complete", func() error { return s.Complete(ctx, "k", c.Token, idempotency.Completion{}) }},
+		{"Release", func() error { return s.Release(ctx, "k", c.Token) }},
+	} {
+		if err := call.do(); !errors.Is(err, idempotency.ErrNotOwner) {
+			t.Errorf("%s of an expired claim: %v, want ErrNotOwner", call.name, err)
+		}
+	}
+	if _, err := s.Lookup(ctx, "k"); !errors.Is(err, idempotency.ErrNoRecord) {
+		t.Fatalf("Lookup after the calls: %v, want ErrNoRecord (the expired record stays expired)", err)
+	}
+}
