@@ -115,29 +115,42 @@ type record struct {
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
 	for attempt := 0; ; attempt++ {
 		now := s.now()
-		token := leasekey.NewToken()
-		until := now.Add(lease)
-		var got string
-		err := s.db.QueryRow(ctx, upsert, key, token, fingerprint, until, now.Add(s.ttl), now).Scan(&got)
-		if err == nil {
-			return idempotency.Claim{Status: idempotency.Claimed, Token: token, LeaseUntil: until}, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return idempotency.Claim{}, fmt.Errorf("idempg: claim: %w", err)
-		}
-		r, found, err := read(ctx, s.db, key)
-		if err != nil {
-			return idempotency.Claim{}, fmt.Errorf("idempg: claim: read: %w", err)
-		}
-		if found {
-			if c, live := r.conflict(fingerprint, now); live {
-				return c, nil
-			}
+		c, decided, err := s.claimOnce(ctx, s.db, key, fingerprint, now, now.Add(lease))
+		if err != nil || decided {
+			return c, err
 		}
 		if attempt >= 2 {
 			return idempotency.Claim{Status: idempotency.InProgress, LeaseUntil: now.Add(time.Second)}, nil
 		}
 	}
+}
+
+// claimOnce tries once, at now, to write an IN_PROGRESS record for key
+// with its lease ending at until, through q (the pool, or a request's
+// transaction). It answers Claimed, or what the live record that blocked
+// the write says; decided=false when neither (the record changed between
+// the write and the read, or is dead by our clock): claim again, or
+// report the key busy.
+func (s *Store) claimOnce(ctx context.Context, q querier, key, fingerprint string, now, until time.Time) (c idempotency.Claim, decided bool, err error) {
+	token := leasekey.NewToken()
+	var got string
+	err = q.QueryRow(ctx, upsert, key, token, fingerprint, until, now.Add(s.ttl), now).Scan(&got)
+	if err == nil {
+		return idempotency.Claim{Status: idempotency.Claimed, Token: token, LeaseUntil: until}, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return idempotency.Claim{}, false, fmt.Errorf("idempg: claim: %w", err)
+	}
+	r, found, err := read(ctx, q, key)
+	if err != nil {
+		return idempotency.Claim{}, false, fmt.Errorf("idempg: claim: read: %w", err)
+	}
+	if found {
+		if c, live := r.conflict(fingerprint, now); live {
+			return c, true, nil
+		}
+	}
+	return idempotency.Claim{}, false, nil
 }
 
 // conflict turns the record that blocked a claim into the claim's answer.
