@@ -63,19 +63,19 @@ type ended struct {
 	keptErr    error
 }
 
-// step is a store call the decision needs made, and its answer known,
+// storeCall is a store call the decision needs made, and its answer known,
 // before it can decide the end.
-type step int
+type storeCall int
 
 const (
-	stepNone step = iota
-	// stepComplete completes the record with the response (and the work),
+	callNone storeCall = iota
+	// callComplete completes the record with the response (and the work),
 	// and in the transactional mode commits.
-	stepComplete
-	// stepKeepStatus completes the record not retained: its status and
+	callComplete
+	// callKeepStatus completes the record not retained: its status and
 	// the headers that do not describe the body it no longer has. After a
-	// failed stepComplete it gets a fresh settle timeout.
-	stepKeepStatus
+	// failed callComplete it gets a fresh settle timeout.
+	callKeepStatus
 )
 
 // problemReply is an application/problem+json answer (see writeProblem).
@@ -93,12 +93,12 @@ type logLine struct {
 	fields []zap.Field
 }
 
-// action is what the middleware does, in this order: the store step (then
+// action is what the middleware does, in this order: the store call (then
 // it decides again), or: release the key (the lease mode's fenced Release,
 // the transactional mode's rollback), write the log lines, answer (a
 // replay, a problem, or the handler's response), count the outcome.
 type action struct {
-	next    step
+	next    storeCall
 	release bool
 	logs    []logLine
 	// run: the claim is the caller's: run the handler (decideClaim only).
@@ -171,7 +171,7 @@ func decideClaim(c Claim, err error, tx bool, now time.Time) action {
 }
 
 // decide decides what happens to a claimed request whose handler has
-// ended: f holds what is known so far. An action with a next step is
+// ended: f holds what is known so far. An action with a next call is
 // carried out, its answer added to f, and decide asked again.
 func decide(f ended, maxResponseBytes int) action {
 	var a action
@@ -221,13 +221,13 @@ func decideLease(f ended, maxResponseBytes int) action {
 		return action{release: true, deliver: true, outcome: OutcomeReleased, status: f.status}
 	case f.streamed || f.over:
 		if !f.keptStatus {
-			return action{next: stepKeepStatus}
+			return action{next: callKeepStatus}
 		}
 		a := keptStatus(f)
 		a.logs = append(a.logs, warn("idempotency: response too large to store: delivered, the record keeps its status only", limit))
 		return a
 	case !f.completed:
-		return action{next: stepComplete}
+		return action{next: callComplete}
 	case f.completeErr == nil:
 		return action{deliver: true, outcome: OutcomeExecuted, status: f.status}
 	case !f.work:
@@ -238,7 +238,7 @@ func decideLease(f ended, maxResponseBytes int) action {
 				logs: []logLine{warn("idempotency: lease lost before completion: another request owns the key; the effect may repeat", zap.Error(f.completeErr))}}
 		}
 		if !f.keptStatus {
-			return action{next: stepKeepStatus,
+			return action{next: callKeepStatus,
 				logs: []logLine{warn("idempotency: response not stored: completing the record with its status only", zap.Error(f.completeErr))}}
 		}
 		return keptStatus(f)
@@ -329,7 +329,7 @@ func decideTx(f ended, maxResponseBytes int) action {
 		// work must not commit, and a retry runs it again.
 		return action{release: true, deliver: true, outcome: OutcomeReleased, status: f.status}
 	case !f.completed:
-		return action{next: stepComplete}
+		return action{next: callComplete}
 	case f.completeErr == nil:
 		return action{deliver: true, outcome: OutcomeExecuted, status: f.status}
 	}

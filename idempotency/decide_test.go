@@ -13,7 +13,7 @@ import (
 
 // verdict is an action as the table states it.
 type verdict struct {
-	next       step
+	next       storeCall
 	run        bool
 	release    bool
 	deliver    bool
@@ -147,13 +147,13 @@ var endTable = []struct {
 }{
 	// Lease mode: the handler's response.
 	{"executed: complete, then deliver", lease,
-		verdict{next: stepComplete}},
+		verdict{next: callComplete}},
 	{"executed", with(lease, completed(nil)),
 		verdict{deliver: true, outcome: OutcomeExecuted, status: 201}},
 	{"executed with work", with(lease, work, completed(nil)),
 		verdict{deliver: true, outcome: OutcomeExecuted, status: 201}},
 	{"a 5xx is stored", with(lease, status(500)),
-		verdict{next: stepComplete}},
+		verdict{next: callComplete}},
 	{"released by Release", with(lease, released),
 		verdict{release: true, deliver: true, outcome: OutcomeReleased, status: 201}},
 	{"released: 429 never stored", with(lease, status(429)),
@@ -169,15 +169,15 @@ var endTable = []struct {
 	{"lease lost: the cancelled handler's 5xx is not stored", with(lease, leaseLost, status(503)),
 		verdict{release: true, deliver: true, outcome: OutcomeLeaseLost, status: 503, logs: []zapcore.Level{warnL}}},
 	{"lease lost, yet the handler succeeded: complete", with(lease, leaseLost),
-		verdict{next: stepComplete}},
+		verdict{next: callComplete}},
 	{"lease lost before completion: delivered, not run again", with(lease, completed(ErrNotOwner)),
 		verdict{deliver: true, outcome: OutcomeLeaseLost, status: 201, logs: []zapcore.Level{warnL}}},
 
 	// Lease mode: responses not retained.
 	{"not stored: streamed, keep the status", with(lease, streamed),
-		verdict{next: stepKeepStatus}},
+		verdict{next: callKeepStatus}},
 	{"not stored: over the limit, keep the status", with(lease, over),
-		verdict{next: stepKeepStatus}},
+		verdict{next: callKeepStatus}},
 	{"not stored: status kept", with(lease, streamed, kept(nil)),
 		verdict{deliver: true, outcome: OutcomeNotStored, status: 201, logs: []zapcore.Level{warnL}}},
 	{"not stored: status kept, but the record is another's", with(lease, over, kept(ErrNotOwner)),
@@ -185,7 +185,7 @@ var endTable = []struct {
 	{"store error: status not kept either", with(lease, over, kept(errDown)),
 		verdict{deliver: true, outcome: OutcomeStoreError, status: 201, logs: []zapcore.Level{errorL, warnL}}},
 	{"not stored: completion failed, keep the status", with(lease, completed(errDown)),
-		verdict{next: stepKeepStatus, logs: []zapcore.Level{warnL}}},
+		verdict{next: callKeepStatus, logs: []zapcore.Level{warnL}}},
 	{"not stored: completion failed, status kept", with(lease, completed(errDown), kept(nil)),
 		verdict{deliver: true, outcome: OutcomeNotStored, status: 201}},
 	{"store error: completion failed, status not kept", with(lease, completed(errDown), kept(errDown)),
@@ -215,7 +215,7 @@ var endTable = []struct {
 
 	// Transactional mode.
 	{"tx executed: complete and commit, then deliver", tx,
-		verdict{next: stepComplete}},
+		verdict{next: callComplete}},
 	{"tx executed", with(tx, committed(nil)),
 		verdict{deliver: true, outcome: OutcomeExecuted, status: 201}},
 	{"tx released by Release", with(tx, released),
@@ -261,7 +261,7 @@ func TestEndTable(t *testing.T) {
 		if got := verdictOf(a); !equalVerdict(got, row.want) {
 			t.Errorf("%s:\n got %v\nwant %v", row.name, got, row.want)
 		}
-		if a.next == stepNone {
+		if a.next == callNone {
 			seen[a.outcome] = true
 		}
 	}
@@ -272,7 +272,7 @@ func TestEndTable(t *testing.T) {
 	}
 }
 
-// TestDecideEnds: a step the decision asked for, once made, is never
+// TestDecideEnds: a store call the decision asked for, once made, is never
 // asked for again, whatever the store answered: the middleware's loop
 // over decide ends.
 func TestDecideEnds(t *testing.T) {
@@ -281,14 +281,14 @@ func TestDecideEnds(t *testing.T) {
 	for _, row := range endTable {
 		for _, err := range answers {
 			f := row.f
-			for a := decide(f, 1024); a.next != stepNone; a = decide(f, 1024) {
+			for a := decide(f, 1024); a.next != callNone; a = decide(f, 1024) {
 				switch {
-				case a.next == stepComplete && !f.completed:
+				case a.next == callComplete && !f.completed:
 					f.completed, f.completeErr = true, err
-				case a.next == stepKeepStatus && !f.keptStatus:
+				case a.next == callKeepStatus && !f.keptStatus:
 					f.keptStatus, f.keptErr = true, err
 				default:
-					t.Fatalf("%s with %v: step %d asked for again", row.name, err, a.next)
+					t.Fatalf("%s with %v: call %d asked for again", row.name, err, a.next)
 				}
 			}
 		}

@@ -532,7 +532,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	defer func() {
 		if exited {
 			stopKeeper()
-			m.settle(w, r, rec, st, rk, c.Token, exitGoexit, false)
+			m.settle(w, r, rec, st, rk, c.Token, ended{exit: exitGoexit})
 		}
 	}()
 	panicked := call(h.next, rec, r.WithContext(ctx))
@@ -541,36 +541,36 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	// The middleware's own cancellation: the lease could not be kept.
 	leaseLost := errors.Is(context.Cause(ctx), ErrLeaseLost)
 	if panicked != nil {
-		m.settle(w, r, rec, st, rk, c.Token, exitPanicked, leaseLost)
+		m.settle(w, r, rec, st, rk, c.Token, ended{exit: exitPanicked, leaseLost: leaseLost})
 		panic(panicked)
 	}
-	m.settle(w, r, rec, st, rk, c.Token, exitReturned, leaseLost)
+	m.settle(w, r, rec, st, rk, c.Token, ended{exit: exitReturned, leaseLost: leaseLost})
 }
 
-// settle carries out [decide] for a claimed request whose handler ended
-// by how, in either mode: it makes the store calls the decision asks for,
-// then releases the key (or rolls the transaction back), logs, answers
-// and counts the outcome. The store calls are bounded by the settle
-// timeout even when the client has gone.
-func (m *Middleware) settle(w http.ResponseWriter, r *http.Request, rec *recorder, st *state, rk, token string, how exit, leaseLost bool) {
+// settle carries out [decide] for a claimed request whose handler has
+// ended, in either mode; f holds what the caller knows of the end (how
+// the handler exited, a lost lease), and settle adds the response and the
+// request's state. It makes the store calls the decision asks for, then
+// releases the key (or rolls the transaction back), logs, answers and
+// counts the outcome. The store calls are bounded by the settle timeout
+// even when the client has gone.
+func (m *Middleware) settle(w http.ResponseWriter, r *http.Request, rec *recorder, st *state, rk, token string, f ended) {
 	ctx, cancel := m.settleContext(r)
 	defer cancel()
 	st.mu.Lock()
 	released, work, streamed := st.released, st.work, st.streamed
 	st.mu.Unlock()
 	keep := stored(rec.response(), m.replay)
-	f := ended{
-		tx: st.tx != nil, exit: how, status: keep.Status,
-		released: released, work: len(work) > 0, streamed: streamed, discarded: rec.discarded,
-		// Headers added after the body was written count too.
-		over:      keep.Size() > m.cfg.MaxResponseBytes,
-		leaseLost: leaseLost, releaseServerErrors: m.cfg.ReleaseServerErrors,
-	}
+	f.tx, f.status = st.tx != nil, keep.Status
+	f.released, f.work, f.streamed, f.discarded = released, len(work) > 0, streamed, rec.discarded
+	// Headers added after the body was written count too.
+	f.over = keep.Size() > m.cfg.MaxResponseBytes
+	f.releaseServerErrors = m.cfg.ReleaseServerErrors
 	a := decide(f, m.cfg.MaxResponseBytes)
-	for a.next != stepNone {
+	for a.next != callNone {
 		m.logLines(rk, a.logs)
 		switch a.next {
-		case stepComplete:
+		case callComplete:
 			f.completed = true
 			if f.tx {
 				f.completeErr = st.tx.Complete(ctx, rk, token, keep)
@@ -580,7 +580,7 @@ func (m *Middleware) settle(w http.ResponseWriter, r *http.Request, rec *recorde
 			} else {
 				f.completeErr = m.cfg.Store.Complete(ctx, rk, token, Completion{Response: keep, Work: work})
 			}
-		case stepKeepStatus:
+		case callKeepStatus:
 			kctx, kcancel := ctx, context.CancelFunc(func() {})
 			if f.completed {
 				// A fresh timeout: the first call may have used all of its own.

@@ -48,14 +48,14 @@ func (h *handler) runTx(w http.ResponseWriter, r *http.Request, rk, token string
 	defer func() {
 		if exited {
 			// Nothing of the request commits, and the rollback frees the key.
-			m.settle(w, r, rec, st, rk, token, exitGoexit, false)
+			m.settle(w, r, rec, st, rk, token, ended{exit: exitGoexit})
 		}
 	}()
 	panicked := call(h.next, rec, r.WithContext(ctx))
 	exited = false
 	if panicked != nil {
-		m.settle(w, r, rec, st, rk, token, exitPanicked, false)
+		m.settle(w, r, rec, st, rk, token, ended{exit: exitPanicked})
 		panic(panicked)
 	}
-	m.settle(w, r, rec, st, rk, token, exitReturned, false)
+	m.settle(w, r, rec, st, rk, token, ended{exit: exitReturned})
 }
