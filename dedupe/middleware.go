@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // Config configures the middleware ([New]).
@@ -41,7 +41,7 @@ type Config struct {
 	Lease time.Duration
 	// FingerprintFunc fingerprints a message: the same key with a different
 	// fingerprint is key reuse. Defaults to [Fingerprint] of the body.
-	FingerprintFunc func(*consumer.Message) string
+	FingerprintFunc func(*sqsmsg.Message) string
 	// SettleTimeout bounds the Complete or Release call made after the
 	// handler returns (it runs even when the handler's context is done).
 	// Defaults to 10 seconds.
@@ -57,7 +57,7 @@ type Config struct {
 	// consumer (the heartbeat's error, which cancels the handler's context
 	// with consumer.ErrLeaseLost), not again here. Set it to the consumer's
 	// (or Lambda adapter's) Observer. Defaults to consumer.NopObserver.
-	Observer consumer.Observer
+	Observer sqsmsg.Observer
 	// MeterProvider, when set, counts every claim in sqsonce.dedupe.results
 	// by result: claimed, duplicate, in_progress, key_reused, or error (the
 	// store failed). Whatever it is set to, the result is also recorded on
@@ -86,7 +86,7 @@ func New(cfg Config) (*Middleware, error) {
 	cfg.Lease = cmp.Or(cfg.Lease, time.Minute)
 	cfg.SettleTimeout = cmp.Or(cfg.SettleTimeout, 10*time.Second)
 	if cfg.FingerprintFunc == nil {
-		cfg.FingerprintFunc = func(m *consumer.Message) string { return Fingerprint(m.Body) }
+		cfg.FingerprintFunc = func(m *sqsmsg.Message) string { return Fingerprint(m.Body) }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -95,7 +95,7 @@ func New(cfg Config) (*Middleware, error) {
 		cfg.NowFunc = time.Now
 	}
 	if cfg.Observer == nil {
-		cfg.Observer = consumer.NopObserver{}
+		cfg.Observer = sqsmsg.NopObserver{}
 	}
 	results := telemetry.NewResults(cfg.MeterProvider, "sqsonce.dedupe.results",
 		"Dedupe claims, by result.", "{message}", "result", resultNames[:]...)
@@ -122,7 +122,7 @@ func New(cfg Config) (*Middleware, error) {
 //
 // Store errors are returned as transient errors (the message is retried).
 // Wrap is a consumer.Middleware: pass it in consumer.Config.Middleware.
-func (m *Middleware) Wrap(next consumer.Handler) consumer.Handler {
+func (m *Middleware) Wrap(next sqsmsg.Handler) sqsmsg.Handler {
 	return &middleware{store: m.cfg.Store, opts: m.cfg, next: next, results: m.results}
 }
 
@@ -134,7 +134,7 @@ var resultNames = [...]string{"error", "claimed", "duplicate", "in_progress", "k
 type middleware struct {
 	store   Store
 	opts    Config
-	next    consumer.Handler
+	next    sqsmsg.Handler
 	results *telemetry.Results
 }
 
@@ -190,7 +190,7 @@ func (m *middleware) lease(ctx context.Context, every time.Duration) time.Durati
 	return l
 }
 
-func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
+func (m *middleware) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 	key := msg.Key()
 	// The message's logger is built only when something is logged: With
 	// encodes its fields at once, a cost per message for nothing.
@@ -214,12 +214,12 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	case Duplicate:
 		return &DuplicateError{Key: key}
 	case InProgress:
-		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
+		return sqsmsg.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
 	case KeyReused:
 		err := &KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
 		log().WithOptions(noStack).Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
-		return consumer.Permanent(err)
+		return sqsmsg.Permanent(err)
 	default:
 		return fmt.Errorf("dedupe: claim %q: unexpected status %d", key, c.Status)
 	}
@@ -239,8 +239,8 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 			} else {
 				log().Warn("dedupe: completion failed: the claim stays until its lease ends, then the message runs again; the effect may repeat", zap.Error(err))
 			}
-			if !errors.Is(context.Cause(ctx), consumer.ErrLeaseLost) { // else reported when it was lost
-				m.opts.Observer.LeaseLost(msg, fmt.Errorf("%w: %w", consumer.ErrLeaseLost, err))
+			if !errors.Is(context.Cause(ctx), sqsmsg.ErrLeaseLost) { // else reported when it was lost
+				m.opts.Observer.LeaseLost(msg, fmt.Errorf("%w: %w", sqsmsg.ErrLeaseLost, err))
 			}
 			return err
 		}

@@ -14,10 +14,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/dynamohttp"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // DynamoDB's TransactWriteItems limits.
@@ -36,14 +36,14 @@ const (
 // overlapping the first delivery, and for every duplicate of a message
 // already committed unless [TxOptions].SkipCompleted is set. Only one
 // run's writes ever commit.
-type TxFunc func(ctx context.Context, msg *consumer.Message) ([]types.TransactWriteItem, error)
+type TxFunc func(ctx context.Context, msg *sqsmsg.Message) ([]types.TransactWriteItem, error)
 
 // TxOptions configures [Transactional]; nil or a zero field takes the
 // default.
 type TxOptions struct {
 	// FingerprintFunc fingerprints a message: the same key with a different
 	// fingerprint is key reuse. Defaults to dedupe.Fingerprint of the body.
-	FingerprintFunc func(*consumer.Message) string
+	FingerprintFunc func(*sqsmsg.Message) string
 	// ConflictRetries is how many times a transaction cancelled by a
 	// TransactionConflict is resubmitted at once (with a short jittered
 	// pause) before the message is retried with backoff. Defaults to 3.
@@ -147,13 +147,13 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 // Effects inside DynamoDB are then exactly once, across crashes, overlapping
 // deliveries and redrives. Do not wrap the handler in the dedupe middleware
 // with the same store: it needs no claim.
-func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
+func Transactional(store *Store, fn TxFunc, opts *TxOptions) sqsmsg.Handler {
 	var o TxOptions
 	if opts != nil {
 		o = *opts
 	}
 	if o.FingerprintFunc == nil {
-		o.FingerprintFunc = func(m *consumer.Message) string { return dedupe.Fingerprint(m.Body) }
+		o.FingerprintFunc = func(m *sqsmsg.Message) string { return dedupe.Fingerprint(m.Body) }
 	}
 	if o.ConflictRetries == 0 {
 		o.ConflictRetries = 3
@@ -170,7 +170,7 @@ type txHandler struct {
 	testHook func(point, key string)
 }
 
-func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
+func (h *txHandler) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 	key := msg.Key()
 	fp := h.opts.FingerprintFunc(msg)
 	// Built only when something is logged: With encodes its fields at once.
@@ -193,7 +193,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		return err
 	}
 	if n, size := len(writes)+1, estimateSize(writes); n > MaxTransactItems || size > MaxTransactBytes {
-		return consumer.Permanent(&TooLargeError{Items: n, Bytes: size})
+		return sqsmsg.Permanent(&TooLargeError{Items: n, Bytes: size})
 	}
 	conflicts := 0
 	for attempt := 0; ; attempt++ {
@@ -211,7 +211,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		var can *types.TransactionCanceledException
 		if !errors.As(err, &can) {
 			if isValidation(err) {
-				return consumer.Permanent(fmt.Errorf("dedupedynamo: transaction rejected: %w", err))
+				return sqsmsg.Permanent(fmt.Errorf("dedupedynamo: transaction rejected: %w", err))
 			}
 			return fmt.Errorf("dedupedynamo: transaction: %w", err)
 		}
@@ -241,7 +241,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 			continue
 		case c.rejected >= 0:
 			msg := aws.ToString(can.CancellationReasons[c.rejected].Message)
-			return consumer.Permanent(fmt.Errorf("dedupedynamo: transaction rejected: %s: %w", msg, err))
+			return sqsmsg.Permanent(fmt.Errorf("dedupedynamo: transaction rejected: %s: %w", msg, err))
 		}
 		return fmt.Errorf("dedupedynamo: transaction cancelled: %w", err)
 	}
@@ -276,10 +276,10 @@ func (h *txHandler) blocked(c dedupe.Claim, key, fp string, now time.Time, log f
 		kerr := &dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
 		log().WithOptions(noStack).Error("dedupedynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
-		return consumer.Permanent(kerr)
+		return sqsmsg.Permanent(kerr)
 	default:
 		wait := max(c.LeaseUntil.Sub(now), time.Second)
-		return consumer.RetryAfter(&dedupe.InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
+		return sqsmsg.RetryAfter(&dedupe.InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
 	"github.com/sqsonce/sqsonce/outbox"
@@ -57,7 +56,7 @@ func cmdServe(ctx context.Context, g *global, args []string, stdout, stderr io.W
 		return err
 	}
 	defer c.close()
-	logger, err := consumer.NewLogger(level)
+	logger, err := newLogger(level)
 	if err != nil {
 		return err
 	}
