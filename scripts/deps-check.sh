@@ -29,7 +29,7 @@ no_engine=(./idempotency ./idempotency/idemdynamo ./idempotency/idempg ./outbox/
 # the engine too (found below).
 engine_named=(consumer heartbeat sqslambda redrive internal/heartbeat internal/pipeline internal/settle)
 # What a PostgreSQL-only application imports, and what it must not link.
-pg_only=(./consumer ./dedupe ./dedupe/dedupepg ./idempotency ./idempotency/idempg ./outbox ./outbox/outboxpg ./producer ./pgstore)
+pg_only=(./awsconfig ./consumer ./dedupe ./dedupe/dedupepg ./idempotency ./idempotency/idempg ./outbox ./outbox/outboxpg ./producer ./pgstore)
 pg_forbidden='github.com/aws/aws-sdk-go-v2/service/dynamodb'
 # What a DynamoDB-only application imports, and what it must not link.
 ddb_only=(./consumer ./dedupe ./dedupe/dedupedynamo ./idempotency ./idempotency/idemdynamo ./outbox ./outbox/outboxdynamo ./producer)

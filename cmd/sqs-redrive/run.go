@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
 
-	"github.com/sqsonce/sqsonce/awsconfig"
+	"github.com/sqsonce/sqsonce/awsconfig/s3client"
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/payload"
 	"github.com/sqsonce/sqsonce/internal/printable"
@@ -289,7 +289,7 @@ func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
 	})
 	a.region = cfg.Region
 	if a.s3 == nil {
-		a.s3 = awsconfig.S3(cfg)
+		a.s3 = s3client.New(cfg)
 	}
 	a.endpoint = aws.ToString(client.Options().BaseEndpoint)
 	if a.endpoint == "" {
