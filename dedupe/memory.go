@@ -3,10 +3,15 @@ package dedupe
 import (
 	"cmp"
 	"context"
+	"maps"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/steprec"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // MemoryConfig configures a [Memory] store.
@@ -49,6 +54,7 @@ type memRecord struct {
 	fingerprint string
 	leaseUntil  time.Time
 	expiresAt   time.Time
+	steps       map[string]step.Record
 }
 
 // sweepPerCall is how many records each call examines for expiry. A full
@@ -57,7 +63,7 @@ type memRecord struct {
 // at most 2n/sweepPerCall: a quarter of the store.
 const sweepPerCall = 8
 
-var _ Store = (*Memory)(nil)
+var _ StepStore = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory Store.
 func NewMemory(cfg MemoryConfig) *Memory {
@@ -90,6 +96,10 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	// the key stays its message's until the record expires.
 	same := r.fingerprint == "" || fingerprint == "" || r.fingerprint == fingerprint
 	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now) && same) {
+		var steps map[string]step.Record
+		if ok && !r.expiresAt.Before(now) {
+			steps = r.steps // a takeover resumes from the steps recorded
+		}
 		r = memRecord{
 			pk:          pk,
 			status:      StatusInProgress,
@@ -97,9 +107,10 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 			fingerprint: fingerprint,
 			leaseUntil:  now.Add(lease),
 			expiresAt:   now.Add(m.ttl),
+			steps:       steps,
 		}
 		m.put(r)
-		return Claim{Status: Claimed, Token: r.token, LeaseUntil: r.leaseUntil}, nil
+		return Claim{Status: Claimed, Token: r.token, LeaseUntil: r.leaseUntil, Steps: maps.Clone(steps)}, nil
 	}
 	c := Claim{Fingerprint: r.fingerprint}
 	switch {
@@ -234,6 +245,84 @@ func (m *Memory) Release(ctx context.Context, key, token string) error {
 	if err != nil {
 		return err
 	}
+	if len(r.steps) > 0 {
+		// Kept, its lease ended and its token retired: the next claim
+		// resumes from its steps.
+		r.leaseUntil = time.Time{}
+		r.token = leasekey.NewToken()
+		m.put(r)
+		return nil
+	}
 	m.remove(m.index[r.pk])
+	return nil
+}
+
+// SaveSteps implements [StepStore].
+func (m *Memory) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sweep(now)
+	r, err := m.owned(key, token, now)
+	if err != nil {
+		return err
+	}
+	r.steps = maps.Clone(steps)
+	r.expiresAt = now.Add(m.ttl)
+	m.put(r)
+	return nil
+}
+
+// Unknown implements [StepStore].
+func (m *Memory) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []step.Unresolved
+	prefix := m.ns + "#"
+	for _, r := range m.records {
+		name := steprec.UnknownStep(r.steps)
+		if name == "" || r.expiresAt.Before(now) || !strings.HasPrefix(r.pk, prefix) {
+			continue
+		}
+		out = append(out, step.Unresolved{
+			Key: strings.TrimPrefix(r.pk, prefix), Step: name, Record: r.steps[name],
+			Held: r.status == StatusInProgress && !r.leaseUntil.Before(now),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Resolve implements [StepStore].
+func (m *Memory) Resolve(ctx context.Context, key, name string, applied bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.get(leasekey.PK(m.ns, key))
+	if !ok || r.expiresAt.Before(now) || r.status != StatusInProgress || !step.Resolvable(r.steps[name]) {
+		return step.ErrNotUnknown
+	}
+	if !r.leaseUntil.Before(now) {
+		return step.ErrHeld
+	}
+	res := step.Resolution(r.steps[name], applied)
+	res.At = now.UTC()
+	r.steps = maps.Clone(r.steps)
+	r.steps[name] = res
+	r.expiresAt = now.Add(m.ttl)
+	m.put(r)
 	return nil
 }

@@ -170,7 +170,7 @@ func parseFilter(expr string) (Filter, error) {
 }
 
 // knownClasses are the classes sqsonce writes, and ClassNone.
-var knownClasses = []string{consumer.ClassPermanent, consumer.ClassMaxAttempts, consumer.ClassPanic, consumer.ClassKeyReuse, ClassNone}
+var knownClasses = []string{consumer.ClassPermanent, consumer.ClassMaxAttempts, consumer.ClassPanic, consumer.ClassKeyReuse, consumer.ClassOutcomeUnknown, ClassNone}
 
 // checkClass rejects a class name that can never match: one with
 // characters no class has, or one within two edits of a class sqsonce

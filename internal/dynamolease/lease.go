@@ -20,6 +20,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/internal/leasekey"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Attribute names of a lease record.
@@ -30,6 +31,12 @@ const (
 	AttrToken       = "token"       // S: random per claim
 	AttrFingerprint = "fingerprint" // S: hash of the body or request
 	AttrExpiresAt   = "expires_at"  // N: s since the epoch; the TTL attribute
+	// AttrSteps holds the handler's steps (package step), when it records
+	// any: M of step name → M (see encodeSteps).
+	AttrSteps = "steps"
+	// AttrUnknownStep names a step whose outcome is unknown (S), absent
+	// when none is: what an operator's listing filters on.
+	AttrUnknownStep = "unknown_step"
 )
 
 // Record statuses as stored.
@@ -50,6 +57,7 @@ const (
 
 // API is the part of the DynamoDB client the record code calls.
 type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
@@ -92,6 +100,8 @@ type Result struct {
 	// Item is the stored record that blocked the claim (all but Claimed),
 	// for the attributes a store adds to it.
 	Item map[string]types.AttributeValue
+	// Steps are the steps of the record a claim took over (Claimed only).
+	Steps map[string]step.Record
 }
 
 // Table is one store's view of its table.
@@ -134,7 +144,10 @@ func (t *Table) claimCondition(fingerprint string, now time.Time) (string, map[s
 		same = " AND #fp = :fp"
 		names["#fp"], values[":fp"] = AttrFingerprint, Str(fingerprint)
 	}
-	return "attribute_not_exists(#pk) OR #exp < :now OR (#st = :in_progress AND #lu < :now_ms" + same + ")", names, values
+	// A record that holds steps is taken over by takeOver, which keeps
+	// them, never replaced by the put.
+	names["#steps"] = AttrSteps
+	return "attribute_not_exists(#pk) OR #exp < :now OR (#st = :in_progress AND #lu < :now_ms AND attribute_not_exists(#steps)" + same + ")", names, values
 }
 
 // Claim takes pk for a lease of d with one conditional PutItem; on conflict the
@@ -170,6 +183,19 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 			return Result{Outcome: Claimed, Token: token, LeaseUntil: until}, nil
 		}
 		r, live := t.Conflict(ccf.Item, fingerprint, now)
+		if !live && hasSteps(ccf.Item) && r.Outcome == InProgress {
+			// A dead claim whose record holds steps: taken over in place,
+			// its steps kept.
+			r, err := t.takeOver(ctx, pk, ccf.Item, d)
+			if err != nil || r.Outcome != 0 {
+				return r, err
+			}
+			if attempt >= 2 {
+				// Changed under us three times in a row: busy for a moment.
+				return Result{Outcome: InProgress, LeaseUntil: now.Add(time.Second)}, nil
+			}
+			continue
+		}
 		if live || attempt >= 2 {
 			return r, nil
 		}
@@ -373,15 +399,23 @@ func CompletedBy(item map[string]types.AttributeValue, token string) bool {
 	return r.Token == token && r.Status == StatusCompleted
 }
 
-// Release deletes the IN_PROGRESS claim holding token.
+// Release deletes the IN_PROGRESS claim holding token. A record that holds
+// steps is kept instead, its lease ended and its token retired, so that
+// the next claim resumes from them (two calls: the delete's condition
+// refuses it, then an update).
 func (t *Table) Release(ctx context.Context, pk, token string) error {
 	_, err := t.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(t.Name),
-		Key:                       Key(pk),
-		ConditionExpression:       aws.String(ownedCondition),
-		ExpressionAttributeNames:  map[string]string{"#tk": AttrToken, "#st": AttrStatus},
-		ExpressionAttributeValues: ownedValues(token),
+		TableName:                           aws.String(t.Name),
+		Key:                                 Key(pk),
+		ConditionExpression:                 aws.String(ownedCondition + " AND attribute_not_exists(#steps)"),
+		ExpressionAttributeNames:            map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#steps": AttrSteps},
+		ExpressionAttributeValues:           ownedValues(token),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, sdkhttp.DynamoDB)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && hasSteps(ccf.Item) {
+		return t.releaseKeepingSteps(ctx, pk, token)
+	}
 	if err != nil {
 		return t.fenced("release", err)
 	}
