@@ -14,7 +14,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/steprec"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Options configures [Middleware].
@@ -52,13 +54,19 @@ type Options struct {
 	// it again. A lease lost while the handler runs is reported by the
 	// consumer (the heartbeat's error, which cancels the handler's context
 	// with consumer.ErrLeaseLost), not again here. Set it to the consumer's
-	// (or Lambda adapter's) Observer. Defaults to consumer.NopObserver.
+	// (or Lambda adapter's) Observer. An Observer that is also a
+	// [StepObserver] gets the step events of every message too (package
+	// step: unknown outcomes, reconciles, parked steps). Defaults to
+	// consumer.NopObserver.
 	Observer consumer.Observer
 	// MeterProvider, when set, counts every claim in sqsonce.dedupe.results
 	// by result: claimed, duplicate, in_progress, key_reused, or error (the
-	// store failed). Whatever it is set to, the result is also recorded on
-	// the message's span (sqsonce.dedupe.result) when the consumer traces.
-	// Defaults to nil: nothing is measured.
+	// store failed); and every step event in sqsonce.dedupe.steps by event
+	// (unknown, reconcile_found, reconcile_not_found,
+	// reconcile_still_unknown, parked, rerun: see package step). Whatever
+	// it is set to, the result is also recorded on the message's span
+	// (sqsonce.dedupe.result) when the consumer traces. Defaults to nil:
+	// nothing is measured.
 	MeterProvider metric.MeterProvider
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
@@ -81,6 +89,17 @@ type Options struct {
 //   - Handler success → Complete. Any failure (transient or permanent) →
 //     Release, so a retry or a redrive processes the message again.
 //
+// When the store is a [StepStore] (every store of sqsonce), the handler's
+// context carries a step recorder: [step.Run] records each step in the
+// message's record, and a retry, a takeover after a crash or a redrive
+// resumes after the last completed step (the record is kept on Release
+// when it holds steps). A step whose outcome is unknown fails the
+// message, even if the handler ignored Run's error: transient (retried
+// with backoff; the next attempt reconciles or reruns it), or, parked,
+// dead-lettered with class outcome_unknown and the step's name. A final
+// step that is dynamo.Transactional or postgres.Transactional of the same
+// store completes the claimed record in its own transaction.
+//
 // Store errors are returned as transient errors (the message is retried).
 func Middleware(store Store, opts Options) consumer.Middleware {
 	opts.Lease = cmp.Or(opts.Lease, time.Minute)
@@ -99,9 +118,18 @@ func Middleware(store Store, opts Options) consumer.Middleware {
 	}
 	results := telemetry.NewResults(opts.MeterProvider, "sqsonce.dedupe.results",
 		"Dedupe claims, by result.", "{message}", "result", resultNames[:]...)
+	steps := telemetry.NewResults(opts.MeterProvider, "sqsonce.dedupe.steps",
+		"Step events of messages (package step), by event.", "{event}", "event", step.EventKinds...)
+	stepObs, _ := opts.Observer.(StepObserver)
 	return func(next consumer.Handler) consumer.Handler {
-		return &middleware{store: store, opts: opts, next: next, results: results}
+		return &middleware{store: store, opts: opts, next: next, results: results, steps: steps, stepObs: stepObs}
 	}
+}
+
+// StepObserver is implemented by an [Options].Observer that wants the step
+// events of the messages it observes (package step).
+type StepObserver interface {
+	StepEvent(msg *consumer.Message, e step.Event)
 }
 
 // resultNames are the values of the result attribute, by Status (0: the
@@ -113,6 +141,25 @@ type middleware struct {
 	opts    Options
 	next    consumer.Handler
 	results *telemetry.Results
+	steps   *telemetry.Results
+	stepObs StepObserver
+}
+
+// stepEvent counts, logs and passes on one step event of msg.
+func (m *middleware) stepEvent(ctx context.Context, msg *consumer.Message, e step.Event) {
+	m.steps.Add(ctx, e.Kind, 1)
+	switch e.Kind {
+	case step.EventUnknown, step.EventParked, step.EventReconcileStillUnknown:
+		m.opts.Logger.Warn("dedupe: step outcome "+e.Kind,
+			zap.String("message_id", msg.ID), zap.String("dedupe_key", msg.Key()),
+			zap.String("step", e.Step), zap.Stringer("policy", e.Policy), zap.Error(e.Err))
+	default:
+		m.opts.Logger.Info("dedupe: step "+e.Kind,
+			zap.String("message_id", msg.ID), zap.String("dedupe_key", msg.Key()), zap.String("step", e.Step))
+	}
+	if m.stepObs != nil {
+		m.stepObs.StepEvent(msg, e)
+	}
 }
 
 // observe counts the claim's result and records it on the message's span.
@@ -202,12 +249,35 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	}
 
 	o := &owner{m: m, key: key, msgID: msg.ID, token: c.Token, every: every, until: c.LeaseUntil, log: m.opts.Logger}
-	msg.OnHeartbeat(func(hctx context.Context) error { return o.extend(ctx, hctx) })
-	herr := m.next.Handle(ctx, msg)
+	hctx := ctx
+	var rec *steprec.Recorder
+	if ss, ok := m.store.(StepStore); ok {
+		if len(c.Steps) > 0 {
+			log().Debug("dedupe: resuming after the steps recorded", zap.Int("steps", len(c.Steps)))
+		}
+		token := c.Token
+		rec = steprec.New(c.Steps, func(ctx context.Context, steps map[string]step.Record) error {
+			return ss.SaveSteps(ctx, key, token, steps)
+		}, func(e step.Event) { m.stepEvent(ctx, msg, e) })
+		o.claim = &steprec.Claim{Store: m.store, Key: key, Token: token}
+		hctx = step.WithRecorder(steprec.WithClaim(ctx, o.claim), rec)
+	}
+	msg.OnHeartbeat(func(hbctx context.Context) error { return o.extend(ctx, hbctx) })
+	herr := m.next.Handle(hctx, msg)
 	o.finish()
+	if herr == nil && rec != nil {
+		if u := rec.Blocked(); u != nil {
+			// The handler went on past a step of unknown outcome: the
+			// message is not done.
+			herr = u
+		}
+	}
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.SettleTimeout)
 	defer cancel()
+	if herr == nil && o.claim != nil && o.claim.Completed() {
+		return nil // the handler's transaction completed the record
+	}
 	if herr == nil {
 		if err := m.store.Complete(sctx, key, c.Token); err != nil {
 			err = fmt.Errorf("dedupe: complete %q: %w", key, err)
@@ -240,8 +310,9 @@ type owner struct {
 	key   string
 	token string
 	msgID string
-	every time.Duration // the heartbeat interval
-	log   *zap.Logger   // without the message's fields: see logger
+	every time.Duration  // the heartbeat interval
+	log   *zap.Logger    // without the message's fields: see logger
+	claim *steprec.Claim // nil when the store records no steps
 
 	mu    sync.Mutex
 	until time.Time
@@ -269,6 +340,8 @@ func (o *owner) extend(ctx, hctx context.Context) error {
 	case err == nil:
 		o.until = now.Add(lease)
 		return nil
+	case errors.Is(err, ErrNotOwner) && o.claim != nil && o.claim.Settling():
+		return nil // the handler's own transaction completed the record
 	case errors.Is(err, ErrNotOwner):
 		o.logger().Warn("dedupe: lease lost: another delivery took the key over", zap.Error(err))
 		return fmt.Errorf("dedupe: extend %q: %w", o.key, err)

@@ -154,6 +154,9 @@ type Event struct {
 	// Err is the step's *UnknownError for EventUnknown,
 	// EventReconcileStillUnknown and EventParked.
 	Err error
+	// Fails is true when Run returns Err: this attempt ends on the step
+	// (false for an unknown outcome found and then decided by the policy).
+	Fails bool
 }
 
 type recorderKey struct{}
@@ -326,11 +329,11 @@ func Run(ctx context.Context, name string, opts Options, fn func(ctx context.Con
 	reason := r.Reason
 	if r.Status == StatusStarted {
 		reason = "an earlier attempt started the step and stopped before recording its outcome"
-		s.event(EventUnknown, &UnknownError{Step: name, Policy: policy, Reason: reason})
+		s.event(EventUnknown, &UnknownError{Step: name, Policy: policy, Reason: reason}, policy == Park)
 	}
 	switch policy {
 	case Rerun:
-		s.event(EventRerun, nil)
+		s.event(EventRerun, nil, false)
 		return s.do(ctx, fn)
 	case Park:
 		u := &UnknownError{Step: name, Policy: Park, Reason: reason}
@@ -338,7 +341,7 @@ func Run(ctx context.Context, name string, opts Options, fn func(ctx context.Con
 			// Recorded unknown, so that the step is listed for a person.
 			_ = s.save(ctx, Record{Status: StatusUnknown, Reason: reason})
 		}
-		s.event(EventParked, u)
+		s.event(EventParked, u, true)
 		return nil, u
 	}
 	return s.reconcile(ctx, r, reason, fn)
@@ -352,10 +355,11 @@ type run struct {
 	policy Policy
 }
 
-// event reports an event to the recorder, when it counts them.
-func (s *run) event(kind string, err error) {
+// event reports an event to the recorder, when it counts them; fails
+// says that Run returns err.
+func (s *run) event(kind string, err error, fails bool) {
 	if o, ok := s.rec.(Observer); ok {
-		o.StepEvent(Event{Step: s.name, Kind: kind, Policy: s.policy, Err: err})
+		o.StepEvent(Event{Step: s.name, Kind: kind, Policy: s.policy, Err: err, Fails: fails})
 	}
 }
 
@@ -385,10 +389,10 @@ func (s *run) reconcile(ctx context.Context, r Record, reason string, fn func(co
 		if err := s.save(ctx, Record{Status: StatusDone, Result: ans.result, Reason: "reconciled"}); err != nil {
 			return nil, err // still started or unknown: the next attempt reconciles again
 		}
-		s.event(EventReconcileFound, nil)
+		s.event(EventReconcileFound, nil, false)
 		return bytes.Clone(ans.result), nil
 	case StatusNotDone:
-		s.event(EventReconcileNotFound, nil)
+		s.event(EventReconcileNotFound, nil, false)
 		return s.do(ctx, fn)
 	}
 	why := cut(ans.reason)
@@ -400,7 +404,7 @@ func (s *run) reconcile(ctx context.Context, r Record, reason string, fn func(co
 		// Recorded unknown, so that the step is listed for a person.
 		_ = s.save(ctx, Record{Status: StatusUnknown, Reason: reason})
 	}
-	s.event(EventReconcileStillUnknown, u)
+	s.event(EventReconcileStillUnknown, u, true)
 	return nil, u
 }
 
@@ -436,9 +440,9 @@ func (s *run) do(ctx context.Context, fn func(context.Context) ([]byte, error)) 
 		u := &UnknownError{Step: s.name, Policy: s.policy, Reason: cut(err.Error()), Err: err}
 		// A failed save leaves it started: unknown all the same.
 		_ = s.save(ctx, Record{Status: StatusUnknown, Reason: u.Reason})
-		s.event(EventUnknown, u)
+		s.event(EventUnknown, u, true)
 		if s.policy == Park {
-			s.event(EventParked, u)
+			s.event(EventParked, u, true)
 		}
 		return nil, u
 	}

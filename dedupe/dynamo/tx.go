@@ -17,6 +17,7 @@ import (
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
+	"github.com/sqsonce/sqsonce/internal/steprec"
 )
 
 // DynamoDB's TransactWriteItems limits.
@@ -176,7 +177,8 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 	log := func() *zap.Logger {
 		return h.s.log.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
 	}
-	if h.opts.SkipCompleted {
+	claim := steprec.ClaimFrom(ctx, h.s)
+	if h.opts.SkipCompleted && claim == nil {
 		done, err := h.completed(ctx, key, fp)
 		switch {
 		case done:
@@ -194,13 +196,27 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 	if n, size := len(writes)+1, estimateSize(writes); n > MaxTransactItems || size > MaxTransactBytes {
 		return consumer.Permanent(&TooLargeError{Items: n, Bytes: size})
 	}
+	if claim != nil {
+		return claim.Completing(func() (bool, error) {
+			err := h.commitLoop(ctx, key, fp, writes, claim, log)
+			return err == nil, err
+		})
+	}
+	return h.commitLoop(ctx, key, fp, writes, nil, log)
+}
+
+// commitLoop commits writes with the message's record: a COMPLETED record
+// put on the condition that no live record holds the key, or, under
+// dedupe.Middleware with this store (claim set: the handler's final
+// step), the claim's record completed (fenced by its token).
+func (h *txHandler) commitLoop(ctx context.Context, key, fp string, writes []types.TransactWriteItem, claim *steprec.Claim, log func() *zap.Logger) error {
 	conflicts := 0
 	for attempt := 0; ; attempt++ {
 		if h.testHook != nil {
 			h.testHook("before-commit", key)
 		}
 		now := h.s.now()
-		err := h.commit(ctx, key, fp, writes, now)
+		err := h.commit(ctx, key, fp, writes, now, claim)
 		if err == nil {
 			if h.testHook != nil {
 				h.testHook("after-commit", key)
@@ -218,6 +234,11 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		switch {
 		case c.mismatch:
 			return fmt.Errorf("dynamo: transaction cancelled (%d reasons for %d writes): %w", len(can.CancellationReasons), len(writes)+1, err)
+		case c.recordFailed && claim != nil:
+			if dynamolease.CompletedBy(c.record, claim.Token) {
+				return nil // a retry of a transaction that had committed
+			}
+			return fmt.Errorf("dynamo: transaction: %w", dedupe.ErrNotOwner)
 		case c.recordFailed:
 			r, live := h.s.lease().Conflict(c.record, fp, now)
 			if !live && attempt < 2 {
@@ -349,10 +370,15 @@ func decodeCancel(writes []types.TransactWriteItem, reasons []types.Cancellation
 // commit sends one fresh TransactWriteItemsInput (never reused: the SDK
 // stores its idempotency token in it, and a reused input would replay the
 // first call's result).
-func (h *txHandler) commit(ctx context.Context, key, fp string, writes []types.TransactWriteItem, now time.Time) error {
+func (h *txHandler) commit(ctx context.Context, key, fp string, writes []types.TransactWriteItem, now time.Time, claim *steprec.Claim) error {
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, writes...)
-	items = append(items, types.TransactWriteItem{Put: h.s.lease().CompletedPut(h.s.PK(key), fp, now)})
+	if claim != nil {
+		l := h.s.lease()
+		items = append(items, types.TransactWriteItem{Update: l.CompleteUpdate(h.s.PK(key), claim.Token, "", nil, nil)})
+	} else {
+		items = append(items, types.TransactWriteItem{Put: h.s.lease().CompletedPut(h.s.PK(key), fp, now)})
+	}
 	_, err := h.s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, sdkhttp.DynamoDB)
 	return err
 }

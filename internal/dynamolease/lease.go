@@ -126,7 +126,7 @@ type Table struct {
 // record of another fingerprint is never taken over before it expires:
 // its crashed owner's effects are unknown, and the key stays its
 // request's. It returns the condition with its names and values.
-func (t *Table) claimCondition(fingerprint string, now time.Time) (string, map[string]string, map[string]types.AttributeValue) {
+func (t *Table) claimCondition(fingerprint string, now time.Time, keepSteps bool) (string, map[string]string, map[string]types.AttributeValue) {
 	names := map[string]string{"#pk": AttrPK, "#exp": AttrExpiresAt, "#st": AttrStatus, "#lu": AttrLeaseUntil}
 	values := map[string]types.AttributeValue{
 		":now":         Num(now.Unix()),
@@ -144,10 +144,13 @@ func (t *Table) claimCondition(fingerprint string, now time.Time) (string, map[s
 		same = " AND #fp = :fp"
 		names["#fp"], values[":fp"] = AttrFingerprint, Str(fingerprint)
 	}
-	// A record that holds steps is taken over by takeOver, which keeps
-	// them, never replaced by the put.
-	names["#steps"] = AttrSteps
-	return "attribute_not_exists(#pk) OR #exp < :now OR (#st = :in_progress AND #lu < :now_ms AND attribute_not_exists(#steps)" + same + ")", names, values
+	if keepSteps {
+		// A claim takes a record that holds steps over with takeOver,
+		// which keeps them; the put never replaces it.
+		names["#steps"] = AttrSteps
+		same = " AND attribute_not_exists(#steps)" + same
+	}
+	return "attribute_not_exists(#pk) OR #exp < :now OR (#st = :in_progress AND #lu < :now_ms" + same + ")", names, values
 }
 
 // Claim takes pk for a lease of d with one conditional PutItem; on conflict the
@@ -159,7 +162,7 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 		now := t.Now()
 		token := leasekey.NewToken()
 		until := now.Add(d)
-		p := t.claimPut(pk, StatusInProgress, token, fingerprint, now)
+		p := t.claimPut(pk, StatusInProgress, token, fingerprint, now, true)
 		p.Item[AttrLeaseUntil] = Num(until.UnixMilli())
 		_, err := t.Client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           p.TableName,
@@ -209,13 +212,15 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 // the key on the condition Claim uses, and returns the old item when that
 // fails.
 func (t *Table) CompletedPut(pk, fingerprint string, now time.Time) *types.Put {
-	return t.claimPut(pk, StatusCompleted, leasekey.NewToken(), fingerprint, now)
+	return t.claimPut(pk, StatusCompleted, leasekey.NewToken(), fingerprint, now, false)
 }
 
 // claimPut writes a record of status and token on the claim's condition
-// at now, returning the old item when that fails.
-func (t *Table) claimPut(pk, status, token, fingerprint string, now time.Time) *types.Put {
-	cond, names, values := t.claimCondition(fingerprint, now)
+// at now, returning the old item when that fails. With keepSteps a dead
+// claim whose record holds steps is not replaced (Claim takes it over in
+// place); without, it is (a transaction completing the key for good).
+func (t *Table) claimPut(pk, status, token, fingerprint string, now time.Time, keepSteps bool) *types.Put {
+	cond, names, values := t.claimCondition(fingerprint, now, keepSteps)
 	return &types.Put{
 		TableName: aws.String(t.Name),
 		Item: map[string]types.AttributeValue{

@@ -155,8 +155,13 @@ func (t *Table) takeOver(ctx context.Context, pk string, old map[string]types.At
 func (t *Table) releaseKeepingSteps(ctx context.Context, pk, token string) error {
 	names := map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#lu": AttrLeaseUntil}
 	values := ownedValues(token)
-	values[":new"], values[":ended"] = Str(leasekey.NewToken()), Num(0)
+	retired := leasekey.NewToken()
+	values[":new"], values[":ended"] = Str(retired), Num(0)
 	_, err := t.Client.UpdateItem(ctx, t.update(pk, "#tk = :new, #lu = :ended", "", ownedCondition, names, values), sdkhttp.DynamoDB)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && GetS(ccf.Item, AttrToken) == retired {
+		return nil // our own update, applied, its answer lost and the call retried
+	}
 	if err != nil {
 		return t.fenced("release", err)
 	}

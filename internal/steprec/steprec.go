@@ -73,8 +73,7 @@ func (r *Recorder) Save(ctx context.Context, name string, rec step.Record) error
 // StepEvent implements step.Observer: it passes e on and remembers the
 // first step whose outcome is unknown in this attempt.
 func (r *Recorder) StepEvent(e step.Event) {
-	switch e.Kind {
-	case step.EventUnknown, step.EventReconcileStillUnknown, step.EventParked:
+	if e.Fails {
 		if u, ok := e.Err.(*step.UnknownError); ok {
 			r.mu.Lock()
 			// The run fails on the first; a parked one overrides (it is
@@ -152,23 +151,44 @@ type Claim struct {
 	// Key is the key as given to the store, Token the claim's token.
 	Key, Token string
 
-	mu        sync.Mutex
-	completed bool
+	mu         sync.Mutex
+	completing int
+	completed  bool
 }
 
-// Complete records that the handler's transaction completed the record:
-// the middleware must not complete it again.
-func (c *Claim) Complete() {
+// Completing runs commit, a transaction that completes the record (the
+// handler's final step), and records whether it did (committed). While it
+// runs, and once it committed, a lease extension that finds the record no
+// longer its own is the completion's doing, not a lost lease
+// ([Claim.Settling]).
+func (c *Claim) Completing(commit func() (committed bool, err error)) error {
+	c.mu.Lock()
+	c.completing++
+	c.mu.Unlock()
+	committed, err := commit()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.completed = true
+	c.completing--
+	if committed {
+		c.completed = true
+	}
+	return err
 }
 
-// Completed reports whether Complete was called.
+// Completed reports whether the handler's transaction completed the
+// record: the middleware must not complete it again.
 func (c *Claim) Completed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.completed
+}
+
+// Settling reports whether a completing transaction runs or has
+// committed.
+func (c *Claim) Settling() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.completed || c.completing > 0
 }
 
 type claimKey struct{}
