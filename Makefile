@@ -44,11 +44,12 @@ fuzz: ## run every fuzz target for FUZZTIME (100000x: executions) each, with go 
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed"; exit 1; fi
 
-lint: ## go vet for Linux, macOS and Windows, staticcheck, and the API compared with the last release tag
+lint: ## go vet for Linux, macOS and Windows, staticcheck, the import boundaries (scripts/deps-check.sh), and the API compared with the last release tag
 	GOOS=linux $(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
 	GOOS=windows $(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	GO=$(GO) bash scripts/deps-check.sh
 	GO=$(GO) bash scripts/api-check.sh
 
 tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum (prints the diff)
@@ -63,7 +64,7 @@ stack-up: ## install (once) and start the no-Docker local stack; writes .stack/e
 stack-down: ## stop the local stack
 	bash $(STACK) down
 
-demo: ## the exactly-once ledger demo on the local stack (the stack stays up; `make stack-down` stops it)
+demo: ## the exactly-once ledger demo on the local stack, ending with the web console's URL (the stack and the console stay up; `make stack-down` stops them)
 	bash $(STACK) up
 	. "$$(bash $(STACK) env)" && $(GO) run ./localstack/setup && bash examples/ledger/demo.sh
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
 )
 
@@ -72,13 +72,13 @@ func (c *countingDDB) TransactWriteItems(ctx context.Context, in *dynamodb.Trans
 	return c.Client.TransactWriteItems(ctx, in, o...)
 }
 
-var _ dynamo.DynamoDBAPI = (*countingDDB)(nil)
+var _ dedupedynamo.DynamoDBAPI = (*countingDDB)(nil)
 
 // table creates a dedupe-shaped table (pk S) for the run and deletes it
 // at the end.
 func (b *bench) table(ctx context.Context, name string) (string, error) {
 	t := fmt.Sprintf("%s-%s", b.env.prefix, name)
-	if err := dynamo.CreateTable(ctx, b.ddb, t); err != nil {
+	if err := dedupedynamo.CreateTable(ctx, b.ddb, t); err != nil {
 		return "", err
 	}
 	b.env.tables = append(b.env.tables, t)
@@ -153,7 +153,7 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 	now := time.Now()
 	// The record code both modes call, for the plain loops of their own
 	// writes (the same items, conditions and return values).
-	own := &dynamolease.Table{Client: b.ddb, Name: table, TTL: dedupe.DefaultTTL, Now: time.Now, LenientFingerprint: true, ErrNotOwner: dedupe.ErrNotOwner}
+	own := &dynamolease.Table{Client: b.ddb, Name: table, TTL: dedupe.DefaultTTL, Now: time.Now, LenientFingerprint: true, ErrNotOwner: dedupe.ErrNotOwner, Prefix: "bench"}
 	leaseDDB, txDDB, ownDDB := &countingDDB{Client: b.ddb}, &countingDDB{Client: b.ddb}, &countingDDB{Client: b.ddb}
 	ownTx := func(pk string, i int) error {
 		_, err := ownDDB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
@@ -189,12 +189,16 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 			return own.Complete(ctx, r.Token, own.CompleteUpdate(pk, r.Token, "", nil, nil))
 		}), func() error {
 			// Lease mode: claim, no-op handler, complete.
-			leaseStore, err := dynamo.New(dynamo.Config{Client: leaseDDB, Table: table, Namespace: "lease"})
+			leaseStore, err := dedupedynamo.New(dedupedynamo.Config{Client: leaseDDB, Table: table, Namespace: "lease"})
+			if err != nil {
+				return err
+			}
+			dd, err := dedupe.New(dedupe.Config{Store: leaseStore})
 			if err != nil {
 				return err
 			}
 			lease, err := b.consumeUnique(ctx, "lease", n, leaseDDB, runOpts{concurrency: dedupeConcurrency,
-				middleware: []consumer.Middleware{dedupe.Middleware(leaseStore, dedupe.Options{})}})
+				middleware: []consumer.Middleware{dd.Wrap}})
 			f.lease = lease.rate
 			return err
 		}, b.plainStep(ctx, &f.txLimit, "plain-tx", "plain TransactWriteItems loop", n, func(i int) error {
@@ -221,13 +225,13 @@ func (b *bench) dedupeRound(ctx context.Context, round, n int, table, effects st
 		}, func() error {
 			// Transactional mode: the effect and the dedupe record in one
 			// TransactWriteItems.
-			txStore, err := dynamo.New(dynamo.Config{Client: txDDB, Table: table, Namespace: "tx"})
+			txStore, err := dedupedynamo.New(dedupedynamo.Config{Client: txDDB, Table: table, Namespace: "tx"})
 			if err != nil {
 				return err
 			}
 			var counter atomic.Int64
 			tx, err := b.consumeUnique(ctx, "tx", n, txDDB, runOpts{concurrency: dedupeConcurrency,
-				handler: dynamo.Transactional(txStore, func(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
+				handler: dedupedynamo.Transactional(txStore, func(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
 					return []types.TransactWriteItem{{Update: counterUpdate(effects, "counter-", counter.Add(1))}}, nil
 				}, nil)})
 			f.tx = tx.rate

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsonce/sqsonce/idempotency"
-	idemdynamo "github.com/sqsonce/sqsonce/idempotency/dynamo"
+	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
 )
 
 // idemConcurrency is the number of HTTP clients sending at once.

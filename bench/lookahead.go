@@ -13,8 +13,9 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/consumer/consumertest"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
-	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // lookaheadDupPercent is the share of the duplicate stream's messages
@@ -42,7 +43,7 @@ func (c *lookaheadDDB) TransactWriteItems(ctx context.Context, in *dynamodb.Tran
 	return c.Client.TransactWriteItems(ctx, in, o...)
 }
 
-var _ dynamo.DynamoDBAPI = (*lookaheadDDB)(nil)
+var _ dedupedynamo.DynamoDBAPI = (*lookaheadDDB)(nil)
 
 // lookaheadFigures are one round's measurements of one store: msgs/s of
 // each stream with the look-ahead on and off, and the function's runs
@@ -152,15 +153,15 @@ func (b *bench) lookaheadRows() ([]row, error) {
 		return nil, err
 	}
 	ddbHandler := func(name string, skip bool, runs *atomic.Int64, calls *lookaheadDDB) (consumer.Handler, error) {
-		s, err := dynamo.New(dynamo.Config{Client: calls, Table: table, Namespace: name})
+		s, err := dedupedynamo.New(dedupedynamo.Config{Client: calls, Table: table, Namespace: name})
 		if err != nil {
 			return nil, err
 		}
 		var counter atomic.Int64
-		return dynamo.Transactional(s, func(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
+		return dedupedynamo.Transactional(s, func(context.Context, *consumer.Message) ([]types.TransactWriteItem, error) {
 			runs.Add(1)
 			return []types.TransactWriteItem{{Update: counterUpdate(effects, "counter-", counter.Add(1))}}, nil
-		}, &dynamo.TxOptions{SkipCompleted: skip}), nil
+		}, &dedupedynamo.TxOptions{SkipCompleted: skip}), nil
 	}
 	var s [10]sample
 	if err := b.interleave("lookahead, DynamoDB", func(round int) ([]float64, error) {
@@ -195,7 +196,7 @@ func (b *bench) lookaheadRows() ([]row, error) {
 		return nil, err
 	}
 	defer cleanup()
-	if _, err := dedupepg.Migrate(ctx, pool); err != nil {
+	if _, err := pgstore.Migrate(ctx, pool, pgstore.Dedupe); err != nil {
 		return nil, err
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL);
@@ -226,9 +227,9 @@ func (b *bench) lookaheadRows() ([]row, error) {
 	how = fmt.Sprintf(lookaheadNote, pgConcurrency, pn)
 	const pg = "Dedupe, PostgreSQL"
 	return append(rows,
-		row{group: pg, name: "dedupe/postgres Transactional, SkipCompleted vs without, no duplicates", value: p[0], limit: p[1], ratio: ratios(p[0], p[1]), unit: "msgs/s",
+		row{group: pg, name: "dedupepg Transactional, SkipCompleted vs without, no duplicates", value: p[0], limit: p[1], ratio: ratios(p[0], p[1]), unit: "msgs/s",
 			note: b.interleaved() + "; " + how + "; every key new: the ratio is the cost of the SELECT each message pays before its transaction (BEGIN, the dedupe row, INSERT journal, UPDATE accounts, COMMIT)"},
-		row{group: pg, name: fmt.Sprintf("dedupe/postgres Transactional, SkipCompleted vs without, %d%% duplicates", lookaheadDupPercent), value: p[2], limit: p[3], ratio: ratios(p[2], p[3]), unit: "msgs/s",
+		row{group: pg, name: fmt.Sprintf("dedupepg Transactional, SkipCompleted vs without, %d%% duplicates", lookaheadDupPercent), value: p[2], limit: p[3], ratio: ratios(p[2], p[3]), unit: "msgs/s",
 			note: b.interleaved() + "; " + how + fmt.Sprintf("; %d%% of the messages repeat a key completed before the run: with the look-ahead each costs one SELECT, without it a transaction rolled back at the dedupe row (BEGIN, the INSERT, a SELECT, ROLLBACK); the function runs for neither (%s and %s runs per duplicate)", lookaheadDupPercent, p[4], p[5])},
 	), nil
 }

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
 	"github.com/sqsonce/sqsonce/producer"
 )
 

@@ -16,9 +16,10 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/consumer/consumertest"
-	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
+	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // pgConcurrency is the worker count of the PostgreSQL dedupe rows and the
@@ -65,7 +66,7 @@ func postgresPool(ctx context.Context, dsn string) (*pgxpool.Pool, func(), error
 	return pool, func() { pool.Close(); drop() }, nil
 }
 
-// postgresRows: dedupe/postgres's Transactional against the textbook SQL
+// postgresRows: dedupepg's Transactional against the textbook SQL
 // transaction, and the PostgreSQL outbox relay against the plain send
 // loop. Without DATABASE_URL they are skipped, and the table says so.
 func (b *bench) postgresRows() ([]row, error) {
@@ -81,10 +82,7 @@ func (b *bench) postgresRows() ([]row, error) {
 		return nil, err
 	}
 	defer cleanup()
-	if _, err := dedupepg.Migrate(ctx, pool); err != nil {
-		return nil, err
-	}
-	if _, err := outboxpg.Migrate(ctx, pool); err != nil {
+	if _, err := pgstore.Migrate(ctx, pool, pgstore.Dedupe, pgstore.Outbox); err != nil {
 		return nil, err
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL);
@@ -232,7 +230,7 @@ func (b *bench) pgDedupe(pool *pgxpool.Pool) ([]row, error) {
 		return nil, err
 	}
 	return []row{
-		row{group: "Dedupe, PostgreSQL", name: "dedupe/postgres Transactional vs textbook transaction", value: tx, limit: plain, ratio: ratios(tx, plain), unit: "msgs/s",
+		row{group: "Dedupe, PostgreSQL", name: "dedupepg Transactional vs textbook transaction", value: tx, limit: plain, ratio: ratios(tx, plain), unit: "msgs/s",
 			note: fmt.Sprintf("%s; %d messages per run, the handler called directly from %d goroutines (no SQS: the row isolates the store); "+
 				"both sides: BEGIN, the dedupe row, INSERT journal, UPDATE accounts, COMMIT; limit: the textbook form, INSERT INTO processed_messages ... ON CONFLICT DO NOTHING; "+
 				"target: the same four statements in one transaction, Transactional's row only has more columns, so ≥ 0.9", b.interleaved(), n, pgConcurrency)}.with(atLeast(0.9)),

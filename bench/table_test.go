@@ -156,7 +156,7 @@ func TestNewRowsTiny(t *testing.T) {
 		"Idempotency-Key, new key vs bare handler (raw)", "Idempotency-Key, replay vs bare handler (raw)",
 		"Go CPU per request, new key vs handler + 2 writes", "Go CPU per request, replay vs handler + 1 write",
 		"outbox relay, DynamoDB, vs plain SendMessageBatch loop (raw)", "outbox relay, DynamoDB, vs textbook relay loop",
-		"dedupe/postgres Transactional vs textbook transaction",
+		"dedupepg Transactional vs textbook transaction",
 		"outbox relay, PostgreSQL, vs plain SendMessageBatch loop (raw)", "outbox relay, PostgreSQL, vs textbook relay loop",
 		"no-op consumer, telemetry on vs off (throughput)", "Go CPU per message, telemetry on vs off", "heap allocations per message, telemetry on vs off",
 	} {

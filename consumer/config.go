@@ -59,26 +59,18 @@ type Config struct {
 	// receive batch size. Defaults to 10.
 	Concurrency int
 	// Prefetch is how many messages may wait, received but not started,
-	// beyond Concurrency (kept invisible by the heartbeat meanwhile). A
+	// beyond Concurrency. The heartbeat keeps them invisible meanwhile. A
 	// receiver asks for a full batch of 10 when 10 slots of
-	// Concurrency+Prefetch are free, and for fewer only when a worker would
-	// otherwise idle; so with Prefetch ≥ 9 every receive asks for 10 (one
-	// receive per ten messages) and workers do not wait for receives.
-	// Defaults to Concurrency, at most 10, with receive-ahead: while the
-	// queue has a backlog (receives come back full) and workers find no
-	// message to run during a receive, it is raised by about as many
-	// messages as finish during one receive call (measured, smoothed, in
-	// whole batches of 10), so
-	// that workers do not wait for slow receives and a message received
-	// ahead waits about one receive; it is lowered again when no worker
-	// waits, and dropped when a receive comes back empty. It never goes
-	// above Concurrency: a consumer with the default holds at most
-	// 2 × Concurrency messages (Concurrency + 10 when that is more). A
-	// Prefetch you set is fixed. See docs/architecture.md.
-	// Set [NoPrefetch] for none: a receiver then
-	// asks only for messages a free worker can start at once. On FIFO
-	// queues a message keeps its slot until its delete (or visibility
-	// change) has returned, as it holds its group until then.
+	// Concurrency+Prefetch are free, and for fewer only when a worker
+	// would otherwise idle. Defaults to Concurrency, at most 10, raised
+	// while the queue has a backlog and workers wait for receives
+	// (receive-ahead) and lowered again when they do not. A consumer with
+	// the default holds at most 2 × Concurrency messages (Concurrency + 10
+	// when that is more). A Prefetch you set is fixed. Set [NoPrefetch]
+	// for none: a receiver then asks only for messages a free worker can
+	// start at once. On FIFO queues a message keeps its slot until its
+	// delete or visibility change has returned. See "Prefetch" and
+	// "Receive-ahead" in docs/architecture.md.
 	Prefetch int
 	// Receivers is how many goroutines long-poll SQS. Defaults to one per
 	// 10 messages of capacity (Concurrency+Prefetch), between 1 and 8, and,
@@ -124,7 +116,11 @@ type Config struct {
 	// ShutdownTimeout is how long Run waits, after its context is
 	// cancelled, for running handlers to finish before it cancels their
 	// contexts (cause [ErrShutdown]) and releases their messages. Defaults
-	// to 20s (under ECS's default 30s stopTimeout).
+	// to 20s (under ECS's default 30s stopTimeout). Messages received but
+	// not started are released once no receive call cut at shutdown can
+	// still take them on the server: up to WaitTime after the drain
+	// starts, within ShutdownTimeout when WaitTime is not longer (see
+	// "Goroutines and who waits for them" in docs/architecture.md).
 	ShutdownTimeout time.Duration
 	// FlushInterval is the longest a delete or visibility change waits for
 	// its batch to fill. Defaults to 50ms.
@@ -150,7 +146,9 @@ type Config struct {
 	// integer) and duration (the handler's run time), plus delay, class
 	// and error when they apply (the error's text without the prefix of
 	// [Permanent] or [RetryAfter], which the class or delay already says);
-	// never the body. zap's sampling (zap.NewProduction samples by level
+	// never the body. At warning level each dead letter is logged once
+	// ("consumer: dead-lettered") with its class and reason (the error's
+	// text, escaped and cut to 1 KiB; never the body). zap's sampling (zap.NewProduction samples by level
 	// and message) would drop most of these lines under load, so use a
 	// logger without sampling, such as [NewLogger].
 	Logger *zap.Logger
@@ -158,14 +156,36 @@ type Config struct {
 	Observer Observer
 	// TracerProvider, when set, gives every message a process span,
 	// parented to the producer's trace context carried in the message's
-	// traceparent/tracestate attributes (see docs/observability in the
-	// README). Defaults to nil: no spans, no cost.
+	// traceparent/tracestate attributes (docs/observability.md lists the
+	// spans and metrics). Defaults to nil: no spans, no cost.
 	TracerProvider trace.TracerProvider
 	// MeterProvider, when set, records the consumer's metrics (messages
 	// received, settled by outcome, in flight, handler duration, SQS calls
 	// and errors, receive batch sizes, heartbeat failures, lost leases,
-	// dead letters). Defaults to nil: no metrics, no cost.
+	// dead letters) and the autoscaling signal (see BacklogInterval).
+	// Defaults to nil: no metrics, no cost.
 	MeterProvider metric.MeterProvider
+	// BacklogInterval is how often the consumer samples the autoscaling
+	// signal it exports through MeterProvider (see "Autoscaling" in
+	// docs/observability.md): the queue's ApproximateNumberOfMessages,
+	// ApproximateNumberOfMessagesNotVisible and
+	// ApproximateNumberOfMessagesDelayed, read with one GetQueueAttributes
+	// call (so the role needs sqs:GetQueueAttributes, as start-up does),
+	// and the share of Concurrency its handlers were busy since the last
+	// sample. Each wait is the interval ± 10% at random, the first a random
+	// part of it, so a fleet of workers does not call in lock-step. A failed
+	// read is logged (a warning, then debug lines while it keeps failing)
+	// and the backlog is left out of the metrics until a read succeeds;
+	// receiving and handling are not affected. Nothing is sampled without a
+	// MeterProvider. At least 1s; negative turns sampling off. Defaults to
+	// 30s.
+	BacklogInterval time.Duration
+	// Payload reads bodies stored in S3 (AWS's extended client format) or
+	// compressed before the handler runs (see [PayloadConfig]). Defaults
+	// to no S3 client and a 64 MiB cap: compressed bodies are read, and a
+	// message with an S3 pointer is dead-lettered with a reason that says
+	// to set Payload.S3Client.
+	Payload PayloadConfig
 	// NowFunc returns the current time (failed_at of dead letters).
 	// Defaults to time.Now.
 	NowFunc func() time.Time
@@ -178,6 +198,9 @@ type Config struct {
 	// receive-ahead adds slots; set by withDefaults when both Prefetch and
 	// Receivers are left at their defaults.
 	aheadReceivers int
+	// sampleRand draws the sampler's jitter, uniform in [0, 1); tests
+	// set it. Defaults to math/rand.
+	sampleRand func() float64
 	// adaptReceivers: how many receivers poll at once follows the queue
 	// (see pollers); set by withDefaults when Receivers is left at its
 	// default.
@@ -198,6 +221,8 @@ const (
 	// still propagating, short enough that a worker whose queue is gone
 	// says so within a minute or two.
 	DefaultReceiveErrorGrace = time.Minute
+	// DefaultBacklogInterval is the default of [Config.BacklogInterval].
+	DefaultBacklogInterval = 30 * time.Second
 )
 
 // withDefaults fills zero values and checks what can be checked without
@@ -217,6 +242,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Concurrency < 0 || cfg.Prefetch < NoPrefetch || cfg.Receivers < 0 || cfg.MaxAttempts < 0 {
 		bad("Concurrency (%d), Prefetch (%d), Receivers (%d) and MaxAttempts (%d) must not be negative (Prefetch may be NoPrefetch)",
 			cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.MaxAttempts)
+	}
+	if err := cfg.Payload.check(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(cfg.DeadLetterSigningKey) > 0 {
 		if err := deadletter.CheckSigningKey(cfg.DeadLetterSigningKey); err != nil {
@@ -265,6 +293,10 @@ func (cfg Config) withDefaults() (Config, error) {
 		bad("ReceiveErrorGrace (%s) must not be negative: leave it 0 for the default (%s)", cfg.ReceiveErrorGrace, DefaultReceiveErrorGrace)
 	}
 	cfg.ReceiveErrorGrace = cmp.Or(cfg.ReceiveErrorGrace, DefaultReceiveErrorGrace)
+	if cfg.BacklogInterval > 0 && cfg.BacklogInterval < time.Second {
+		bad("BacklogInterval %s must be at least 1s (or negative to turn sampling off)", cfg.BacklogInterval)
+	}
+	cfg.BacklogInterval = cmp.Or(cfg.BacklogInterval, DefaultBacklogInterval)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, DefaultFlushInterval)
 	if cfg.Logger == nil {

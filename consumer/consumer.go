@@ -185,7 +185,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := newRunner(c.cfg, q)
+	s := newSampler(c.cfg, q.url)
+	r, err := newRunner(s.instrument(c.cfg), q)
 	if err != nil {
 		return err
 	}
@@ -193,6 +194,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if r.health == nil {
 		r.health = &health{}
 	}
+	// The autoscaling sampler (load.go) runs beside r until ctx ends or r
+	// returns on its own (receives that cannot heal), whichever is first.
+	sctx, stop := context.WithCancel(ctx)
+	wait := s.start(sctx, r.cfg.Client, r.log)
+	defer wait()
+	defer stop()
 	return r.run(ctx)
 }
 
@@ -224,6 +231,12 @@ type runner struct {
 	queue     chan *inflight  // standard queues: received messages for the Concurrency workers
 	ready     chan *lane      // FIFO queues: lanes with a message to run, for the Concurrency workers
 	stopping  <-chan struct{} // Run's ctx.Done(): closed when the drain starts
+	// polls is the receivers' client; recvDone is closed once the
+	// receivers have returned, and drainDeadline is set before, to the
+	// drain's start plus ShutdownTimeout (see awaitPolls).
+	polls         *pollWatch
+	recvDone      chan struct{}
+	drainDeadline time.Time
 	// workBase is Run's context without its cancellation: the handlers'
 	// contexts derive from it, each cancelled on its own (see
 	// stopHandlers), so that making one locks nothing shared.
@@ -317,6 +330,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	if cfg.adaptReceivers {
 		r.pollers = newPollers(cfg.Receivers+cfg.aheadReceivers, cfg.WaitTime, q.fifo)
 	}
+	r.polls = &pollWatch{SQSAPI: cfg.Client}
+	r.cfg.Client = r.polls
+	r.recvDone = make(chan struct{})
 	pcfg := cfg
 	pcfg.Logger = r.log
 	r.pipeline = newProcessor(pcfg)
@@ -338,6 +354,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, cfg.settlers(), r.log)
 	r.settler.obs = cfg.Observer
 	r.settler.hold = hb
+	if cfg.Payload.DeleteAfterAck {
+		r.settler.objects = cfg.Payload.S3Client
+	}
 	if q.fifo {
 		// A FIFO message blocks its group until deleted: once every
 		// received message is queued, send what is queued without waiting
@@ -396,19 +415,22 @@ func (r *runner) run(ctx context.Context) error {
 
 	<-ctx.Done()
 	r.health.set(draining)
+	r.drainDeadline = time.Now().Add(r.cfg.ShutdownTimeout)
 	r.log.Info("consumer draining", zap.Duration("shutdown_timeout", r.cfg.ShutdownTimeout))
 	grace := time.AfterFunc(receiveGrace, cancelCalls)
 	recvWG.Wait()
 	grace.Stop()
+	close(r.recvDone)
 	// Messages waiting for a worker, and FIFO messages waiting behind a
 	// running handler of their group, are released now, not when a
-	// handler finishes.
+	// handler finishes: as soon as no receive call cut short above can
+	// take them on the server (awaitPolls).
 	if !r.q.fifo {
-		takeWaiting(r.queue, func(m *inflight) { r.release(m, nil) })
+		takeWaiting(r.queue, r.releaseUnstarted)
 		close(r.queue) // the workers return once their handlers have
 	} else {
 		// Lanes still in the ready queue hold a message no worker took.
-		takeWaiting(r.ready, func(l *lane) { r.release(l.head, nil) })
+		takeWaiting(r.ready, func(l *lane) { r.releaseUnstarted(l.head) })
 	}
 	r.mu.Lock()
 	lanes := make([]*lane, 0, len(r.lanes))
@@ -416,6 +438,9 @@ func (r *runner) run(ctx context.Context) error {
 		lanes = append(lanes, l)
 	}
 	r.mu.Unlock()
+	if len(lanes) > 0 {
+		r.awaitPolls()
+	}
 	for _, l := range lanes {
 		r.releaseLane(l, nil)
 	}
@@ -428,7 +453,7 @@ func (r *runner) run(ctx context.Context) error {
 	workDone := make(chan struct{})
 	go func() { r.workWG.Wait(); close(workDone) }()
 	var runErr error
-	timer := time.NewTimer(r.cfg.ShutdownTimeout)
+	timer := time.NewTimer(time.Until(r.drainDeadline))
 	select {
 	case <-workDone:
 		timer.Stop()
@@ -438,6 +463,12 @@ func (r *runner) run(ctx context.Context) error {
 			if r.running[i].Load() != nil {
 				n++
 			}
+		}
+		if n == 0 {
+			// The workers only wait to release what they hold
+			// (awaitPolls): no handler to cancel.
+			<-workDone
+			break
 		}
 		r.log.Warn("consumer: shutdown timeout: cancelling running handlers", zap.Int("handlers", n))
 		r.stopHandlers(ErrShutdown)
@@ -647,8 +678,8 @@ func newAttemptID() string {
 // The ready lanes are sent in one burst, each waking a parked worker: the
 // Go scheduler wakes idle threads for the burst as a whole, not for each
 // send. Waking one worker, which wakes the next if lanes are still
-// waiting, wakes fewer goroutines but can wake a thread at each step: on
-// FIFO-100 drains (two cores) it cost about 5 µs more Go CPU a message.
+// waiting, wakes fewer goroutines but can wake a thread at each step (see
+// "Few shared locks per message" in docs/architecture.md).
 func (r *runner) dispatch(batch []*inflight) {
 	if !r.q.fifo {
 		for _, m := range batch {
@@ -720,7 +751,7 @@ func (r *runner) work(worker int) {
 		}
 		select {
 		case <-r.stopping:
-			r.release(m, nil)
+			r.releaseUnstarted(m)
 			continue
 		default:
 		}
@@ -771,7 +802,7 @@ func (r *runner) workLanes(worker int) {
 		l.head = nil
 		select {
 		case <-r.stopping:
-			r.release(m, nil)
+			r.releaseUnstarted(m)
 			r.releaseLane(l, nil)
 		default:
 			res := r.process(worker, m)
@@ -975,6 +1006,9 @@ func (r *runner) process(worker int, m *inflight) Result {
 				r.obs.DeadLetterRefused(m.msg, err)
 			}
 		}
+	}
+	if r.cfg.Payload.DeleteAfterAck && m.msg.object != nil && (res.Outcome == OutcomeAck || res.Outcome == OutcomeDuplicate) {
+		m.msg.dropObject = true
 	}
 	if act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, m.recvStart, time.Now()); act.Done {
 		r.settle(m, -1)

@@ -15,7 +15,7 @@ var ErrDeadLetterRefused = settle.ErrDeadLetterRefused
 
 // settleMessage is what a dead letter needs of m.
 func settleMessage(m *Message) settle.Message {
-	return settle.Message{ID: m.ID, Body: m.Body, Key: m.Key(), GroupID: m.GroupID, ReceiveCount: m.ReceiveCount, Attempts: m.Attempt(), Attributes: m.Attributes}
+	return settle.Message{ID: m.ID, Body: m.WireBody(), Key: m.Key(), GroupID: m.GroupID, ReceiveCount: m.ReceiveCount, Attempts: m.Attempt(), Attributes: m.Attributes}
 }
 
 // deadLetterReason is the failure text recorded in res's dead letter.

@@ -10,3 +10,10 @@ var LogSettled = logSettled
 var NewProcess = func(cfg Config) func(ctx context.Context, msg *Message) Result {
 	return newProcessor(cfg).process
 }
+
+// WithSampleRand returns cfg whose backlog sampler draws its jitter from
+// rnd (uniform in [0, 1)) instead of math/rand.
+func WithSampleRand(cfg Config, rnd func() float64) Config {
+	cfg.sampleRand = rnd
+	return cfg
+}

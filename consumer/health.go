@@ -11,9 +11,9 @@ import (
 // Ready reports whether the consumer is receiving: nil while Run (or
 // Drain) runs and its receives succeed; an error before Run has passed its
 // start-up checks, from the start of the drain on, after Run returned,
-// and while receives fail (until one succeeds again). A readiness probe
-// (/readyz) can serve it as is: see examples/worker. It is safe to call at
-// any time, from any goroutine.
+// and while receives fail (until one succeeds again). Package opshttp
+// serves it as /readyz. It is safe to call at any time, from any
+// goroutine.
 func (c *Consumer) Ready() error {
 	if c.health == nil {
 		return errNotRunning

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/payload"
 )
 
 // AttrID is the message attribute that carries a message's dedupe id
@@ -22,7 +23,11 @@ const AttrID = deadletter.AttrID
 type Message struct {
 	// ID is the SQS MessageId.
 	ID string
-	// Body is the message body, unchanged.
+	// Body is the message body as its producer sent it. For a message
+	// whose body was stored in S3 or compressed (see [PayloadConfig]) it
+	// is the fetched, decompressed body, read before the handler runs;
+	// [Message.WireBody] is what SQS carried. Otherwise it is SQS's body,
+	// unchanged.
 	Body string
 	// Attributes are the message attributes the producer set.
 	Attributes map[string]types.MessageAttributeValue
@@ -50,6 +55,17 @@ type Message struct {
 	Raw types.Message
 
 	key string
+
+	// wire is the body SQS carried, when decoded says Body was read from
+	// S3 or decompressed (see decode).
+	wire    string
+	decoded bool
+	// object is the S3 object the body is in; nil when it was in the
+	// message.
+	object *payload.Pointer
+	// dropObject: delete object once the message is deleted (an ack with
+	// PayloadConfig.DeleteAfterAck).
+	dropObject bool
 
 	// unrun counts the receives in which the message did not run, as far
 	// as this process knows (settle.Unrun): set by the consumer on FIFO
@@ -99,6 +115,16 @@ func (m *Message) init(raw types.Message, queueURL string, receivedAt time.Time)
 	m.GroupID = sa[string(types.MessageSystemAttributeNameMessageGroupId)]
 	m.DeduplicationID = sa[string(types.MessageSystemAttributeNameMessageDeduplicationId)]
 	m.key = DefaultKey(m)
+}
+
+// WireBody is the body as SQS carried it: for a message whose body was
+// stored in S3 or compressed, the pointer or the compressed text (what a
+// dead letter keeps, and what a redrive moves); otherwise [Message.Body].
+func (m *Message) WireBody() string {
+	if m.decoded {
+		return m.wire
+	}
+	return m.Body
 }
 
 // Attempt is how many times the message has run, this run included (1

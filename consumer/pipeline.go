@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/sqsonce/sqsonce/internal/payload"
 	"github.com/sqsonce/sqsonce/internal/pipeline"
 )
 
@@ -39,6 +40,7 @@ type processor struct {
 	keyFunc     KeyFunc
 	logger      *zap.Logger
 	observer    Observer
+	payload     payload.Decoder
 }
 
 // newProcessor configures the path from cfg's Handler, Middleware,
@@ -55,6 +57,7 @@ func newProcessor(cfg Config) *processor {
 		keyFunc:     cfg.KeyFunc,
 		logger:      cfg.Logger,
 		observer:    cfg.Observer,
+		payload:     cfg.Payload.decoder(": set Payload.S3Client (an *s3.Client) in the consumer's or Lambda adapter's Config"),
 	}
 	if p.handler == nil {
 		p.handler = HandlerFunc(func(context.Context, *Message) error { return errors.New("consumer: no handler") })
@@ -94,6 +97,12 @@ type Result struct {
 // outcome is OutcomeRelease. A handler that returns nil is acked even if
 // ctx was cancelled.
 func (p *processor) process(ctx context.Context, msg *Message) Result {
+	// The body first: a KeyFunc and the handler see the body as sent.
+	// A body that cannot be had is classified as a handler's error
+	// would be (the handler does not run).
+	if err := p.decode(ctx, msg); err != nil {
+		return p.classify(ctx, msg, err)
+	}
 	p.setKey(msg)
 	start := time.Now()
 	err := p.run(ctx, msg)

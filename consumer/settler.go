@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/internal/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/payload"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -83,6 +84,9 @@ type settler struct {
 	hold *heartbeat.Heartbeat
 	// callTimeout bounds each call. Defaults to settleCallTimeout.
 	callTimeout time.Duration
+	// objects, when set, deletes the S3 objects of acked messages marked
+	// dropObject once their delete succeeded (PayloadConfig.DeleteAfterAck).
+	objects payload.DeleteAPI
 
 	// idle, when set, reports that no more ops are coming soon: the
 	// partial batches are then sent at once instead of after interval. It
@@ -444,6 +448,7 @@ func (s *settler) deleteBatch(ops []settleOp) {
 		}
 	}
 	s.resolved(deleted...)
+	s.deleteObjects(deleted)
 	for _, op := range retry {
 		err := s.retry(op, "delete", func(ctx context.Context) error {
 			_, err := s.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.queueURL), ReceiptHandle: aws.String(op.handle)})
@@ -451,6 +456,7 @@ func (s *settler) deleteBatch(ops []settleOp) {
 		})
 		if err == nil {
 			s.resolved(op)
+			s.deleteObjects([]settleOp{op})
 			continue
 		}
 		s.deleteFailed(op, err)

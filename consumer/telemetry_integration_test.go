@@ -92,11 +92,15 @@ func TestTelemetryOnTheLocalStack(t *testing.T) {
 	obs := &outcomeCounter{n: map[string]int64{}}
 	var mu sync.Mutex
 	retried := map[string]bool{}
+	dd, err := dedupe.New(dedupe.Config{Store: dedupe.NewMemory(dedupe.MemoryConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	c, err := consumer.New(consumer.Config{
 		Client: client, QueueURL: queueURL, Concurrency: 4,
 		TracerProvider: tp, MeterProvider: mp, Observer: obs,
-		Middleware: []consumer.Middleware{dedupe.Middleware(dedupe.NewMemory(dedupe.MemoryConfig{}), dedupe.Options{})},
+		Middleware: []consumer.Middleware{dd.Wrap},
 		Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 			switch m.Body {
 			case "perm":

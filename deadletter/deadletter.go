@@ -43,6 +43,7 @@ const (
 	ClassMaxAttempts = "max_attempts" // MaxAttempts transient failures
 	ClassPanic       = "panic"        // counted as a transient failure; a dead letter only via MaxAttempts
 	ClassKeyReuse    = "key_reuse"    // same dedupe key, different body
+	ClassPayload     = "payload"      // the body in S3 or compressed could not be had for good
 	// ClassOutcomeUnknown: a step's outcome outside the database is
 	// unknown and its policy parks it for a person (package step);
 	// Failure.Step names the step.

@@ -32,7 +32,7 @@ func BenchmarkMiddleware(b *testing.B) {
 
 	b.Run("new_key", func(b *testing.B) {
 		store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "bench"})
-		h := dedupe.Middleware(store, dedupe.Options{})(ok)
+		h := wrap(b, store, dedupe.Config{})(ok)
 		msgs := make([]*consumer.Message, 1<<14)
 		for i := range msgs {
 			msgs[i] = newMsg("k" + strconv.Itoa(i))
@@ -44,7 +44,7 @@ func BenchmarkMiddleware(b *testing.B) {
 				// Every key of the set is now completed: start a fresh store.
 				b.StopTimer()
 				store = dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "bench"})
-				h = dedupe.Middleware(store, dedupe.Options{})(ok)
+				h = wrap(b, store, dedupe.Config{})(ok)
 				b.StartTimer()
 			}
 			if err := h.Handle(ctx, msgs[i%len(msgs)]); err != nil {
@@ -56,7 +56,7 @@ func BenchmarkMiddleware(b *testing.B) {
 
 	b.Run("duplicate", func(b *testing.B) {
 		store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "bench"})
-		h := dedupe.Middleware(store, dedupe.Options{})(ok)
+		h := wrap(b, store, dedupe.Config{})(ok)
 		msg := newMsg("done")
 		if err := h.Handle(ctx, msg); err != nil {
 			b.Fatal(err)

@@ -1,8 +1,8 @@
 // Package dedupe turns SQS's at-least-once delivery into at-most-once
 // handler runs per message key: a [Store] records each key as IN_PROGRESS
-// (claimed under a lease) or COMPLETED, and [Middleware] claims the key
-// before the handler, completes it after a success and releases it after a
-// failure.
+// (claimed under a lease) or COMPLETED, and the [Middleware] ([New])
+// claims the key before the handler, completes it after a success and
+// releases it after a failure.
 //
 // Each message's key is [consumer.Message.Key] (the sqsonce-id attribute,
 // else the SQS MessageId); stores prefix it with a namespace, one per
@@ -11,13 +11,14 @@
 // DLQ replay and redrive of a message still finds it.
 //
 //	store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "orders"})
-//	handler := consumer.Chain(consumer.HandlerFunc(handle),
-//		dedupe.Middleware(store, dedupe.Options{Lease: time.Minute}))
+//	mw, err := dedupe.New(dedupe.Config{Store: store, Lease: time.Minute})
+//	if err != nil { ... }
+//	handler := consumer.Chain(consumer.HandlerFunc(handle), mw.Wrap)
 //
 // [Memory] keeps records in process (tests, single-process use); the
-// DynamoDB store in package dedupe/dynamo keeps them durably and adds
-// transactional mode, where the handler's own DynamoDB writes commit in
-// one transaction with the COMPLETED record.
+// DynamoDB and PostgreSQL stores (packages dedupedynamo and dedupepg) keep
+// them durably and add a transactional mode, where the handler's own
+// writes commit in one transaction with the COMPLETED record.
 //
 // What the lease-based middleware guarantees: a handler never runs
 // concurrently with itself for one key, and never again after a success

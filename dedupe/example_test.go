@@ -16,14 +16,18 @@ import (
 
 // A message sent twice with the same sqsonce-id runs its handler once; the
 // copy is acked as a duplicate. The same id with another body is key reuse.
-func ExampleMiddleware() {
+func ExampleNew() {
 	store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "orders"})
+	mw, err := dedupe.New(dedupe.Config{Store: store, Lease: time.Minute})
+	if err != nil {
+		panic(err)
+	}
 	p := consumertest.New(consumer.Config{
 		Handler: consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 			fmt.Println("charging", msg.Body)
 			return nil
 		}),
-		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: time.Minute})},
+		Middleware: []consumer.Middleware{mw.Wrap},
 	})
 	for i, body := range []string{"order 42: $10", "order 42: $10", "order 42: $99"} {
 		msg := consumer.NewMessage(types.Message{

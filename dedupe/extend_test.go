@@ -26,7 +26,11 @@ func TestOwnerExtend(t *testing.T) {
 	clock := func() time.Time { return now }
 	mem := NewMemory(MemoryConfig{NowFunc: clock})
 	store := &flakyStore{Store: mem}
-	mw := Middleware(store, Options{Lease: 30 * time.Second, NowFunc: clock})(nil).(*middleware)
+	m, err := New(Config{Store: store, Lease: 30 * time.Second, NowFunc: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := m.Wrap(nil).(*middleware)
 	ctx := context.Background()
 	c, err := mem.Claim(ctx, "k", "fp", 30*time.Second)
 	if err != nil {

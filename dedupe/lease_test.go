@@ -77,7 +77,7 @@ func TestLeaseOutlivesTheHeartbeatInterval(t *testing.T) {
 		c, err := consumer.New(consumer.Config{
 			Client: f, QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
 			Handler:    handler,
-			Middleware: []consumer.Middleware{dedupe.Middleware(dedupe.NewMemory(dedupe.MemoryConfig{}), dedupe.Options{})},
+			Middleware: []consumer.Middleware{wrap(t, dedupe.NewMemory(dedupe.MemoryConfig{}), dedupe.Config{})},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +180,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 			Client: f, QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
 			HeartbeatInterval: 500 * time.Millisecond,
 			Handler:           handler,
-			Middleware:        []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 2 * time.Second})},
+			Middleware:        []consumer.Middleware{wrap(t, store, dedupe.Config{Lease: 2 * time.Second})},
 		})
 		if err != nil {
 			t.Fatal(err)

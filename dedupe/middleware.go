@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/steprec"
@@ -19,8 +20,11 @@ import (
 	"github.com/sqsonce/sqsonce/step"
 )
 
-// Options configures [Middleware].
-type Options struct {
+// Config configures the middleware ([New]).
+type Config struct {
+	// Store keeps the records: [Memory], dedupedynamo.Store or
+	// dedupepg.Store. Required.
+	Store Store
 	// Lease is how long a claim holds a key before another delivery may take
 	// it over; it bounds how long a crashed worker's message waits before
 	// it is retried. The lease actually taken is derived from how it is
@@ -72,10 +76,56 @@ type Options struct {
 	NowFunc func() time.Time
 }
 
-// Middleware returns the consumer middleware that runs each message's
-// handler at most once per key with store:
+// Middleware is the dedupe middleware; [Middleware.Wrap] is its
+// consumer.Middleware.
+type Middleware struct {
+	cfg     Config
+	results *telemetry.Results
+	steps   *telemetry.Results
+	stepObs StepObserver
+}
+
+// New returns the middleware, or an error naming the bad field.
+func New(cfg Config) (*Middleware, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("dedupe: Config.Store is required (dedupe.NewMemory, dedupedynamo.New or dedupepg.New)")
+	}
+	if cfg.Lease < 0 || cfg.SettleTimeout < 0 {
+		return nil, errors.New("dedupe: Config.Lease and SettleTimeout must not be negative")
+	}
+	cfg.Lease = cmp.Or(cfg.Lease, time.Minute)
+	cfg.SettleTimeout = cmp.Or(cfg.SettleTimeout, 10*time.Second)
+	if cfg.FingerprintFunc == nil {
+		cfg.FingerprintFunc = func(m *consumer.Message) string { return Fingerprint(m.Body) }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = consumer.NopObserver{}
+	}
+	results := telemetry.NewResults(cfg.MeterProvider, "sqsonce.dedupe.results",
+		"Dedupe claims, by result.", "{message}", "result", resultNames[:]...)
+	steps := telemetry.NewResults(cfg.MeterProvider, "sqsonce.dedupe.steps",
+		"Step events of messages (package step), by event.", "{event}", "event", step.EventKinds...)
+	stepObs, _ := cfg.Observer.(StepObserver)
+	return &Middleware{cfg: cfg, results: results, steps: steps, stepObs: stepObs}, nil
+}
+
+// StepObserver is implemented by a [Config].Observer that wants the step
+// events of the messages it observes (package step).
+type StepObserver interface {
+	StepEvent(msg *consumer.Message, e step.Event)
+}
+
+// Wrap returns next behind the middleware, which runs each message's
+// handler at most once per key with Config.Store:
 //
-//   - Claim before the handler. Duplicate → [consumer.ErrDuplicate] (acked,
+//   - Claim before the handler. Duplicate → a [*DuplicateError], which is
+//     [consumer.ErrDuplicate] (acked,
 //     handler not run); in progress elsewhere → [consumer.RetryAfter] a
 //     second on the message's first receive, so that a duplicate of a fast
 //     handler settles in about a second, and after the other owner's
@@ -97,48 +147,23 @@ type Options struct {
 // message, even if the handler ignored Run's error: transient (retried
 // with backoff; the next attempt reconciles or reruns it), or, parked,
 // dead-lettered with class outcome_unknown and the step's name. A final
-// step that is dynamo.Transactional or postgres.Transactional of the same
-// store completes the claimed record in its own transaction.
+// step that is dedupedynamo.Transactional or dedupepg.Transactional of
+// the same store completes the claimed record in its own transaction.
 //
 // Store errors are returned as transient errors (the message is retried).
-func Middleware(store Store, opts Options) consumer.Middleware {
-	opts.Lease = cmp.Or(opts.Lease, time.Minute)
-	opts.SettleTimeout = cmp.Or(opts.SettleTimeout, 10*time.Second)
-	if opts.FingerprintFunc == nil {
-		opts.FingerprintFunc = func(m *consumer.Message) string { return Fingerprint(m.Body) }
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
-	if opts.NowFunc == nil {
-		opts.NowFunc = time.Now
-	}
-	if opts.Observer == nil {
-		opts.Observer = consumer.NopObserver{}
-	}
-	results := telemetry.NewResults(opts.MeterProvider, "sqsonce.dedupe.results",
-		"Dedupe claims, by result.", "{message}", "result", resultNames[:]...)
-	steps := telemetry.NewResults(opts.MeterProvider, "sqsonce.dedupe.steps",
-		"Step events of messages (package step), by event.", "{event}", "event", step.EventKinds...)
-	stepObs, _ := opts.Observer.(StepObserver)
-	return func(next consumer.Handler) consumer.Handler {
-		return &middleware{store: store, opts: opts, next: next, results: results, steps: steps, stepObs: stepObs}
-	}
-}
-
-// StepObserver is implemented by an [Options].Observer that wants the step
-// events of the messages it observes (package step).
-type StepObserver interface {
-	StepEvent(msg *consumer.Message, e step.Event)
+// Wrap is a consumer.Middleware: pass it in consumer.Config.Middleware.
+func (m *Middleware) Wrap(next consumer.Handler) consumer.Handler {
+	return &middleware{store: m.cfg.Store, opts: m.cfg, next: next, results: m.results, steps: m.steps, stepObs: m.stepObs}
 }
 
 // resultNames are the values of the result attribute, by Status (0: the
 // claim failed).
 var resultNames = [...]string{"error", "claimed", "duplicate", "in_progress", "key_reused"}
 
+// middleware is one wrapped handler.
 type middleware struct {
 	store   Store
-	opts    Options
+	opts    Config
 	next    consumer.Handler
 	results *telemetry.Results
 	steps   *telemetry.Results
@@ -198,7 +223,7 @@ const leaseIntervals = 3
 
 // lease is the lease for a claim or an extension of a handler that runs
 // under ctx and whose heartbeat ticks every every (0: no heartbeat). See
-// Options.Lease.
+// Config.Lease.
 func (m *middleware) lease(ctx context.Context, every time.Duration) time.Duration {
 	l := m.opts.Lease
 	dl, ok := ctx.Deadline()
@@ -236,12 +261,12 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	switch c.Status {
 	case Claimed:
 	case Duplicate:
-		return fmt.Errorf("dedupe: key %q: %w", key, consumer.ErrDuplicate)
+		return &DuplicateError{Key: key}
 	case InProgress:
 		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
 	case KeyReused:
 		err := &KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
-		log().Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
+		log().WithOptions(noStack).Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
 		return consumer.Permanent(err)
 	default:
@@ -364,3 +389,8 @@ func (o *owner) finish() {
 	defer o.mu.Unlock()
 	o.done = true
 }
+
+// noStack keeps the stack trace a logger adds at error level (as
+// zap.NewProduction's does) off a line that reports an outcome, such as
+// key reuse: the library's own frames say nothing about its cause.
+var noStack = zap.AddStacktrace(zap.LevelEnablerFunc(func(zapcore.Level) bool { return false }))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func newFixture(t *testing.T) *fixture {
 	f.store = dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "mw", NowFunc: f.clock.Now})
 	core, logs := observer.New(zapcore.DebugLevel)
 	f.logs = logs
-	mw := dedupe.Middleware(f.store, dedupe.Options{Lease: 30 * time.Second, Logger: zap.New(core), NowFunc: f.clock.Now})
+	mw := wrap(t, f.store, dedupe.Config{Lease: 30 * time.Second, Logger: zap.New(core), NowFunc: f.clock.Now})
 	f.h = consumer.Chain(consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 		f.runs++
 		return f.err
@@ -185,7 +186,7 @@ func TestMiddlewareKeyReuseIsPermanentAndLoud(t *testing.T) {
 func TestMiddlewareLeaseCappedAtDeadline(t *testing.T) {
 	t.Parallel()
 	store := dedupe.NewMemory(dedupe.MemoryConfig{})
-	h := dedupe.Middleware(store, dedupe.Options{Lease: time.Hour})(consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+	h := wrap(t, store, dedupe.Config{Lease: time.Hour})(consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 		c, err := store.Claim(ctx, msg.Key(), dedupe.Fingerprint(msg.Body), time.Second)
 		if err != nil {
 			return err
@@ -225,7 +226,7 @@ func (s failingStore) Complete(context.Context, string, string) error { return s
 func TestMiddlewareCompleteFailureIsReturned(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("throttled")
-	h := dedupe.Middleware(failingStore{dedupe.NewMemory(dedupe.MemoryConfig{}), boom}, dedupe.Options{})(
+	h := wrap(t, failingStore{dedupe.NewMemory(dedupe.MemoryConfig{}), boom}, dedupe.Config{})(
 		consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return nil }))
 	if err := h.Handle(context.Background(), message("m1", "k1", "b")); !errors.Is(err, boom) {
 		t.Fatalf("complete failure: %v", err)
@@ -243,7 +244,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 	var herr error
 	p := consumertest.New(consumer.Config{
 		Handler:    consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return herr }),
-		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{NowFunc: clock.Now})},
+		Middleware: []consumer.Middleware{wrap(t, store, dedupe.Config{NowFunc: clock.Now})},
 	})
 	ctx := context.Background()
 	process := func(key, body string) consumer.Result { return p.Process(ctx, message("id", key, body)).Result }
@@ -325,7 +326,7 @@ func TestMiddlewareLeaseLostAtCompletionIsObserved(t *testing.T) {
 			obs := &lostObserver{}
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			h := dedupe.Middleware(store, dedupe.Options{Lease: 30 * time.Second, NowFunc: clock.Now, Observer: obs})(
+			h := wrap(t, store, dedupe.Config{Lease: 30 * time.Second, NowFunc: clock.Now, Observer: obs})(
 				consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 					if tc.takeover {
 						clock.Advance(31 * time.Second)
@@ -356,5 +357,27 @@ func TestMiddlewareLeaseLostAtCompletionIsObserved(t *testing.T) {
 				t.Fatalf("LeaseLost events %v, want one wrapping ErrLeaseLost and %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestNewValidates: a missing store or a negative duration fails at
+// start-up with the field to set, not at the first message.
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	store := dedupe.NewMemory(dedupe.MemoryConfig{})
+	for _, tc := range []struct {
+		cfg  dedupe.Config
+		want string
+	}{
+		{dedupe.Config{}, "Config.Store"},
+		{dedupe.Config{Store: store, Lease: -time.Second}, "Config.Lease"},
+		{dedupe.Config{Store: store, SettleTimeout: -time.Second}, "SettleTimeout"},
+	} {
+		if _, err := dedupe.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v): %v, want an error naming %s", tc.cfg, err, tc.want)
+		}
+	}
+	if _, err := dedupe.New(dedupe.Config{Store: store}); err != nil {
+		t.Errorf("New with a store: %v", err)
 	}
 }

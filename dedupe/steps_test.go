@@ -89,7 +89,7 @@ func TestStepResumesAfterFailure(t *testing.T) {
 	store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "steps"})
 	p := consumertest.New(consumer.Config{
 		Handler:    stepHandler(b, step.Park, applied, &failApply),
-		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{})},
+		Middleware: []consumer.Middleware{wrap(t, store, dedupe.Config{})},
 	})
 	msg := func() *consumer.Message { m := message("m1", "order-1", "body"); return m }
 	if res := p.Process(ctx, msg()); res.Outcome != consumer.OutcomeRetry {
@@ -143,7 +143,7 @@ func TestStepTakeoverAfterCrash(t *testing.T) {
 			}
 			p := consumertest.New(consumer.Config{
 				Handler:    stepHandler(b, c.policy, applied, nil),
-				Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{NowFunc: clock.Now})},
+				Middleware: []consumer.Middleware{wrap(t, store, dedupe.Config{NowFunc: clock.Now})},
 			})
 			if res := p.Process(ctx, received("m1", "order-1", "body", 2)); res.Outcome != consumer.OutcomeRetry {
 				t.Fatalf("during the dead owner's lease: %s %v, want a retry", res.Outcome, res.Err)
@@ -189,7 +189,7 @@ func TestStepParkedResolvedRedriven(t *testing.T) {
 			b.drop = 1
 			p := consumertest.New(consumer.Config{
 				Handler:    stepHandler(b, step.Park, done, nil),
-				Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{})},
+				Middleware: []consumer.Middleware{wrap(t, store, dedupe.Config{})},
 			})
 			res := p.Process(ctx, message("m1", "order-1", "body"))
 			if res.Outcome != consumer.OutcomeDeadLetter || res.Class != consumer.ClassOutcomeUnknown || res.Failure.Step != "charge" {
@@ -245,7 +245,7 @@ func TestStepUnknownSwallowedStillFails(t *testing.T) {
 		return nil // the error ignored
 	})
 	p := consumertest.New(consumer.Config{Handler: h, Middleware: []consumer.Middleware{
-		dedupe.Middleware(store, dedupe.Options{Observer: obs, MeterProvider: mp})}})
+		wrap(t, store, dedupe.Config{Observer: obs, MeterProvider: mp})}})
 	res := p.Process(ctx, message("m1", "order-1", "body"))
 	if res.Outcome != consumer.OutcomeRetry {
 		t.Fatalf("outcome %s %v, want a retry (the charge's outcome is unknown)", res.Outcome, res.Err)

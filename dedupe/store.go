@@ -150,6 +150,22 @@ func (e *KeyReuseError) Error() string {
 // FailureClass is the dead-letter class, [consumer.ClassKeyReuse].
 func (e *KeyReuseError) FailureClass() string { return consumer.ClassKeyReuse }
 
+// DuplicateError reports a key whose record is already completed: the
+// effect happened, and the message is acked without running its handler.
+// It wraps [consumer.ErrDuplicate], so errors.Is(err,
+// consumer.ErrDuplicate) holds; its text names the outcome once, with one
+// prefix, for the settled log line.
+type DuplicateError struct {
+	Key string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("dedupe: duplicate: key %q already completed", e.Key)
+}
+
+// Unwrap returns [consumer.ErrDuplicate].
+func (e *DuplicateError) Unwrap() error { return consumer.ErrDuplicate }
+
 // InProgressError reports a key held by another owner until LeaseUntil. The
 // middleware returns it wrapped in [consumer.RetryAfter].
 type InProgressError struct {

@@ -45,7 +45,7 @@ func TestResultsMetric(t *testing.T) {
 			inner = h.Handle(ctx, message("m-busy-2", "busy", "x"))
 		}
 		return nil
-	}), dedupe.Middleware(store, dedupe.Options{MeterProvider: mp}))
+	}), wrap(t, store, dedupe.Config{MeterProvider: mp}))
 
 	handle := func(msg *consumer.Message) error {
 		sctx, span := tp.Tracer("test").Start(ctx, "process "+msg.ID)

@@ -2,9 +2,11 @@
 // EventBridge envelope, so that the handler sees the publisher's body and
 // attributes and the dedupe key is the publisher's id.
 //
+//	dd, err := dedupe.New(dedupe.Config{Store: store})
+//	...
 //	c, err := consumer.New(consumer.Config{
 //		QueueName:  "orders",
-//		Middleware: []consumer.Middleware{envelope.Unwrap(envelope.Options{}), dedupe.Middleware(store, dedupe.Options{})},
+//		Middleware: []consumer.Middleware{envelope.Unwrap(envelope.Options{}), dd.Wrap},
 //		Handler:    handler,
 //	})
 //

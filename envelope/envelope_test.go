@@ -189,12 +189,16 @@ func TestDuplicateNotificationAppliedOnce(t *testing.T) {
 	var runs, settled atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	dd, err := dedupe.New(dedupe.Config{Store: dedupe.NewMemory(dedupe.MemoryConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := consumer.New(consumer.Config{
 		Client:   client,
 		QueueURL: queueURL,
 		Middleware: []consumer.Middleware{
 			envelope.Unwrap(envelope.Options{}),
-			dedupe.Middleware(dedupe.NewMemory(dedupe.MemoryConfig{}), dedupe.Options{}),
+			dd.Wrap,
 		},
 		Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 			if envelope.FromContext(ctx) == nil || !strings.Contains(m.Body, "o-1") {

@@ -4,7 +4,7 @@
 // (docs/architecture.md): a lease, token fencing, a fingerprint, and
 // expiry checked on read.
 //
-//	store, _ := dynamo.New(dynamo.Config{Client: dynamodb.NewFromConfig(cfg)}) // or idempotency.NewMemory
+//	store, _ := idemdynamo.New(idemdynamo.Config{Client: dynamodb.NewFromConfig(cfg)}) // or idempotency.NewMemory
 //	mw, err := idempotency.New(idempotency.Config{
 //		Store: store,
 //		ScopeFunc: func(r *http.Request) (string, error) {
@@ -48,7 +48,7 @@
 //     was taken over gets its context cancelled ([ErrLeaseLost]) and can
 //     never complete or release the new owner's record.
 //   - Records expire the store's TTL after their last write (24 h by
-//     default: MemoryConfig.TTL, dynamo.Config.TTL), judged on read.
+//     default: MemoryConfig.TTL, idemdynamo.Config.TTL), judged on read.
 //   - A body over Config.MaxBodyBytes → 413. A response over
 //     Config.MaxResponseBytes (or too large for the store, or whose
 //     completion failed) is delivered; the record keeps its status and the
@@ -67,18 +67,19 @@
 //
 // # Transactional completion
 //
-// A handler whose work is DynamoDB writes hands them to [Transact] instead
-// of making them; the DynamoDB store commits them in one TransactWriteItems
-// with the completed record holding the response, and only then is the
-// response sent. The work and the stored response commit together or not
-// at all. Anything that produces a types.TransactWriteItem (an outbox
-// event, for one) is added the same way; [TransactFunc] builds writes at
+// A handler whose work is DynamoDB writes hands them to idemdynamo.Transact
+// instead of making them (it attaches them to the request with [Attach]);
+// the DynamoDB store commits them in one TransactWriteItems with the
+// completed record holding the response, and only then is the response
+// sent. The work and the stored response commit together or not at all.
+// Anything that produces a types.TransactWriteItem (an outbox event, for
+// one) is added the same way; idemdynamo.TransactFunc builds writes at
 // commit time and builds them again after a conflict its retry function
 // recognises (an outbox order conflict).
 //
-// With an SQL database, Config.BeginTxFunc (postgres.Store.BeginTx) runs
+// With an SQL database, Config.BeginTxFunc (idempg.Store.BeginTx) runs
 // each keyed request in a transaction the middleware opens and hands to
-// the handler ([TxFromContext]; postgres.TxFromContext returns the
+// the handler ([TxFromContext]; idempg.TxFromContext returns the
 // pgx.Tx). The transaction claims the key ([Tx.Claim]) and holds it
 // while it lasts, instead of a lease: a retry meanwhile gets 409 at once,
 // and a request whose process or connection dies frees its key as the
@@ -88,7 +89,7 @@
 // or a failed commit roll it all back, so a retry runs the handler again.
 // A commit whose answer was lost answers 503 [TypeOutcomeUnknown], one the
 // store refuses for good 500 [TypeCommitRefused], as in the lease mode.
-// Its isolation level is the store's (postgres.Config.TxOptions).
+// Its isolation level is the store's (idempg.Config.TxOptions).
 //
 // # Retries against a lease
 //
@@ -112,7 +113,7 @@
 //
 // # What it cannot do
 //
-// Without Transact or BeginTxFunc, a handler's effects and the stored response are two
+// Without attached work or BeginTxFunc, a handler's effects and the stored response are two
 // writes: if the process dies between them, the key runs again when its
 // lease ends. Effects outside the store's database need their own
 // idempotency downstream (pass the key on). A response too large to store

@@ -24,7 +24,7 @@ type MemoryConfig struct {
 
 // Memory is an in-process [Store] with the same semantics as the DynamoDB
 // store, for tests and for a single process that needs no durability. It
-// cannot commit DynamoDB writes ([ErrWritesUnsupported]). Its zero value
+// commits no work attached to a request ([ErrWorkUnsupported]). Its zero value
 // is not usable; call [NewMemory].
 type Memory struct {
 	ns  string
@@ -46,7 +46,10 @@ type memRecord struct {
 	resp        *Response
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store    = (*Memory)(nil)
+	_ Lookuper = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-memory Store.
 func NewMemory(cfg MemoryConfig) *Memory {
@@ -161,14 +164,14 @@ func (m *Memory) Extend(ctx context.Context, key, token string, lease time.Durat
 	return nil
 }
 
-// Complete implements [Store]. Writes are not supported: with any, it
-// returns [ErrWritesUnsupported] and changes nothing.
+// Complete implements [Store]. Work is not supported: with any, it
+// returns [ErrWorkUnsupported] and changes nothing.
 func (m *Memory) Complete(ctx context.Context, key, token string, c Completion) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(c.Writes) > 0 || len(c.Builds) > 0 {
-		return ErrWritesUnsupported
+	if len(c.Work) > 0 {
+		return ErrWorkUnsupported
 	}
 	now := m.now()
 	m.mu.Lock()
@@ -183,6 +186,27 @@ func (m *Memory) Complete(ctx context.Context, key, token string, c Completion) 
 	r.resp = cloneResponse(&c.Response)
 	m.records[pk] = r
 	return nil
+}
+
+// Lookup implements [Lookuper].
+func (m *Memory) Lookup(ctx context.Context, key string) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.records[leasekey.PK(m.ns, key)]
+	if !ok || r.expiresAt.Before(now) {
+		return Record{}, ErrNoRecord
+	}
+	rec := Record{Status: r.status, Fingerprint: r.fingerprint, ExpiresAt: r.expiresAt}
+	if r.status == StatusCompleted {
+		rec.Response = cloneResponse(r.resp)
+	} else {
+		rec.LeaseUntil = r.leaseUntil
+	}
+	return rec, nil
 }
 
 // Release implements [Store].

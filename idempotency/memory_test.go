@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/sqsonce/sqsonce/dedupe/dedupetest"
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/idempotency/idemtest"
@@ -21,8 +19,9 @@ func TestMemoryConformance(t *testing.T) {
 	})
 }
 
-// TestMemoryRefusesWrites: the memory store cannot commit DynamoDB writes,
-// so it must not complete the record without them.
+// TestMemoryRefusesWrites: the memory store cannot commit work attached to
+// the request (DynamoDB writes), so it must not complete the record
+// without it.
 func TestMemoryRefusesWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -31,9 +30,9 @@ func TestMemoryRefusesWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Complete(ctx, "k", c.Token, idempotency.Completion{Writes: []types.TransactWriteItem{{}}})
-	if !errors.Is(err, idempotency.ErrWritesUnsupported) {
-		t.Fatalf("Complete with writes: %v, want ErrWritesUnsupported", err)
+	err = s.Complete(ctx, "k", c.Token, idempotency.Completion{Work: []any{"a write"}})
+	if !errors.Is(err, idempotency.ErrWorkUnsupported) {
+		t.Fatalf("Complete with writes: %v, want ErrWorkUnsupported", err)
 	}
 	if got, _ := s.Claim(ctx, "k", "fp", time.Minute); got.Status != idempotency.InProgress {
 		t.Fatalf("after a refused Complete: %s, want in_progress", got.Status)

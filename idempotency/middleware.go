@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
@@ -112,14 +111,14 @@ type Config struct {
 	// (made even when the client has gone). Defaults to 10 seconds.
 	SettleTimeout time.Duration
 	// BeginTxFunc, when set, runs each keyed request in a transaction it
-	// opens (the transactional mode; postgres.Store.BeginTx is one). The
+	// opens (the transactional mode; idempg.Store.BeginTx is one). The
 	// transaction claims the key ([Tx.Claim]) before the handler runs and
 	// holds it until it ends, so nothing keeps a lease: a retry meanwhile
 	// gets 409 at once, and a request whose connection or process dies
 	// frees its key as its transaction ends. The store's Claim, Extend and
 	// Release are not used. The handler reaches the transaction through
 	// its request's context ([TxFromContext], unwrapped by the store's
-	// package, e.g. postgres.TxFromContext) and does its work in it. When
+	// package, e.g. idempg.TxFromContext) and does its work in it. When
 	// the handler returns, the middleware stores the response in the same
 	// transaction ([Tx.Complete]) and commits; only then is the response
 	// sent. A panic or runtime.Goexit, [Release], a 5xx (whatever
@@ -132,15 +131,15 @@ type Config struct {
 	// TypeOutcomeUnknown: the retry replays the response if it committed,
 	// and runs the handler if not. A failed begin or claim answers 503 and
 	// runs nothing.
-	// [Transact] is not available in this mode. Defaults to nil: the
+	// [Attach] is not available in this mode. Defaults to nil: the
 	// handler's own effects and the stored response are separate writes.
 	BeginTxFunc func(ctx context.Context) (Tx, error)
 	// ObserveFunc, when set, is called once per request that takes a key,
 	// with its outcome. Defaults to nil.
 	ObserveFunc func(Event)
 	// MeterProvider, when set, counts every request that takes a key in
-	// sqsonce.idempotency.requests, by outcome (see the README's
-	// Observability section). Defaults to nil: nothing is measured.
+	// sqsonce.idempotency.requests, by outcome (see
+	// docs/observability.md). Defaults to nil: nothing is measured.
 	MeterProvider metric.MeterProvider
 	// Logger receives lost leases, store failures and responses too large
 	// to store. Keys and scopes are never logged. Defaults to zap.NewNop().
@@ -166,9 +165,9 @@ const (
 	// OutcomeReleased: the handler ran and the key was released (Release,
 	// a panic or runtime.Goexit, a 429, or a 5xx with ReleaseServerErrors).
 	OutcomeReleased
-	// OutcomeNotStored: the response could not be stored. Without writes
+	// OutcomeNotStored: the response could not be stored. Without work
 	// the record was completed without it (a retry learns its status, not
-	// its body); with writes or in the transactional mode nothing was
+	// its body); with work or in the transactional mode nothing was
 	// committed and the key was freed.
 	OutcomeNotStored
 	// OutcomeLeaseLost: the lease was taken over before completion, or
@@ -205,11 +204,11 @@ type Event struct {
 // lease was taken over or could not be extended before it ended.
 var ErrLeaseLost = errors.New("idempotency: lease lost")
 
-// ErrNoKey is returned by [Transact] outside a request that holds a key.
+// ErrNoKey is returned by [Attach] outside a request that holds a key.
 var ErrNoKey = errors.New("idempotency: no idempotency key is held by this request")
 
-// ErrResponseStarted is returned by [Transact] once the response has been
-// streamed to the client (it was too large to store), so the writes could
+// ErrResponseStarted is returned by [Attach] once the response has been
+// streamed to the client (it was too large to store), so the work could
 // no longer commit with it.
 var ErrResponseStarted = errors.New("idempotency: the response was already sent uncommitted (too large to store)")
 
@@ -293,8 +292,8 @@ func (m *Middleware) observe(o Outcome, status int) {
 //     Retry-After; completed → the stored response, replayed with
 //     Idempotent-Replayed: true.
 //   - Claimed: next runs with its lease extended; its response is
-//     buffered, stored with the completed record (with the writes handed
-//     to [Transact], in one transaction), then sent. Its context is not
+//     buffered, stored with the completed record (with the work attached
+//     with [Attach], in one transaction), then sent. Its context is not
 //     cancelled when the client hangs up (the retry a dropped connection
 //     brings then gets the stored response), only when the lease is lost
 //     (cause [ErrLeaseLost]).
@@ -306,7 +305,7 @@ func (m *Middleware) observe(o Outcome, status int) {
 //     record completed without it: a retry gets its status, its headers
 //     that do not describe the body, Idempotent-Replayed: true and a
 //     TypeNotRetained problem, and the request never runs twice. (With
-//     writes handed to [Transact], or in the transactional mode, nothing
+//     work attached with [Attach], or in the transactional mode, nothing
 //     is committed instead: 500 TypeResponseTooLarge, and a retry runs.)
 //   - In the transactional mode (Config.BeginTxFunc) the request's
 //     transaction claims and holds the key instead of a lease, and its
@@ -506,10 +505,9 @@ type stateKey struct{}
 type state struct {
 	mu       sync.Mutex
 	released bool
-	writes   []types.TransactWriteItem
-	builds   []Build
-	streamed bool // the response went out unstored
-	tx       Tx   // the transactional mode's transaction
+	work     []any // attached with Attach
+	streamed bool  // the response went out unstored
+	tx       Tx    // the transactional mode's transaction
 }
 
 func fromContext(ctx context.Context) *state {
@@ -521,7 +519,7 @@ func fromContext(ctx context.Context) *state {
 // its handler returns: the response is sent but not stored, and a retry
 // with the same key runs the handler again. Use it for a failure the
 // client should correct (a validation error) or retry later (a 429). Any
-// writes handed to [Transact] are dropped. It reports whether ctx belongs
+// work attached with [Attach] is dropped. It reports whether ctx belongs
 // to a request holding a key.
 func Release(ctx context.Context) bool {
 	st := fromContext(ctx)
@@ -583,9 +581,9 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	}
 
 	st.mu.Lock()
-	released, writes, builds, streamed := st.released, st.writes, st.builds, st.streamed
+	released, work, streamed := st.released, st.work, st.streamed
 	st.mu.Unlock()
-	tx := len(writes) > 0 || len(builds) > 0
+	tx := len(work) > 0
 	resp := rec.response()
 	keep := stored(resp, m.replay)
 	// Headers added after the body was written count too.
@@ -625,7 +623,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		m.observe(o, resp.Status)
 		return
 	}
-	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Writes: writes, Builds: builds})
+	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Work: work})
 	if err == nil {
 		rec.deliver()
 		m.observe(OutcomeExecuted, resp.Status)
@@ -670,7 +668,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		// commit did not happen and leaves the completed record if it did.
 		release()
 		m.commitUnknown(w, rk, err)
-	case errors.Is(err, ErrPermanent), errors.Is(err, ErrWritesUnsupported):
+	case errors.Is(err, ErrPermanent), errors.Is(err, ErrWorkUnsupported):
 		release()
 		m.log(rk).Error("idempotency: the store refused the request's writes: nothing committed, key released", zap.Error(err))
 		writeProblem(w, http.StatusInternalServerError, TypeCommitRefused, "the store refused the request's writes; nothing was committed, and the same request cannot succeed", 0)

@@ -17,7 +17,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -643,15 +642,16 @@ func TestResponseTooLargeNotRetained(t *testing.T) {
 	}
 }
 
-// TestTransactOnMemory: the memory store cannot commit writes: the client
-// gets a 500 problem, not the handler's success, and the key is released.
+// TestTransactOnMemory: the memory store cannot commit work attached to
+// the request (writes): the client gets a 500 problem, not the handler's
+// success, and the key is released.
 func TestTransactOnMemory(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
 	h := newMiddleware(t, idempotency.Config{}).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
-		if err := idempotency.Transact(r.Context(), types.TransactWriteItem{}); err != nil {
-			t.Errorf("Transact: %v", err)
+		if err := idempotency.Attach(r.Context(), "a write"); err != nil {
+			t.Errorf("Attach: %v", err)
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
@@ -663,16 +663,16 @@ func TestTransactOnMemory(t *testing.T) {
 	if runs.Load() != 2 {
 		t.Fatalf("runs %d, want the key released", runs.Load())
 	}
-	if err := idempotency.Transact(context.Background()); !errors.Is(err, idempotency.ErrNoKey) {
-		t.Fatalf("Transact outside a request: %v", err)
+	if err := idempotency.Attach(context.Background(), nil); !errors.Is(err, idempotency.ErrNoKey) {
+		t.Fatalf("Attach outside a request: %v", err)
 	}
-	if err := idempotency.TransactFunc(context.Background(), nil, nil); !errors.Is(err, idempotency.ErrNoKey) {
-		t.Fatalf("TransactFunc outside a request: %v", err)
+	if err := idempotency.Attach(context.Background(), "a write"); !errors.Is(err, idempotency.ErrNoKey) {
+		t.Fatalf("Attach of work outside a request: %v", err)
 	}
-	// Builds alone make the request transactional too.
+	// Work of any type makes the request transactional (a build, here).
 	h = newMiddleware(t, idempotency.Config{}).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := idempotency.TransactFunc(r.Context(), func() ([]types.TransactWriteItem, error) { return nil, nil }, nil); err != nil {
-			t.Errorf("TransactFunc: %v", err)
+		if err := idempotency.Attach(r.Context(), func() ([]string, error) { return nil, nil }); err != nil {
+			t.Errorf("Attach: %v", err)
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
@@ -743,8 +743,8 @@ func TestTransactResponseTooLarge(t *testing.T) {
 	store := &countingStore{Store: idempotency.NewMemory(idempotency.MemoryConfig{}), completes: &commits}
 	m := newMiddleware(t, idempotency.Config{Store: store, MaxResponseBytes: 100})
 	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := idempotency.Transact(r.Context(), types.TransactWriteItem{}); err != nil {
-			t.Errorf("Transact: %v", err)
+		if err := idempotency.Attach(r.Context(), "a write"); err != nil {
+			t.Errorf("Attach: %v", err)
 		}
 		w.Write(bytes.Repeat([]byte("x"), 1000))
 	}))
@@ -755,11 +755,11 @@ func TestTransactResponseTooLarge(t *testing.T) {
 	if commits.Load() != 0 || m.Count(idempotency.OutcomeNotStored) != 1 {
 		t.Fatalf("completes %d, not_stored %d", commits.Load(), m.Count(idempotency.OutcomeNotStored))
 	}
-	// Streamed first, Transact after: refused.
+	// Streamed first, Attach after: refused.
 	h = m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write(bytes.Repeat([]byte("x"), 1000))
-		if err := idempotency.Transact(r.Context(), types.TransactWriteItem{}); !errors.Is(err, idempotency.ErrResponseStarted) {
-			t.Errorf("Transact after streaming: %v, want ErrResponseStarted", err)
+		if err := idempotency.Attach(r.Context(), "a write"); !errors.Is(err, idempotency.ErrResponseStarted) {
+			t.Errorf("Attach after streaming: %v, want ErrResponseStarted", err)
 		}
 	}))
 	if w := post(h, http.MethodPost, "/x", "k2", "alice", ""); w.Code != http.StatusOK || w.Body.Len() != 1000 {
@@ -900,7 +900,7 @@ func TestStoreTooLarge(t *testing.T) {
 	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
 		if tx {
-			idempotency.Transact(r.Context(), types.TransactWriteItem{})
+			idempotency.Attach(r.Context(), "a write")
 		}
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, "big")

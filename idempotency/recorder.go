@@ -7,10 +7,10 @@ import (
 )
 
 // recorder buffers a handler's response so it can be stored before it is
-// sent. Past max bytes it stops buffering: without transactional writes
-// the response streams to the client unstored; with them, or in the
-// transactional mode, it is discarded (it could not be committed with
-// them).
+// sent. Past max bytes it stops buffering: without work attached to the
+// request the response streams to the client unstored; with some, or in
+// the transactional mode, it is discarded (it could not be committed with
+// it).
 type recorder struct {
 	w      http.ResponseWriter
 	st     *state
@@ -63,7 +63,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 		return r.buf.Write(p)
 	}
 	r.st.mu.Lock()
-	if len(r.st.writes) > 0 || len(r.st.builds) > 0 || r.st.tx != nil {
+	if len(r.st.work) > 0 || r.st.tx != nil {
 		r.discarded = true
 	} else {
 		r.streaming = true

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Store keeps one record per (scope, key) with the record model of package
@@ -37,9 +35,9 @@ type Store interface {
 	// Extend moves the lease of the claim holding token to now+lease.
 	Extend(ctx context.Context, key, token string, lease time.Duration) error
 	// Complete marks the claim holding token COMPLETED with c.Response,
-	// committing c.Writes and the writes of c.Builds in the same
-	// transaction: all or nothing. A store that cannot commit writes
-	// returns [ErrWritesUnsupported] when given some, and commits nothing.
+	// committing c.Work in the same transaction: all or nothing. A store
+	// that cannot commit work (or work of that type) returns an error
+	// wrapping [ErrWorkUnsupported] when given some, and commits nothing.
 	// Its errors wrap [ErrPermanent] when no retry can succeed and
 	// [ErrOutcomeUnknown] when the write may have been applied.
 	// c.Response.NotRetained is stored with the record and given back by
@@ -48,6 +46,33 @@ type Store interface {
 	// Release deletes the IN_PROGRESS claim holding token, so the next
 	// claim of key runs at once.
 	Release(ctx context.Context, key, token string) error
+}
+
+// Lookuper is a [Store] that reads a record without changing it: for
+// people (an operator's console), never to decide a request. Every Store
+// of this module is one.
+type Lookuper interface {
+	// Lookup returns the record of key (a [RecordKey]), or an error
+	// wrapping [ErrNoRecord] when there is none or only an expired one.
+	Lookup(ctx context.Context, key string) (Record, error)
+}
+
+// ErrNoRecord is the error of [Lookuper.Lookup] for a key without a live
+// record: never claimed, released, or expired.
+var ErrNoRecord = errors.New("idempotency: no record for that key")
+
+// Record is a key record as stored, read by [Lookuper.Lookup].
+type Record struct {
+	// Status is StatusInProgress or StatusCompleted.
+	Status string
+	// Fingerprint is the hash of the request that claimed the key.
+	Fingerprint string
+	// LeaseUntil is when the owner's lease ends (IN_PROGRESS only).
+	LeaseUntil time.Time
+	// ExpiresAt is when the record expires: a retry after it runs again.
+	ExpiresAt time.Time
+	// Response is the stored response (COMPLETED only).
+	Response *Response
 }
 
 // Status is the result of a [Store.Claim].
@@ -123,21 +148,11 @@ func (r *Response) Size() int {
 type Completion struct {
 	// Response is stored on the record and replayed to retries.
 	Response Response
-	// Writes are the handler's DynamoDB writes (see [Transact]), committed
-	// in one TransactWriteItems with the completed record.
-	Writes []types.TransactWriteItem
-	// Builds make more writes for each attempt of that transaction (see
-	// [TransactFunc]).
-	Builds []Build
-}
-
-// Build makes writes at commit time (see [TransactFunc]).
-type Build struct {
-	// Func returns the writes for one attempt of the commit.
-	Func func() ([]types.TransactWriteItem, error)
-	// Retry reports whether a commit cancelled with err is worth another
-	// attempt with freshly built writes. Nil means never.
-	Retry func(err error) bool
+	// Work is what the handler attached to the request ([Attach]), in
+	// the order attached: the store commits it with the completed record
+	// in one transaction. Its types are the store package's own (the
+	// DynamoDB writes of idemdynamo.Transact).
+	Work []any
 }
 
 // Record statuses as stored (the same as package dedupe's).
@@ -155,9 +170,11 @@ const DefaultTTL = 24 * time.Hour
 // record was released, completed or expired.
 var ErrNotOwner = errors.New("idempotency: not the owner: the claim was taken over, released or completed")
 
-// ErrWritesUnsupported is returned by a Store that cannot commit
-// Completion.Writes (the memory store).
-var ErrWritesUnsupported = errors.New("idempotency: this store cannot commit DynamoDB writes")
+// ErrWorkUnsupported is returned by [Attach] in the transactional mode
+// (Config.BeginTxFunc), and wrapped by a Store's Complete given
+// Completion.Work it cannot commit (the memory and PostgreSQL stores
+// commit none): nothing was committed.
+var ErrWorkUnsupported = errors.New("idempotency: work attached to the request cannot be committed by this store or in this mode")
 
 // ErrTooLarge is returned by Complete when the store cannot hold the
 // response (the DynamoDB store's 400 KB item limit); nothing was written.
@@ -179,7 +196,8 @@ var ErrOutcomeUnknown = errors.New("idempotency: the outcome of the commit is un
 // ConditionError reports a condition on one of the handler's own writes
 // failing at completion: nothing was committed, the record included.
 type ConditionError struct {
-	// Index is the failed write's index in Completion.Writes.
+	// Index is the failed write's index among the request's writes, in
+	// the order they were attached.
 	Index int
 	// Reason is the store's reason for the failure.
 	Reason string

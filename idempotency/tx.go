@@ -10,8 +10,8 @@ import "context"
 // durable together or not at all. When the transaction ends without a
 // commit (a rollback, or its connection dying with its process) the key is
 // free at once: nothing of the request is left, and no lease has to run
-// out. A store package provides it (postgres.Store.BeginTx) and a way for
-// the handler to reach its driver's transaction (postgres.TxFromContext).
+// out. A store package provides it (idempg.Store.BeginTx) and a way for
+// the handler to reach its driver's transaction (idempg.TxFromContext).
 type Tx interface {
 	// Claim takes key for the request of fingerprint, before the handler
 	// runs, and holds it until the transaction ends. It answers Claimed
@@ -38,7 +38,7 @@ type txKey struct{}
 
 // TxFromContext returns the transaction the middleware opened for the
 // request whose context is ctx, or nil outside the transactional mode.
-// Store packages unwrap it for their handlers (postgres.TxFromContext).
+// Store packages unwrap it for their handlers (idempg.TxFromContext).
 func TxFromContext(ctx context.Context) Tx {
 	tx, _ := ctx.Value(txKey{}).(Tx)
 	return tx

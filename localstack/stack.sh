@@ -15,6 +15,13 @@
 #   stack.sh status    exit 0 when every server we started is running, holds
 #                      its port and answers an HTTP request
 #   stack.sh env       print the path of the env file
+#   stack.sh console CMD...
+#                      start the web console (CMD: sqs-redrive ui [flags])
+#                      with the env file's variables, detached as the servers
+#                      are, so that `down` stops it; print its first line,
+#                      `console on http://127.0.0.1:PORT/?token=…`, once it is up
+#                      (its log, token included, is $SQSONCE_STACK_DIR/console.log,
+#                      readable by its owner only)
 #
 # Network exposure: fauxqs and DynamoDB Local listen on every interface
 # (neither can be told to bind loopback only), so other machines that can
@@ -36,12 +43,17 @@
 #                           fixed ports; `up` fails if another process holds one
 #   SQSONCE_STACK_POSTGRES  0 leaves PostgreSQL out (default 1); its data
 #                           lives in $SQSONCE_STACK_DIR/postgres
+#   SQSONCE_STACK_BROWSER   0 leaves Chromium out (default 1): `install` and `up`
+#                           install Debian's chromium package, which the
+#                           console's browser tests drive, when it is missing
+#                           and they run as root with apt-get
 #   SQSONCE_STACK_OFFER_PORTS
 #                           ports to try before asking the system for free ones,
 #                           in order (tests use it to hand out a port they hold,
 #                           as if another process took it after it was chosen)
 #
-# Needs Linux (it reads /proc), bash, setsid, Node.js 20+ with npm, Java 17+.
+# Needs Linux (it reads /proc), bash, setsid, Node.js 20+ with npm, Java 17+;
+# the browser tests need Chromium (Debian's chromium package).
 set -euo pipefail
 
 FAUXQS_VERSION=1.9.2 # needs Node.js 20+
@@ -56,6 +68,7 @@ state=${SQSONCE_STACK_DIR:-$root/.stack}
 envfile=$state/env
 read -r -a offers <<<"${SQSONCE_STACK_OFFER_PORTS:-}"
 with_pg=${SQSONCE_STACK_POSTGRES:-1}
+with_browser=${SQSONCE_STACK_BROWSER:-1}
 
 # pg ARGS...: localstack/postgres.sh with its data under the stack's state.
 pg() { SQSONCE_POSTGRES_DIR=$state/postgres bash "$root/localstack/postgres.sh" "$@"; }
@@ -92,6 +105,24 @@ need_tools() {
 			die "java is missing: install Java 17+ (Debian: apt-get install openjdk-17-jre-headless)"
 		fi
 	fi
+}
+
+# browser: the console's browser tests (console/browser_test.go) drive
+# Debian's chromium package, headless. As root with apt-get it is installed
+# when missing, as PostgreSQL is (localstack/postgres.sh); anyone else is
+# told how, and the browser tests fail until it is there. No browser is
+# downloaded any other way.
+browser() {
+	[ "$with_browser" = 1 ] || return 0
+	command -v chromium >/dev/null && return 0
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		say "chromium is missing: installing Debian's chromium package with apt-get (the console's browser tests drive it)"
+		# shellcheck disable=SC2015 # either step failing is fatal
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ||
+			die "could not install chromium: install it by hand (apt-get install chromium)"
+		return 0
+	fi
+	say "chromium is missing: the console's browser tests need it (Debian: apt-get install chromium)"
 }
 
 # npm_failed WHAT LOG: show npm's own words, then stop.
@@ -141,6 +172,7 @@ npm_install() {
 
 install() {
 	need_tools
+	browser
 	mkdir -p "$cache"
 	npm_install fauxqs "$FAUXQS_VERSION"
 	npm_install local-aws-sqs "$LOCAL_AWS_SQS_VERSION"
@@ -300,6 +332,7 @@ portvars=(SQSONCE_SQS_PORT SQSONCE_DYNAMODB_PORT SQSONCE_MOVE_TASK_PORT)
 
 up() {
 	mkdir -p "$state"
+	browser
 	if running quiet emulators; then
 		pg_up
 		say "already running ($envfile)"
@@ -385,8 +418,40 @@ stop() {
 	for name in "$@"; do rm -f "$state/$name.pid"; done
 }
 
+# console CMD...: see the top of this file. A console this script started
+# before is stopped first.
+console() {
+	[ $# -gt 0 ] || die "console needs a command: stack.sh console sqs-redrive ui [flags]"
+	[ -f "$envfile" ] || die "the stack is not running ($envfile is missing): run stack.sh up first"
+	stop console
+	# The console reaches the stack through the env file's variables; its log
+	# holds its URL, token included: its owner's only.
+	set -a
+	# shellcheck disable=SC1090
+	. "$envfile"
+	set +a
+	: >"$state/console.log"
+	chmod 600 "$state/console.log"
+	spawn console "$root" "$@"
+	local end=$((SECONDS + 60)) line
+	while [ "$SECONDS" -lt "$end" ]; do
+		line=$(grep -m 1 '^console on http' "$state/console.log" 2>/dev/null || true)
+		if [ -n "$line" ]; then
+			echo "$line"
+			return 0
+		fi
+		if ! ours console; then
+			tail -n 20 "$state/console.log" >&2
+			die "the console exited during start-up (log: $state/console.log)"
+		fi
+		sleep 0.1
+	done
+	stop console
+	die "the console did not print its URL within 60s (log: $state/console.log)"
+}
+
 down() {
-	stop "${names[@]}"
+	stop console "${names[@]}"
 	if [ "$with_pg" = 1 ] && [ -d "$state/postgres" ]; then pg down >&2 || true; fi
 	rm -f "$envfile"
 	[ "${1:-}" = quiet ] || say "down"
@@ -429,6 +494,7 @@ up) up ;;
 down) down ;;
 status) running ;;
 env) echo "$envfile" ;;
+console) shift; console "$@" ;;
 help | -h | --help) usage ;;
 *) usage >&2; exit 2 ;;
 esac

@@ -151,6 +151,7 @@ func (s *stack) environ() []string {
 		"SQSONCE_CACHE="+s.cache,
 		"SQSONCE_STACK_DIR="+s.state,
 		"SQSONCE_STACK_POSTGRES=0", // these tests are about the emulators
+		"SQSONCE_STACK_BROWSER=0",
 		"FAKE_PIDS="+s.pids,
 		"FAKE_NPM_LOG="+filepath.Join(s.bin, "npm.log"),
 		"FAKE_TGZ="+filepath.Join(s.bin, dynamoTarball),
@@ -657,5 +658,51 @@ func TestInstallNeedsNode20(t *testing.T) {
 	}
 	if !strings.Contains(out, "node 18.19.0 is too old") || !strings.Contains(out, "Node.js 20 or newer") {
 		t.Errorf("install said %q, want it to name the old version and ask for Node.js 20 or newer", out)
+	}
+}
+
+// TestConsoleStartedAndStoppedWithTheStack checks `stack.sh console`: it
+// refuses without a running stack, starts the console with the env file's
+// variables, prints the console's URL line once the console printed it,
+// keeps the log (which holds the token) to its owner, and `down` stops
+// the console with the servers.
+func TestConsoleStartedAndStoppedWithTheStack(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	fake := filepath.Join(s.bin, "fake-console.cjs")
+	s.write(fake, `const fs = require("fs"), path = require("path");
+fs.writeFileSync(path.join(process.env.FAKE_PIDS, String(process.pid)), "console");
+setTimeout(() => console.log("console on http://127.0.0.1:1/?token=t0ken sqs=" + process.env.AWS_ENDPOINT_URL_SQS), 300);
+setInterval(() => {}, 1 << 30);
+`, 0o644)
+	console := func() (string, error) {
+		cmd := exec.CommandContext(t.Context(), "bash", s.script, "console", "node", fake)
+		cmd.Env = s.environ()
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		t.Logf("stack.sh console: %v\n%s", err, stderr.String())
+		return stdout.String(), err
+	}
+	if _, err := console(); err == nil {
+		t.Fatal("console started without a running stack")
+	}
+	s.mustRun("up")
+	out, err := console()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "console on http://127.0.0.1:1/?token=t0ken sqs=" + s.endpoints()["AWS_ENDPOINT_URL_SQS"] + "\n"
+	if out != want {
+		t.Fatalf("stack.sh console printed %q, want %q", out, want)
+	}
+	pid := s.fakePID("console")
+	st, err := os.Stat(filepath.Join(s.state, "console.log"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("console.log: %v %v, want mode 0600", st.Mode(), err)
+	}
+	s.mustRun("down")
+	if alive(pid) {
+		t.Fatalf("the console (PID %d) still runs after down", pid)
 	}
 }

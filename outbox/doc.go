@@ -6,7 +6,7 @@
 // rolled back. With an outbox it writes the event in the same transaction
 // as the change; a [Relay] publishes committed events to SQS afterwards.
 //
-//	st, _ := dynamo.New(dynamo.Config{Client: ddb, Table: "orders-outbox"})
+//	st, _ := outboxdynamo.New(outboxdynamo.Config{Client: ddb, Table: "orders-outbox"})
 //	err := st.Commit(ctx, func() ([]types.TransactWriteItem, error) {
 //		evs, err := st.Put(outbox.Event{Entity: order.ID, Type: "order.placed", Payload: body})
 //		return append([]types.TransactWriteItem{putOrder}, evs...), err

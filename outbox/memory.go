@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sqsonce/sqsonce/internal/partlease"
 )
 
 // MemoryConfig configures a [Memory] store; the zero value is ready.
@@ -103,39 +105,74 @@ func (m *Memory) Due(_ context.Context, owner string, limit int) ([]Event, error
 }
 
 // leasePartitions renews owner's leases and takes free ones up to its fair
-// share of the live owners; it returns the partitions owner holds.
+// share of the live owners (package partlease's rule); it returns the
+// partitions owner holds. m.mu is held.
 func (m *Memory) leasePartitions(owner string, now time.Time) map[int]bool {
-	m.owners[owner] = now.Add(m.cfg.Lease)
-	live := 0
-	for o, until := range m.owners {
-		if until.After(now) {
-			live++
-		} else {
-			delete(m.owners, o)
-		}
-	}
-	share := (m.cfg.Partitions + live - 1) / live
-	held := map[int]bool{}
-	for p, l := range m.leases {
-		if l.owner == owner && l.until.After(now) {
-			if len(held) < share {
-				held[p] = true
-				m.leases[p].until = now.Add(m.cfg.Lease)
-			} else {
-				m.leases[p] = memLease{} // over its share: let another owner take it
-			}
-		}
-	}
-	for p, l := range m.leases {
-		if len(held) >= share {
-			break
-		}
-		if l.owner == "" || !l.until.After(now) {
-			m.leases[p] = memLease{owner: owner, until: now.Add(m.cfg.Lease)}
-			held[p] = true
-		}
+	// The memory leases never fail.
+	ps, _ := partlease.Acquire(context.Background(), memLeases{m}, owner, m.cfg.Partitions, now, m.cfg.Lease)
+	held := make(map[int]bool, len(ps))
+	for _, p := range ps {
+		held[p] = true
 	}
 	return held
+}
+
+// memLeases are the Memory's partition leases; m.mu is held.
+type memLeases struct{ m *Memory }
+
+func (l memLeases) Register(_ context.Context, owner string, now, until time.Time) (int, error) {
+	l.m.owners[owner] = until
+	live := 0
+	for o, u := range l.m.owners {
+		if u.After(now) {
+			live++
+		} else {
+			delete(l.m.owners, o)
+		}
+	}
+	return live, nil
+}
+
+func (l memLeases) Held(_ context.Context, owner string, now time.Time) ([]int, error) {
+	var ps []int
+	for p, le := range l.m.leases {
+		if le.owner == owner && le.until.After(now) {
+			ps = append(ps, p)
+		}
+	}
+	return ps, nil
+}
+
+func (l memLeases) Drop(_ context.Context, _ string, ps []int) error {
+	for _, p := range ps {
+		l.m.leases[p] = memLease{}
+	}
+	return nil
+}
+
+func (l memLeases) Renew(_ context.Context, owner string, ps []int, now, until time.Time) ([]int, error) {
+	var renewed []int
+	for _, p := range ps {
+		if le := l.m.leases[p]; le.owner == owner && le.until.After(now) {
+			l.m.leases[p].until = until
+			renewed = append(renewed, p)
+		}
+	}
+	return renewed, nil
+}
+
+func (l memLeases) Take(_ context.Context, owner string, n int, now, until time.Time) ([]int, error) {
+	var taken []int
+	for p, le := range l.m.leases {
+		if len(taken) >= n {
+			break
+		}
+		if le.owner == "" || !le.until.After(now) {
+			l.m.leases[p] = memLease{owner: owner, until: until}
+			taken = append(taken, p)
+		}
+	}
+	return taken, nil
 }
 
 // Published implements [Store].

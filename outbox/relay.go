@@ -68,7 +68,7 @@ type RelayConfig struct {
 	// Observer is told what the relay does. Defaults to none.
 	Observer Observer
 	// MeterProvider, when set, records the relay's metrics (the
-	// sqsonce.outbox.* names in the README's Observability section):
+	// sqsonce.outbox.* names in docs/observability.md):
 	// events published, failed sends, events parked as dead, and every
 	// StatsInterval the pending count, the dead count and the oldest
 	// pending event's age. The Observer is still called. Defaults to nil:
@@ -79,6 +79,12 @@ type RelayConfig struct {
 	Logger *zap.Logger
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
+	// Payload stores the payloads of events too large for the queue in
+	// S3, and compresses payloads, as the producer does (see
+	// producer.PayloadConfig); consumers built with sqsonce get the
+	// payload back before their handler runs. Defaults to neither: an
+	// event too large for the queue is parked as dead.
+	Payload producer.PayloadConfig
 }
 
 // Observer receives the relay's counts; embed [NopObserver] to implement
@@ -146,7 +152,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	// The relay keeps its own per-event backoff across polls, so each send
 	// is one attempt here. Each message carries its event's trace context,
 	// never the relay's own.
-	prod, err := producer.New(producer.Config{Client: cfg.Client, QueueURL: cfg.QueueURL, MaxAttempts: 1, Logger: cfg.Logger, NoTraceContext: true})
+	prod, err := producer.New(producer.Config{Client: cfg.Client, QueueURL: cfg.QueueURL, MaxAttempts: 1, Logger: cfg.Logger, NoTraceContext: true, Payload: cfg.Payload})
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}

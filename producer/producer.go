@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,6 +123,10 @@ type Config struct {
 	// trace context is what is left out. (The AWSTraceHeader system
 	// attribute, X-Ray's, is not set.)
 	NoTraceContext bool
+	// Payload stores bodies too large for the queue in S3 and compresses
+	// bodies (see [PayloadConfig]). Defaults to neither: a message too
+	// large for the queue fails with ErrTooLarge.
+	Payload PayloadConfig
 }
 
 // Message is one message to send.
@@ -189,6 +194,9 @@ func New(cfg Config) (*Producer, error) {
 	}
 	if cfg.MaxMessageBytes != 0 && (cfg.MaxMessageBytes < MinMessageBytes || cfg.MaxMessageBytes > MaxMessageBytes) {
 		return nil, fmt.Errorf("producer: Config.MaxMessageBytes must be the queue's MaximumMessageSize, %d to %d (or 0 to read it from the queue)", MinMessageBytes, MaxMessageBytes)
+	}
+	if err := cfg.Payload.check(); err != nil {
+		return nil, err
 	}
 	fifo := strings.HasSuffix(cfg.QueueURL, ".fifo")
 	if cfg.FIFO != nil {
@@ -276,6 +284,26 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 	}
 	var pending []int
 	for i, m := range msgs {
+		if name := reservedAttr(m.Attributes); name != "" {
+			results[i].Err = invalidError{fmt.Errorf("producer: the message attribute %s is reserved: sqsonce writes it for a body in S3 or compressed (Config.Payload)", name)}
+			continue
+		}
+		if p.cfg.Payload.on() {
+			// Everything but the size, before the body is compressed
+			// or stored: the size is checked once it is.
+			if err := p.check(m, results[i].ID, math.MaxInt); err != nil {
+				results[i].Err = err
+				continue
+			}
+		}
+		pending = append(pending, i)
+	}
+	if p.cfg.Payload.on() {
+		pending = p.encodePayloads(ctx, msgs, results, pending, limit)
+	}
+	ready := pending[:0:0]
+	for _, i := range pending {
+		m := msgs[i]
 		if !p.cfg.NoTraceContext && trace.SpanContextFromContext(ctx).IsValid() {
 			attrs := maps.Clone(m.Attributes)
 			if attrs == nil {
@@ -298,8 +326,9 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 			results[i].Err = err
 			continue
 		}
-		pending = append(pending, i)
+		ready = append(ready, i)
 	}
+	pending = ready
 	p.send.send(ctx, &sqsCall{p: p, msgs: msgs, results: results}, results, pending)
 	return results
 }

@@ -65,10 +65,13 @@ func (r snsRoute) book(t *testing.T) bookings {
 			return next.Handle(ctx, m)
 		})
 	}
-	store := dedupe.NewMemory(dedupe.MemoryConfig{})
+	dd, err := dedupe.New(dedupe.Config{Store: dedupe.NewMemory(dedupe.MemoryConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := consumer.New(consumer.Config{
 		Client: testenv.SQS(t), QueueURL: r.queueURL, WaitTime: time.Second,
-		Middleware: []consumer.Middleware{envelope.Unwrap(envelope.Options{}), count, dedupe.Middleware(store, dedupe.Options{})},
+		Middleware: []consumer.Middleware{envelope.Unwrap(envelope.Options{}), count, dd.Wrap},
 		Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 			var o order
 			if err := json.Unmarshal([]byte(m.Body), &o); err != nil {
@@ -107,7 +110,7 @@ func body(t *testing.T, o order) string {
 // say, after SNS had taken the message) publishes the order twice, and
 // SNS gives the retry a new MessageId. The dedupe key of an enveloped
 // message without sqsonce-id is that MessageId, and of a raw one the SQS
-// MessageId, so both copies are booked: the failure the README and the
+// MessageId, so both copies are booked: the failure docs/sns.md and the
 // envelope package warn about, kept here as proof that it is real.
 func TestSNSPlainPublishRetryIsBookedTwice(t *testing.T) {
 	for _, raw := range []bool{false, true} {

@@ -43,6 +43,21 @@ func (e Entry) Class() string {
 	return e.Failure.Class
 }
 
+// Source returns the source queue the message records, as recorded: SQS's
+// DeadLetterQueueSourceArn when SQS moved it here (a sender cannot set
+// it), else its failure record's source_queue (a URL, which a producer can
+// write); "" when it records neither. It is for people and filters: a
+// move trusts only what [MoveOptions.To] says.
+func (e Entry) Source() string {
+	if arn := e.Message.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
+		return arn
+	}
+	if e.Failure != nil {
+		return e.Failure.SourceQueue
+	}
+	return ""
+}
+
 // entry builds an Entry.
 func (r *Redriver) entry(m *consumer.Message) Entry {
 	e := Entry{Message: m}

@@ -22,5 +22,5 @@ func ExampleParseFilter() {
 	// attr tenant = acme
 	// json order.status = failed
 	// age  > 7d
-	// error: redrive: bad filter "colour=red": unknown kind "colour" (want class, error, attr, body, json or age)
+	// error: redrive: bad filter "colour=red": unknown kind "colour" (want class, error, attr, body, json, age, id, group or source)
 }

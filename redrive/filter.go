@@ -29,6 +29,17 @@ const (
 	FilterBody  FilterKind = "body"  // body: body~"status":"failed", body=exact
 	FilterJSON  FilterKind = "json"  // field of a JSON body or of the message in its SNS/EventBridge envelope: json:order.status=failed
 	FilterAge   FilterKind = "age"   // age: age>1h (older than), age<30m (newer than); units ns..h and d
+	// FilterID selects messages by their MessageId in the DLQ:
+	// id=ID1,ID2 (any of the list), id~RE.
+	FilterID FilterKind = "id"
+	// FilterGroup selects by FIFO MessageGroupId: group=G, group~RE.
+	FilterGroup FilterKind = "group"
+	// FilterSource selects by the source queue a message records (see
+	// [Entry.Source]): source=NAME (its queue name, URL or ARN), source~RE
+	// (on the recorded URL or ARN). It only selects: where a move sends
+	// the message is decided by the move's own rules (see
+	// [MoveOptions.To]).
+	FilterSource FilterKind = "source"
 )
 
 // Filter selects messages. Several filters combine with AND. Build one
@@ -46,6 +57,9 @@ const (
 // JSON, the EventBridge detail), and matches when either has the field
 // with the value: json:order_id=42 finds the publisher's order,
 // json:TopicArn~orders still reads the envelope.
+//
+// id=, group= and source= select by message id (a comma-separated
+// list), FIFO group and recorded source queue.
 // A filter that can never match is an error: a class name with characters
 // no class has or within two edits of a class sqsonce writes ("permanant";
 // other names are taken as the application's own classes), and age<0.
@@ -61,6 +75,7 @@ type Filter struct {
 
 	re      *regexp.Regexp
 	classes []string
+	ids     map[string]bool
 	age     time.Duration
 	path    []string
 }
@@ -123,9 +138,9 @@ func parseFilter(expr string) (Filter, error) {
 				return f, fmt.Errorf("json path %q has an empty segment", f.Name)
 			}
 		}
-	case FilterClass, FilterError, FilterBody, FilterAge:
+	case FilterClass, FilterError, FilterBody, FilterAge, FilterID, FilterGroup, FilterSource:
 	default:
-		return f, fmt.Errorf("unknown kind %q (want class, error, attr, body, json or age)", f.Kind)
+		return f, fmt.Errorf("unknown kind %q (want class, error, attr, body, json, age, id, group or source)", f.Kind)
 	}
 	f.Op, f.Value = rest[:1], rest[1:]
 	switch {
@@ -158,6 +173,17 @@ func parseFilter(expr string) (Filter, error) {
 			f.classes = append(f.classes, c)
 		}
 		return f, nil
+	case f.Kind == FilterID && f.Op == "=":
+		f.ids = map[string]bool{}
+		for id := range strings.SplitSeq(f.Value, ",") {
+			if id = strings.TrimSpace(id); id == "" {
+				return f, errors.New("empty message id")
+			}
+			f.ids[id] = true
+		}
+		return f, nil
+	case f.Kind == FilterSource && f.Op == "=" && f.Value == "":
+		return f, errors.New("source= needs a queue name, URL or ARN")
 	}
 	if f.Op == "~" {
 		re, err := regexp.Compile(f.Value)
@@ -170,7 +196,7 @@ func parseFilter(expr string) (Filter, error) {
 }
 
 // knownClasses are the classes sqsonce writes, and ClassNone.
-var knownClasses = []string{consumer.ClassPermanent, consumer.ClassMaxAttempts, consumer.ClassPanic, consumer.ClassKeyReuse, consumer.ClassOutcomeUnknown, ClassNone}
+var knownClasses = []string{consumer.ClassPermanent, consumer.ClassMaxAttempts, consumer.ClassPanic, consumer.ClassKeyReuse, consumer.ClassPayload, consumer.ClassOutcomeUnknown, ClassNone}
 
 // checkClass rejects a class name that can never match: one with
 // characters no class has, or one within two edits of a class sqsonce
@@ -281,8 +307,36 @@ func (f Filter) Match(e Entry) bool {
 			return e.Age > f.age
 		}
 		return e.Age < f.age
+	case FilterID:
+		if f.Op == "=" {
+			return f.ids[e.Message.ID]
+		}
+		return f.text(e.Message.ID)
+	case FilterGroup:
+		return f.text(e.Message.GroupID)
+	case FilterSource:
+		src := e.Source()
+		if src == "" {
+			return false
+		}
+		if f.Op == "=" {
+			return src == f.Value || queueName(src) == f.Value
+		}
+		return f.text(src)
 	}
 	return false
+}
+
+// queueName returns the queue name of a queue URL or ARN (its last path
+// or ARN segment).
+func queueName(s string) string {
+	if _, ok := parseQueueARN(s); ok {
+		return s[strings.LastIndex(s, ":")+1:]
+	}
+	if strings.Contains(s, "://") {
+		return nameOf(s)
+	}
+	return s
 }
 
 // text matches s by equality or regular expression.

@@ -81,13 +81,67 @@ func TestFilterMatch(t *testing.T) {
 	}
 }
 
+// TestFilterIDGroupSource checks the filters the console selects with: a
+// list of message ids, a FIFO group, and the source queue a message
+// records (SQS's DeadLetterQueueSourceArn first, else the failure record's
+// source_queue), by name, URL, ARN or regular expression.
+func TestFilterIDGroupSource(t *testing.T) {
+	t.Parallel()
+	recorded := testEntry("x", "permanent", "boom", time.Minute, nil)
+	recorded.Failure.SourceQueue = "https://sqs.us-east-1.amazonaws.com/123456789012/orders"
+	moved := testEntry("y", "", "", time.Minute, nil)
+	moved.Message.ID = "m2"
+	moved.Message.GroupID = "customer-7"
+	moved.Message.SystemAttributes = map[string]string{
+		string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn): "arn:aws:sqs:us-east-1:123456789012:payments.fifo",
+	}
+	cases := []struct {
+		expr string
+		e    Entry
+		want bool
+	}{
+		{"id=m1", recorded, true},
+		{"id=m0,m1,m9", recorded, true},
+		{"id=m0,m9", recorded, false},
+		{"id=m1", moved, false},
+		{"id~^m[0-9]$", moved, true},
+		{"group=customer-7", moved, true},
+		{"group=customer-8", moved, false},
+		{"group~^customer-", recorded, false},
+		{"source=orders", recorded, true},
+		{"source=https://sqs.us-east-1.amazonaws.com/123456789012/orders", recorded, true},
+		{"source=order", recorded, false},
+		{"source=payments.fifo", moved, true},
+		{"source=arn:aws:sqs:us-east-1:123456789012:payments.fifo", moved, true},
+		{"source=orders", moved, false},
+		{"source~payments", moved, true},
+		{"source~.", testEntry("z", "", "", 0, nil), false},
+	}
+	for _, c := range cases {
+		f, err := ParseFilter(c.expr)
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if got := f.Match(c.e); got != c.want {
+			t.Errorf("%s on %s: got %v, want %v", c.expr, c.e.Message.ID, got, c.want)
+		}
+		if f.String() != c.expr {
+			t.Errorf("%s: String() = %q", c.expr, f.String())
+		}
+	}
+	if got := moved.Source(); got != "arn:aws:sqs:us-east-1:123456789012:payments.fifo" {
+		t.Errorf("Source() = %q: SQS's DeadLetterQueueSourceArn comes first", got)
+	}
+}
+
 func TestParseFilterErrors(t *testing.T) {
 	t.Parallel()
 	for _, expr := range []string{"", "class", "klass=x", "class~x", "class=", "class=a,,b", "error>x", "error~(", "attr=x", "attr:=x",
 		"json:a", "json:a..b=x", "json:=x", "body~[", "age=1h", "age>soon", "age>-1h", "age<xd", ":x", "age:x",
 		// Filters that can never match are errors too: a misspelt class,
 		// a malformed one, an age under zero.
-		"class=permanant", "class==x", "class=permanent,max_atempts", "class=key reuse", "age<0s", "age<0d"} {
+		"class=permanant", "class==x", "class=permanent,max_atempts", "class=key reuse", "age<0s", "age<0d",
+		"id=", "id=a,,b", "id>a", "source=", "source<x", "group~("} {
 		if _, err := ParseFilter(expr); !errors.Is(err, ErrBadFilter) {
 			t.Errorf("%q: got %v, want ErrBadFilter", expr, err)
 		}
@@ -109,7 +163,7 @@ func TestParseFilterErrors(t *testing.T) {
 // accepts prints back to an expression it parses the same way, and that
 // matching never panics.
 func FuzzParseFilter(f *testing.F) {
-	for _, s := range []string{"class=permanent", "error~time(out)?", "attr:tenant=acme", "attr:x", "body~^{", "json:a.0.b=1", "age>7d", "age<90m", "json:a~", "attr:a~b=c"} {
+	for _, s := range []string{"class=permanent", "error~time(out)?", "attr:tenant=acme", "attr:x", "body~^{", "json:a.0.b=1", "age>7d", "age<90m", "json:a~", "attr:a~b=c", "id=m1,m2", "id~^m", "group=g-1", "source=orders", "source~arn:"} {
 		f.Add(s, `{"a":[{"b":1}]}`)
 	}
 	f.Add("json:a.0.b=1", `{"Type":"Notification","MessageId":"m","TopicArn":"t","Message":"{\"a\":[{\"b\":1}]}"}`)

@@ -189,3 +189,47 @@ func (b *bouncer) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 	}
 	return out, err
 }
+
+// TestQueuesAndOldestAge checks the read-only listing a console builds
+// on: Queues lists by name prefix with the delayed count, and OldestAge
+// samples a DLQ and hands the sample back at once.
+func TestQueuesAndOldestAge(t *testing.T) {
+	t.Parallel()
+	f, dlqURL := newFake(t)
+	f.AddQueue("other", nil)
+	putN(t, f, dlqURL, 3, nil)
+	ctx := context.Background()
+	src := f.QueueURL("src")
+	if _, err := f.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(src), MessageBody: aws.String("later"), DelaySeconds: 600}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := redrive.New(redrive.Config{Client: f, VisibilityTimeout: 45 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.VisibilityTimeout() != 45*time.Second {
+		t.Fatalf("VisibilityTimeout() = %s", r.VisibilityTimeout())
+	}
+	qs, err := r.Queues(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Name != "src" || qs[0].Delayed != 1 || qs[0].Messages != 0 || qs[0].DeadLetterTargetARN != "arn:aws:sqs:us-east-1:123456789012:dlq" {
+		t.Fatalf("Queues(s) = %+v", qs)
+	}
+	if all, err := r.Queues(ctx, ""); err != nil || len(all) != 3 {
+		t.Fatalf("Queues() = %d queues, %v", len(all), err)
+	}
+	dlq, err := r.Queue(ctx, "dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.OldestAge(ctx, dlq); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range f.Messages(dlqURL) {
+		if m.State != sqsfake.Visible {
+			t.Fatalf("a sampled message stayed in flight: %+v", m)
+		}
+	}
+}

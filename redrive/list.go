@@ -40,7 +40,7 @@ type ListProgress struct {
 // server does not implement that call, from every queue's RedrivePolicy.
 // progress, when not nil, is called after each queue is examined.
 func (r *Redriver) List(ctx context.Context, progress func(ListProgress)) ([]DLQ, error) {
-	urls, err := r.queueURLs(ctx)
+	urls, err := r.queueURLs(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (r *Redriver) Sources(ctx context.Context, dlq Queue) ([]Queue, error) {
 	if !isUnsupported(err) {
 		return nil, err
 	}
-	all, err := r.queueURLs(ctx)
+	all, err := r.queueURLs(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -166,10 +166,44 @@ func (r *Redriver) nativeSources(ctx context.Context, dlqURL string) ([]string, 
 	}
 }
 
-// queueURLs lists every queue, all pages.
-func (r *Redriver) queueURLs(ctx context.Context) ([]string, error) {
+// Queues returns every queue whose name starts with prefix ("": every
+// queue visible to the client), with its approximate counts, sorted by
+// URL. It only reads queue attributes: no message is received.
+func (r *Redriver) Queues(ctx context.Context, prefix string) ([]Queue, error) {
+	urls, err := r.queueURLs(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Queue, 0, len(urls))
+	for _, u := range urls {
+		q, err := r.describe(ctx, u)
+		if err != nil {
+			if sqserr.QueueMissing(err) { // deleted while we listed
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+// OldestAge samples up to 10 messages of a DLQ, makes them visible again
+// at once, and returns the largest age (see [Entry.Age]) among them; 0
+// when none came. The sample is a receive: it counts against each
+// message's receive count, so use it on dead-letter queues, never on a
+// queue that consumers read.
+func (r *Redriver) OldestAge(ctx context.Context, dlq Queue) (time.Duration, error) {
+	return r.oldest(ctx, dlq)
+}
+
+// queueURLs lists the queues whose names start with prefix, all pages.
+func (r *Redriver) queueURLs(ctx context.Context, prefix string) ([]string, error) {
 	var out []string
 	in := &sqs.ListQueuesInput{MaxResults: aws.Int32(1000)}
+	if prefix != "" {
+		in.QueueNamePrefix = aws.String(prefix)
+	}
 	for {
 		page, err := r.client.ListQueues(ctx, in)
 		if err != nil {

@@ -11,8 +11,7 @@ import (
 // every sqsonce package uses.
 const scopeName = "github.com/sqsonce/sqsonce"
 
-// Metric names and attributes (listed in the README's Observability
-// section).
+// Metric names and attributes (listed in docs/observability.md).
 const (
 	metricMessages = "sqsonce.redrive.messages"
 	metricDuration = "sqsonce.redrive.duration"

@@ -93,7 +93,7 @@ type Config struct {
 	// export and import (dry runs record nothing):
 	// sqsonce.redrive.messages counts messages by result (moved, failed,
 	// refused, skipped) and sqsonce.redrive.duration is each run's
-	// duration; see the README's Observability section. Defaults to nil:
+	// duration; see docs/observability.md. Defaults to nil:
 	// no metrics, at no cost.
 	MeterProvider metric.MeterProvider
 }
@@ -145,6 +145,11 @@ func New(cfg Config) (*Redriver, error) {
 	}, nil
 }
 
+// VisibilityTimeout returns how long a message the Redriver looks at stays
+// hidden at most once it lets go of it, or stops (see
+// [Config.VisibilityTimeout]).
+func (r *Redriver) VisibilityTimeout() time.Duration { return r.vis }
+
 // Queue is a resolved queue.
 type Queue struct {
 	// URL is the queue URL. It is only ever a parameter of requests; the
@@ -165,6 +170,8 @@ type Queue struct {
 	Messages int `json:"messages"`
 	// InFlight: see Messages.
 	InFlight int `json:"in_flight"`
+	// Delayed is ApproximateNumberOfMessagesDelayed (see Messages).
+	Delayed int `json:"delayed"`
 }
 
 // queueAttrs are the attributes Queue reads.
@@ -174,6 +181,7 @@ var queueAttrs = []types.QueueAttributeName{
 	types.QueueAttributeNameRedrivePolicy,
 	types.QueueAttributeNameApproximateNumberOfMessages,
 	types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
 }
 
 // Queue resolves a queue by name, URL or ARN. A URL is read for its
@@ -253,6 +261,7 @@ func queueFrom(queueURL string, a map[string]string) Queue {
 	q.FIFO = a[string(types.QueueAttributeNameFifoQueue)] == "true" || strings.HasSuffix(q.Name, ".fifo")
 	q.Messages = countOrUnknown(a[string(types.QueueAttributeNameApproximateNumberOfMessages)])
 	q.InFlight = countOrUnknown(a[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	q.Delayed = countOrUnknown(a[string(types.QueueAttributeNameApproximateNumberOfMessagesDelayed)])
 	q.DeadLetterTargetARN = targetARN(a[string(types.QueueAttributeNameRedrivePolicy)])
 	return q
 }

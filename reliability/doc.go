@@ -2,8 +2,8 @@
 // attack the ledger example (crashes, injected faults, slow handlers,
 // shutdown under load, bad input, redrive under crash, relays killed while
 // the API's credits flow through the outbox) on the local stack
-// and then check the promise of docs/architecture.md (which the README
-// states too): the total applied equals the sum over distinct valid
+// and then check the promise of docs/architecture.md (docs/development.md
+// describes the suite): the total applied equals the sum over distinct valid
 // credits, no credit was applied twice, the source queue is empty, and the
 // DLQ holds every malformed message and nothing else. Each scenario also
 // checks that its attack happened: that crashes hit in-flight work, that

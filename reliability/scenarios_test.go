@@ -151,7 +151,7 @@ func testFaults(t *testing.T) {
 	if sqsProxy.Injected() == 0 || ddbProxy.Injected() == 0 {
 		t.Errorf("faults injected: %d on SQS, %d on DynamoDB; want some on both", sqsProxy.Injected(), ddbProxy.Injected())
 	}
-	// Every kind the README names happened, resets after the server applied
+	// Every kind docs/development.md names happened, resets after the server applied
 	// the call included (counted over both servers).
 	for _, kind := range []string{faults.KindServerError, faults.KindUnavailable, faults.KindThrottle, faults.KindResetBefore, faults.KindResetAfter, faults.KindDelay} {
 		if sqsProxy.Counts()[kind]+ddbProxy.Counts()[kind] == 0 {
@@ -232,7 +232,7 @@ func testFaultsPostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		retried += bytes.Count(b, []byte(`"msg":"postgres: transaction failed transiently; running it again"`))
+		retried += bytes.Count(b, []byte(`"msg":"dedupepg: transaction failed transiently; running it again"`))
 	}
 	report(t, "%d messages (%d distinct credits, %d malformed), 0 crashes; SQS: %d calls, %d faults %v; PostgreSQL: %d backends of the workers terminated in %d rounds, %d of them inside a transaction, %d transactions run again; invariants hold: %v; extra DLQ copies: %d",
 		sent.Messages, sent.Distinct, sent.Malformed, sqsProxy.Calls(), sqsProxy.Injected(), sqsProxy.Counts(), tl.killed, tl.rounds, tl.inTx, retried, !t.Failed(), copies)

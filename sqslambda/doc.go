@@ -25,11 +25,12 @@
 //
 //	func main() {
 //		cfg, _ := config.LoadDefaultConfig(context.Background())
-//		store, _ := dynamo.New(dynamo.Config{Client: dynamodb.NewFromConfig(cfg), Namespace: "orders"})
+//		store, _ := dedupedynamo.New(dedupedynamo.Config{Client: dynamodb.NewFromConfig(cfg), Namespace: "orders"})
+//		dd, _ := dedupe.New(dedupe.Config{Store: store, Lease: 15 * time.Minute})
 //		h, err := sqslambda.New(sqslambda.Config{
 //			Client:     sqs.NewFromConfig(cfg),
 //			Handler:    consumer.HandlerFunc(handleOrder),
-//			Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 15 * time.Minute})},
+//			Middleware: []consumer.Middleware{dd.Wrap},
 //			QueueURL:   os.Getenv("QUEUE_URL"), // optional: lets Check run before the first event
 //		})
 //		if err != nil {

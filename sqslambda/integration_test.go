@@ -20,7 +20,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/dedupe"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
@@ -195,13 +195,13 @@ func TestIntegrationDedupe(t *testing.T) {
 	client := testenv.SQS(t)
 	db := testenv.Dynamo(t)
 	table := testenv.Name("sqslambda-dedupe")
-	if err := dynamo.CreateTable(context.Background(), db, table); err != nil {
+	if err := dedupedynamo.CreateTable(context.Background(), db, table); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	store, err := dynamo.New(dynamo.Config{Client: db, Table: table, Namespace: "sqslambda-test"})
+	store, err := dedupedynamo.New(dedupedynamo.Config{Client: db, Table: table, Namespace: "sqslambda-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,10 +210,14 @@ func TestIntegrationDedupe(t *testing.T) {
 
 	var runs atomic.Int32
 	h := consumer.HandlerFunc(func(context.Context, *consumer.Message) error { runs.Add(1); return nil })
+	dd, err := dedupe.New(dedupe.Config{Store: store, Lease: 15 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := sqslambda.New(sqslambda.Config{
 		Client:     client,
 		Handler:    h,
-		Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: 15 * time.Minute})},
+		Middleware: []consumer.Middleware{dd.Wrap},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -240,12 +244,12 @@ func TestIntegrationDedupe(t *testing.T) {
 	}
 	item, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{
 		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-		Key: map[string]ddbtypes.AttributeValue{dynamo.AttrPK: &ddbtypes.AttributeValueMemberS{Value: store.PK("credit-1")}},
+		Key: map[string]ddbtypes.AttributeValue{dedupedynamo.AttrPK: &ddbtypes.AttributeValueMemberS{Value: store.PK("credit-1")}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, ok := item.Item[dynamo.AttrStatus].(*ddbtypes.AttributeValueMemberS); !ok || s.Value != dedupe.StatusCompleted {
+	if s, ok := item.Item[dedupedynamo.AttrStatus].(*ddbtypes.AttributeValueMemberS); !ok || s.Value != dedupe.StatusCompleted {
 		t.Errorf("dedupe record %v, want status COMPLETED", item.Item)
 	}
 	if visible, inFlight := testenv.Count(t, client, url); visible != 0 || inFlight != 0 {

@@ -93,9 +93,13 @@ func TestLeaseCoversTheInvocation(t *testing.T) {
 				return context.Cause(ctx)
 			}
 		})
+		dd, err := dedupe.New(dedupe.Config{Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
 		a, err := sqslambda.New(sqslambda.Config{
 			Client: f, Handler: h, QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
-			Middleware: []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{})},
+			Middleware: []consumer.Middleware{dd.Wrap},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -130,6 +130,13 @@ type Config struct {
 	MeterProvider  metric.MeterProvider
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
+	// Payload reads bodies stored in S3 (AWS's extended client format) or
+	// compressed before the handler runs, as in the consumer (see
+	// consumer.PayloadConfig). DeleteAfterAck is not supported here: the
+	// event source mapping deletes the message after the invocation
+	// returns, so an S3 lifecycle rule removes the objects. Defaults to
+	// no S3 client and a 64 MiB cap.
+	Payload consumer.PayloadConfig
 }
 
 // Handler adapts a sqsonce Handler (with its middleware, classifier and
@@ -177,6 +184,12 @@ func New(cfg Config) (*Handler, error) {
 			return nil, fmt.Errorf("sqslambda: Config.DeadLetterSigningKey: %w", err)
 		}
 	}
+	if cfg.Payload.DeleteAfterAck {
+		return nil, errors.New("sqslambda: Config.Payload.DeleteAfterAck is not supported (the event source mapping deletes the message after the invocation): set an S3 lifecycle rule on the bucket instead")
+	}
+	if cfg.Payload.MaxBytes < 0 {
+		return nil, fmt.Errorf("sqslambda: Config.Payload.MaxBytes %d is negative", cfg.Payload.MaxBytes)
+	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 1)
 	cfg.DeadlineMargin = cmp.Or(cfg.DeadlineMargin, DefaultDeadlineMargin)
 	if cfg.FunctionTimeout == 0 {
@@ -214,6 +227,7 @@ func New(cfg Config) (*Handler, error) {
 		Observer:       h.obs,
 		TracerProvider: cfg.TracerProvider,
 		MeterProvider:  cfg.MeterProvider,
+		Payload:        cfg.Payload,
 	}, ""))
 	// Every Observer call, here and in the path, recovers a panic in it.
 	h.obs = pcfg.Observer
@@ -531,7 +545,7 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result
 
 // settleMessage is what a dead letter needs of m.
 func settleMessage(m *consumer.Message) settle.Message {
-	return settle.Message{ID: m.ID, Body: m.Body, Key: m.Key(), GroupID: m.GroupID, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes}
+	return settle.Message{ID: m.ID, Body: m.WireBody(), Key: m.Key(), GroupID: m.GroupID, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes}
 }
 
 // changeVisibility takes a record reported as a failure off the heartbeat

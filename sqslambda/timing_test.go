@@ -59,8 +59,12 @@ func TestDeadlineCapsTheLease(t *testing.T) {
 		store := &leaseRecorder{Store: dedupe.NewMemory(dedupe.MemoryConfig{})}
 		var mu sync.Mutex
 		var ran []string
+		dd, err := dedupe.New(dedupe.Config{Store: store, Lease: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
 		a := newHandler(t, fake, sleeper(5*time.Second, &ran, &mu), func(c *sqslambda.Config) {
-			c.Middleware = []consumer.Middleware{dedupe.Middleware(store, dedupe.Options{Lease: time.Hour})}
+			c.Middleware = []consumer.Middleware{dd.Wrap}
 		})
 		deadline := time.Now().Add(10 * time.Second)
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)

@@ -62,6 +62,10 @@ func TestCrashBetweenSendAndDelete(t *testing.T) {
 	var mu sync.Mutex
 	applied := map[string]int{}
 	runs := 0
+	dd, err := dedupe.New(dedupe.Config{Store: dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "crash"}), Lease: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := consumer.New(consumer.Config{
 		Client:   client,
 		QueueURL: src,
@@ -73,7 +77,7 @@ func TestCrashBetweenSendAndDelete(t *testing.T) {
 			runs++
 			return nil
 		}),
-		Middleware:      []consumer.Middleware{dedupe.Middleware(dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "crash"}), dedupe.Options{Lease: 10 * time.Second})},
+		Middleware:      []consumer.Middleware{dd.Wrap},
 		ShutdownTimeout: 5 * time.Second,
 	})
 	if err != nil {

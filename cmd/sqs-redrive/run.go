@@ -24,8 +24,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/sqsonce/sqsonce/awsconfig"
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/payload"
 	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/redrive"
 )
@@ -37,7 +39,8 @@ usage: sqs-redrive COMMAND [arguments] [flags]
 commands:
   list                          every DLQ: source queues, approximate count, oldest message age
   peek DLQ [-n N] [--body]      show messages with their failure and how many times they were
-                                redriven; they are visible again at once
+                                redriven; they are visible again at once. A body stored in S3
+                                shows as s3://bucket/key and its size; --body reads it from S3
   move DLQ [--to QUEUE]         send messages back (default: the source queue each came from, if SQS
                                 moved it (DeadLetterQueueSourceArn) or a consumer signed its failure
                                 record, else the DLQ's single source queue; anything else is refused);
@@ -46,6 +49,7 @@ commands:
   export DLQ FILE [--delete]    write messages as JSON lines ("-" for stdout); --delete removes
                                 from the DLQ only what was written and synced
   import FILE QUEUE             send the messages of an export file to a queue (lines up to 8 MiB)
+  ui [-addr A] [-read-only] [-queue-prefix P]   the web console (sqs-redrive ui -h)
   native start DLQ [--to QUEUE] [--max-per-second N] [--wait]
   native status DLQ             SQS's own move tasks (no filter, no dry run)
   native cancel DLQ [--handle H]
@@ -100,6 +104,9 @@ type app struct {
 	// buildInfo reads the binary's build information; nil:
 	// debug.ReadBuildInfo. A test hook.
 	buildInfo func() (*debug.BuildInfo, bool)
+	// s3 fetches the bodies `peek --body` shows of messages stored in S3;
+	// set from the AWS configuration when nil (tests set it).
+	s3 payload.GetAPI
 }
 
 // run is the whole command: it returns the exit code.
@@ -144,6 +151,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.native(ctx, args[1:])
 	case "version", "--version":
 		err = a.version(args[1:])
+	case "ui":
+		err = a.ui(ctx, args[1:])
 	default:
 		err = usageError("unknown command %q", args[0])
 	}
@@ -279,6 +288,9 @@ func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
 		}
 	})
 	a.region = cfg.Region
+	if a.s3 == nil {
+		a.s3 = awsconfig.S3(cfg)
+	}
 	a.endpoint = aws.ToString(client.Options().BaseEndpoint)
 	if a.endpoint == "" {
 		a.endpoint = "the region's AWS endpoint"
@@ -434,10 +446,26 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 			if arn := m.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {
 				o["dead_letter_queue_source_arn"] = arn
 			}
+			if p, size, ok := pointerOf(m); ok {
+				o["payload"], o["payload_bytes"] = p.String(), size
+			}
 			if *body {
 				o["body"] = m.Body
+				if text, ferr := a.fetchBody(ctx, m); ferr != nil {
+					o["body_error"] = ferr.Error()
+				} else {
+					o["body"] = text
+				}
 			}
 			a.emit(o)
+			continue
+		}
+		if *body && payload.Needed(m.Attributes) {
+			text, ferr := a.fetchBody(ctx, m)
+			if ferr != nil {
+				text = m.Body + "\n(the body itself could not be read: " + ferr.Error() + ")"
+			}
+			printEntry(a.stdout, i+1, len(entries), e, true, text)
 			continue
 		}
 		printEntry(a.stdout, i+1, len(entries), e, *body)
@@ -463,7 +491,11 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 // the numbers is outside text (a producer writes the body, the attributes
 // and the failure record): every rune of it a terminal could act on is
 // escaped (printable.Escape), the body's line feeds kept.
-func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool) {
+//
+// A message whose body is in S3 shows its object (s3://bucket/key) and
+// size; fetched, when given, is the body to show instead of m.Body (the
+// one read from S3 or decompressed).
+func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool, fetched ...string) {
 	m := e.Message
 	esc := printable.Escape
 	fmt.Fprintf(w, "--- %d/%d  %s  age %s\n", k, n, esc(m.ID), age(e.Age))
@@ -494,9 +526,49 @@ func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool) {
 	}
 	sort.Strings(names)
 	fmt.Fprintf(w, "attributes: %s\n", strings.Join(names, ", "))
-	if body {
-		fmt.Fprintf(w, "body:\n%s\n", printable.Lines(m.Body))
+	if p, size, ok := pointerOf(m); ok {
+		fmt.Fprintf(w, "payload:   %s (%s bytes)\n", esc(p.String()), esc(size))
 	}
+	if enc := payload.Encoding(m.Attributes); enc != "" {
+		fmt.Fprintf(w, "encoding:  %s\n", esc(enc))
+	}
+	if body {
+		text := m.Body
+		if len(fetched) > 0 {
+			text = fetched[0]
+		}
+		fmt.Fprintf(w, "body:\n%s\n", printable.Lines(text))
+	}
+}
+
+// pointerOf returns the S3 object a message's body is in, with the size
+// its attribute gives ("?" when it gives none).
+func pointerOf(m *consumer.Message) (payload.Pointer, string, bool) {
+	if !payload.IsPointer(m.Attributes) {
+		return payload.Pointer{}, "", false
+	}
+	p, err := payload.ParsePointer(m.Body)
+	if err != nil {
+		return payload.Pointer{}, "", false
+	}
+	size := m.Attribute(payload.AttrSize)
+	if size == "" {
+		size = m.Attribute(payload.AttrLegacySize)
+	}
+	if size == "" {
+		size = "?"
+	}
+	return p, size, true
+}
+
+// fetchBody reads the body of a message stored in S3 or compressed, at
+// most 64 MiB of it.
+func (a *app) fetchBody(ctx context.Context, m *consumer.Message) (string, error) {
+	res, err := payload.Decoder{S3: a.s3}.Decode(ctx, m.Body, m.Attributes)
+	if err != nil {
+		return "", err
+	}
+	return res.Body, nil
 }
 
 // redriven describes a redrive history for people: how many times, when

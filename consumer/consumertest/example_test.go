@@ -14,13 +14,17 @@ import (
 // as a duplicate.
 func ExampleProcess() {
 	ctx := context.Background()
-	store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "orders"}) // dynamo.New in production
+	store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "orders"}) // dedupedynamo.New in production
 	charges := 0
 	charge := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 		charges++
 		return nil
 	})
-	mw := dedupe.Middleware(store, dedupe.Options{})
+	dd, err := dedupe.New(dedupe.Config{Store: store})
+	if err != nil {
+		panic(err)
+	}
+	mw := dd.Wrap
 
 	first := consumertest.NewMessage(`{"order":42}`, consumertest.WithID("m-42"))
 	again := consumertest.NewMessage(`{"order":42}`, consumertest.WithID("m-42"), consumertest.WithReceiveCount(2))

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/examples/orders"
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
@@ -59,7 +59,7 @@ func newFunction(ctx context.Context, getenv func(string) string, logOut io.Writ
 	}
 	var mw []consumer.Middleware
 	if table := getenv("DEDUPE_TABLE"); table != "" {
-		store, err := dynamo.New(dynamo.Config{
+		store, err := dedupedynamo.New(dedupedynamo.Config{
 			Client:    dynamodb.NewFromConfig(awsCfg),
 			Table:     table,
 			Namespace: cmp.Or(getenv("DEDUPE_NAMESPACE"), getenv("QUEUE_URL"), "orders"),
@@ -68,7 +68,11 @@ func newFunction(ctx context.Context, getenv func(string) string, logOut io.Writ
 		if err != nil {
 			return nil, nil, err
 		}
-		mw = append(mw, dedupe.Middleware(store, dedupe.Options{Lease: maxFunctionTimeout, Logger: logger}))
+		dd, err := dedupe.New(dedupe.Config{Store: store, Lease: maxFunctionTimeout, Logger: logger})
+		if err != nil {
+			return nil, nil, err
+		}
+		mw = append(mw, dd.Wrap)
 	}
 	h, err := sqslambda.New(sqslambda.Config{
 		Client:          sqs.NewFromConfig(awsCfg),

@@ -20,7 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sqsonce/sqsonce/consumer"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
@@ -82,7 +82,7 @@ func TestFunction(t *testing.T) {
 	}
 	arn := attrs.Attributes[string(types.QueueAttributeNameQueueArn)]
 	table := testenv.Name("lambda-example-dedupe")
-	if err := dynamo.CreateTable(context.Background(), db, table); err != nil {
+	if err := dedupedynamo.CreateTable(context.Background(), db, table); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -19,7 +19,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/dedupe"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/sqslambda/sqslambdatest"
 )
@@ -44,7 +44,7 @@ func newStack(t *testing.T) *stack {
 	db := testenv.Dynamo(t)
 	s.url, s.dlq = testenv.QueueWithDLQ(t, s.client, testenv.Prefix(t), testenv.QueueOptions{VisibilityTimeout: int(6 * functionTimeout / time.Second)})
 	s.table = testenv.Name("lambda-example-dedupe")
-	if err := dynamo.CreateTable(context.Background(), db, s.table); err != nil {
+	if err := dedupedynamo.CreateTable(context.Background(), db, s.table); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -117,7 +117,7 @@ func TestFunctionUnderMapping(t *testing.T) {
 	// Another invocation holds o-3's key (the same dedupe record the
 	// function claims) under a lease that outlasts the test.
 	db := testenv.Dynamo(t)
-	other, err := dynamo.New(dynamo.Config{Client: db, Table: s.table, Namespace: s.env["DEDUPE_NAMESPACE"]})
+	other, err := dedupedynamo.New(dedupedynamo.Config{Client: db, Table: s.table, Namespace: s.env["DEDUPE_NAMESPACE"]})
 	if err != nil {
 		t.Fatal(err)
 	}

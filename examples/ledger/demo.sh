@@ -7,7 +7,9 @@
 # consume everything. One worker, one server and the relay are killed with
 # SIGKILL mid-way and restarted. At the end every distinct credit (message
 # id or API key) must have been applied exactly once and the DLQ must hold
-# exactly the malformed messages.
+# exactly the malformed messages. It ends by starting the web console on the
+# ledger's queues, outbox and Idempotency-Keys, left running with the stack
+# (`make stack-down` stops both), and prints its URL last.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=$root/bin
@@ -34,6 +36,14 @@ expected=$(field total <<<"$sent")
 malformed=$(field malformed <<<"$sent")
 messages=$(field messages <<<"$sent")
 echo "sent $messages messages: $distinct distinct credits totalling $expected, $(field duplicates <<<"$sent") duplicates (same id, separate message), $malformed malformed"
+
+LARGE=${DEMO_LARGE_CREDITS:-20}
+step "ledger send -n $LARGE -memo-bytes 2097152 (2 MiB credits, through S3) and -n $LARGE -memo-bytes 10240 -compress"
+large=$(ledger send -n "$LARGE" -accounts 50 -memo-bytes 2097152 -json)
+packed=$(ledger send -n "$LARGE" -accounts 50 -memo-bytes 10240 -compress -json)
+distinct=$((distinct + $(field distinct <<<"$large") + $(field distinct <<<"$packed")))
+expected=$((expected + $(field total <<<"$large") + $(field total <<<"$packed")))
+echo "sent $(field distinct <<<"$large") credits of 2 MiB (bodies in S3, pointers in SQS) and $(field distinct <<<"$packed") compressed ones"
 
 workers=()
 servers=()
@@ -145,3 +155,8 @@ else
 	exit 1
 fi
 echo "The stack stays up: source .stack/env to explore (ledger: $bin/ledger -queue $name ...); make stack-down stops it."
+
+step "the web console (runs with the stack; make stack-down stops it)"
+url=$(bash "$root/localstack/stack.sh" console "$bin/sqs-redrive" ui -queue-prefix "$name" \
+	-outbox-table "$name-outbox" -keys-table "$name-idempotency" -keys-namespace "$name")
+echo "$url"

@@ -7,23 +7,24 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
-	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
-	"github.com/sqsonce/sqsonce/localstack/awslocal"
+	"github.com/sqsonce/sqsonce/awsconfig"
 )
 
 // global holds the flags every subcommand takes.
 type global struct {
-	name  string
-	fifo  bool
-	store string // "dynamodb" or "postgres"
+	name   string
+	fifo   bool
+	store  string // "dynamodb" or "postgres"
+	bucket string // "" means derived from name
 }
 
 // The stores the ledger keeps its balances, journal, dedupe records, outbox
@@ -43,6 +44,7 @@ func (g *global) flagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&g.name, "queue", g.name, "ledger `NAME`: the queue; every other resource name derives from it")
 	fs.BoolVar(&g.fifo, "fifo", g.fifo, "use the FIFO queue NAME.fifo (message group = account)")
 	fs.StringVar(&g.store, "store", g.store, "where the ledger's data lives: dynamodb, or postgres (DATABASE_URL; one schema per ledger)")
+	fs.StringVar(&g.bucket, "bucket", g.bucket, "S3 `BUCKET` for credits too large for a message (default: NAME-payloads in lower case; bucket names are global on AWS)")
 	return fs
 }
 
@@ -101,7 +103,9 @@ type names struct {
 	// IdempotencyTable holds the API's Idempotency-Key records; Outbox the
 	// credits the API accepted, until the relay has sent them to Queue.
 	IdempotencyTable, Outbox string
-	FIFO                     bool
+	// Bucket holds the bodies of credits too large for a message.
+	Bucket string
+	FIFO   bool
 	// Store is "dynamodb" or "postgres"; Schema the ledger's PostgreSQL
 	// schema, which holds all its tables there.
 	Store, Schema string
@@ -121,10 +125,14 @@ func (g *global) names() (names, error) {
 		base += "-fifo"
 	}
 	n := names{Queue: g.name, DLQ: g.name + "-dlq", DedupeTable: base + "-dedupe", Ledger: base + "-accounts",
-		IdempotencyTable: base + "-idempotency", Outbox: base + "-outbox", FIFO: g.fifo, Store: g.store, Schema: base}
+		IdempotencyTable: base + "-idempotency", Outbox: base + "-outbox", FIFO: g.fifo, Store: g.store, Schema: base,
+		Bucket: g.bucket}
+	if n.Bucket == "" {
+		n.Bucket = bucketName(base)
+	}
 	if g.store == storePostgres {
-		n.DedupeTable, n.Ledger = qualified(base, dedupepg.Table), qualified(base, tableAccounts)
-		n.IdempotencyTable, n.Outbox = qualified(base, idempg.Table), qualified(base, "sqsonce_outbox")
+		n.DedupeTable, n.Ledger = qualified(base, pgDedupeTable), qualified(base, tableAccounts)
+		n.IdempotencyTable, n.Outbox = qualified(base, pgIdempotencyTable), qualified(base, pgOutboxTable)
 		if len(base) > maxIdentifier {
 			return names{}, usagef("-queue %q: with -store postgres the schema %q must fit PostgreSQL's %d-byte names", g.name, base, maxIdentifier)
 		}
@@ -136,11 +144,22 @@ func (g *global) names() (names, error) {
 	return n, nil
 }
 
+// bucketName derives a bucket name from a ledger's base name: S3 takes
+// lower-case letters, digits and hyphens, 3 to 63 of them.
+func bucketName(base string) string {
+	b := strings.Trim(strings.ToLower(strings.ReplaceAll(base, "_", "-")), "-")
+	return strings.Trim(b[:min(len(b), 54)], "-") + "-payloads"
+}
+
 // clients are the SDK clients, configured from the standard variables.
 type clients struct {
 	sqs *sqs.Client
 	ddb *dynamodb.Client
-	pg  *pgxpool.Pool // with -store postgres: on the ledger's schema
+	// s3 reads and writes the bodies of credits too large for a message
+	// (path-style on an emulator); region is where a new bucket goes.
+	s3     *s3.Client
+	region string
+	pg     *pgxpool.Pool // with -store postgres: on the ledger's schema
 }
 
 // close closes the PostgreSQL pool, if any.
@@ -151,11 +170,11 @@ func (c clients) close() {
 }
 
 func newClients(ctx context.Context) (clients, error) {
-	cfg, err := awslocal.Config(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
 		return clients{}, err
 	}
-	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, awslocal.DynamoDBOptions)}, nil
+	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions), s3: awsconfig.S3(cfg), region: cfg.Region}, nil
 }
 
 func (c clients) queueURL(ctx context.Context, name string) (string, error) {

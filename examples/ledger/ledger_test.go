@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5"
 
@@ -57,6 +58,13 @@ func newLedgerCLIStore(t *testing.T, fifo bool, store string) *ledgerCLI {
 		for _, tb := range []string{n.DedupeTable, n.Ledger} {
 			_, _ = ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(tb)})
 		}
+		s3c := testenv.S3(t)
+		if out, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(n.Bucket)}); err == nil {
+			for _, o := range out.Contents {
+				_, _ = s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(n.Bucket), Key: o.Key})
+			}
+		}
+		_, _ = s3c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(n.Bucket)})
 	})
 	return l
 }

@@ -12,8 +12,8 @@ import (
 	"unicode"
 
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
 )
 
 // openOutbox opens the ledger's outbox in its store, checking that it
@@ -23,14 +23,18 @@ func openOutbox(ctx context.Context, n names, c clients, lease time.Duration) (o
 		if err := checkPostgres(ctx, c.pg, n.Schema); err != nil {
 			return nil, err
 		}
-		// The channel is the ledger's, so that another ledger's commits
-		// do not wake this one's relays.
-		return outboxpg.New(outboxpg.Config{DB: c.pg, Lease: lease, Channel: outboxChannel(n)})
+		// The default channel is the schema's own, so another ledger's
+		// commits do not wake this one's relays.
+		return outboxpg.New(outboxpg.Config{DB: c.pg, Lease: lease})
 	}
-	if err := outboxdynamo.Check(ctx, c.ddb, n.Outbox); err != nil {
+	box, err := outboxdynamo.New(outboxdynamo.Config{Client: c.ddb, Table: n.Outbox, Lease: lease})
+	if err != nil {
+		return nil, err
+	}
+	if err := box.Check(ctx); err != nil {
 		return nil, fmt.Errorf("%w (run `ledger setup` first)", err)
 	}
-	return outboxdynamo.New(outboxdynamo.Config{Client: c.ddb, Table: n.Outbox, Lease: lease})
+	return box, nil
 }
 
 // outboxReport is what `ledger outbox -json` prints.

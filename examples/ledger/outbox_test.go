@@ -13,8 +13,8 @@ import (
 
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
 )
 
 // putEvents commits evs to the ledger's outbox, as serve does.
@@ -28,7 +28,7 @@ func (l *ledgerCLI) putEvents(evs ...outbox.Event) {
 			l.t.Fatal(err)
 		}
 		defer pool.Close()
-		st, err := outboxpg.New(outboxpg.Config{DB: pool, Channel: outboxChannel(n)})
+		st, err := outboxpg.New(outboxpg.Config{DB: pool})
 		if err != nil {
 			l.t.Fatal(err)
 		}

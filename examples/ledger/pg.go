@@ -10,9 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
-	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // With -store postgres, every table of a ledger lives in a schema of its
@@ -83,23 +81,21 @@ func openPostgres(ctx context.Context, schema, app string) (*pgxpool.Pool, error
 	return pool, nil
 }
 
+// The tables pgstore.Migrate creates in the ledger's schema.
+const (
+	pgDedupeTable      = "sqsonce_dedupe"      // pgstore.Dedupe
+	pgIdempotencyTable = "sqsonce_idempotency" // pgstore.Idempotency
+	pgOutboxTable      = "sqsonce_outbox"      // pgstore.Outbox (and its _entities, _leases, _relays)
+)
+
 // setupPostgres creates the ledger's schema, applies sqsonce's migrations
 // in it and creates the ledger's tables. Every step is idempotent.
 func setupPostgres(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return fmt.Errorf("postgres: create schema %s: %w", schema, err)
 	}
-	for _, m := range []struct {
-		name    string
-		migrate func(context.Context, *pgxpool.Pool) ([]int, error)
-	}{
-		{"dedupe", func(ctx context.Context, p *pgxpool.Pool) ([]int, error) { return dedupepg.Migrate(ctx, p) }},
-		{"outbox", func(ctx context.Context, p *pgxpool.Pool) ([]int, error) { return outboxpg.Migrate(ctx, p) }},
-		{"idempotency", func(ctx context.Context, p *pgxpool.Pool) ([]int, error) { return idempg.Migrate(ctx, p) }},
-	} {
-		if _, err := m.migrate(ctx, pool); err != nil {
-			return fmt.Errorf("postgres: migrate %s: %w", m.name, err)
-		}
+	if _, err := pgstore.Migrate(ctx, pool, pgstore.Dedupe, pgstore.Outbox, pgstore.Idempotency); err != nil {
+		return fmt.Errorf("postgres: %w", err)
 	}
 	// Concurrent setups of one ledger serialise here, as the migrations do.
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -117,7 +113,7 @@ func setupPostgres(ctx context.Context, pool *pgxpool.Pool, schema string) error
 
 // checkPostgres fails when the ledger's tables are missing.
 func checkPostgres(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	for _, table := range []string{tableAccounts, tableJournal, tableAPICredits, dedupepg.Table, idempg.Table, "sqsonce_outbox"} {
+	for _, table := range []string{tableAccounts, tableJournal, tableAPICredits, pgDedupeTable, pgIdempotencyTable, pgOutboxTable} {
 		var found bool
 		if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, qualified(schema, table)).Scan(&found); err != nil {
 			return fmt.Errorf("postgres: check %s: %w", table, err)

@@ -10,7 +10,8 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/producer"
 )
 
 func cmdRelay(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
@@ -47,6 +48,7 @@ func cmdRelay(ctx context.Context, g *global, args []string, stdout, stderr io.W
 		QueueURL:     queueURL,
 		PollInterval: 50 * time.Millisecond,
 		Logger:       logger,
+		Payload:      producer.PayloadConfig{S3Client: c.s3, Bucket: n.Bucket},
 	}
 	if pg, ok := box.(*outboxpg.Store); ok {
 		// On PostgreSQL a commit's NOTIFY wakes the relay at once; the

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	mrand "math/rand/v2"
+	"strings"
 
 	"github.com/sqsonce/sqsonce/producer"
 )
@@ -43,6 +44,8 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	dupRate := fs.Float64("dup-rate", 0, "fraction of credits sent a second time, as a separate message with the same id")
 	badRate := fs.Float64("bad-rate", 0, "malformed messages to add, as a fraction of -n")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	memoBytes := fs.Int("memo-bytes", 0, "add a memo of `N` bytes of text to each credit; a credit too large for a message goes to S3 (the ledger's bucket) behind a pointer")
+	compress := fs.Bool("compress", false, "compress credits over 1 KiB with zstd (sqsonce-encoding)")
 	names, c, err := g.open(ctx, fs, args, func() error {
 		switch {
 		case *n < 0:
@@ -53,6 +56,8 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 			return usagef("send: -dup-rate must be between 0 and 1")
 		case *badRate < 0 || *badRate > 1 || math.IsNaN(*badRate):
 			return usagef("send: -bad-rate must be between 0 and 1")
+		case *memoBytes < 0 || *memoBytes > maxMemoBytes:
+			return usagef("send: -memo-bytes must be between 0 and %d", maxMemoBytes)
 		}
 		return nil
 	})
@@ -75,7 +80,11 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		id := fmt.Sprintf("credit-%s-%06d", prefix, i)
 		account := fmt.Sprintf("acct-%03d", i%*accounts)
 		amount := int64(1 + mrand.IntN(1000))
-		body, _ := json.Marshal(map[string]any{"id": id, "account": account, "amount": amount})
+		fields := map[string]any{"id": id, "account": account, "amount": amount}
+		if *memoBytes > 0 {
+			fields["memo"] = memo(*memoBytes)
+		}
+		body, _ := json.Marshal(fields)
 		msgs = append(msgs, outgoing{id, account, string(body)})
 		rep.Distinct++
 		rep.Total += amount
@@ -94,7 +103,11 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	mrand.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
 	rep.Messages = len(msgs)
 
-	p, err := producer.New(producer.Config{Client: c.sqs, QueueURL: queueURL, Concurrency: 8})
+	pc := producer.PayloadConfig{S3Client: c.s3, Bucket: names.Bucket}
+	if *compress {
+		pc.CompressAbove = 1024
+	}
+	p, err := producer.New(producer.Config{Client: c.sqs, QueueURL: queueURL, Concurrency: 8, Payload: pc})
 	if err != nil {
 		return err
 	}
@@ -121,4 +134,28 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	fmt.Fprintf(stdout, "sent %d distinct valid credits totalling %d (+%d duplicates, %d malformed; %d messages) to %s\n",
 		rep.Distinct, rep.Total, rep.Duplicates, rep.Malformed, rep.Messages, names.Queue)
 	return nil
+}
+
+// maxMemoBytes bounds -memo-bytes: the worker's default cap on a body
+// (consumer.PayloadConfig.MaxBytes) is 64 MiB.
+const maxMemoBytes = 32 << 20
+
+// memoWords are what a memo is written with: text that compresses about
+// as well as a person's notes do.
+var memoWords = strings.Fields(`invoice payment refund transfer account balance customer order
+	shipping tax discount monthly annual settlement fee interest bonus adjustment
+	reference note approved pending reviewed by finance team for period ending`)
+
+// memo is n bytes of words, picked at random.
+func memo(n int) string {
+	var b strings.Builder
+	b.Grow(n + 16)
+	for b.Len() < n {
+		b.WriteString(memoWords[mrand.IntN(len(memoWords))])
+		b.WriteByte(' ')
+		if mrand.IntN(8) == 0 {
+			fmt.Fprintf(&b, "%d ", mrand.IntN(100000))
+		}
+	}
+	return b.String()[:n]
 }

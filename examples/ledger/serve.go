@@ -18,9 +18,9 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/idempotency"
-	idemdynamo "github.com/sqsonce/sqsonce/idempotency/dynamo"
+	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
 )
 
 // serveShutdownTimeout is how long SIGTERM waits for running requests.
@@ -127,7 +127,7 @@ func dynamoCredits(ctx context.Context, n names, c clients, logger *zap.Logger, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := outboxdynamo.Check(ctx, c.ddb, n.Outbox); err != nil {
+	if err := box.Check(ctx); err != nil {
 		return nil, nil, fmt.Errorf("%w (run `ledger setup` first)", err)
 	}
 	return keys, creditsHandler(box, delay), nil
@@ -169,7 +169,7 @@ func creditsHandler(box *outboxdynamo.Store, delay time.Duration) http.Handler {
 		// account's credits in commit order). It carries the request's trace
 		// context, so the worker's span joins the request's trace.
 		ev := outbox.WithTraceContext(r.Context(), outbox.Event{ID: resp.CreditID, Entity: account, Type: "credit", Payload: string(payload)})
-		err := idempotency.TransactFunc(r.Context(), func() ([]ddbtypes.TransactWriteItem, error) {
+		err := idemdynamo.TransactFunc(r.Context(), func() ([]ddbtypes.TransactWriteItem, error) {
 			return box.Put(ev)
 		}, box.IsOrderConflict)
 		if err != nil {

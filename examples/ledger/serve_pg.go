@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sqsonce/sqsonce/idempotency"
-	idempg "github.com/sqsonce/sqsonce/idempotency/postgres"
-	"github.com/sqsonce/sqsonce/internal/pgutil"
+	"github.com/sqsonce/sqsonce/idempotency/idempg"
 	"github.com/sqsonce/sqsonce/outbox"
-	outboxpg "github.com/sqsonce/sqsonce/outbox/postgres"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // creditNamespace derives an API credit's id from its Idempotency-Key
@@ -35,7 +33,7 @@ func postgresCredits(ctx context.Context, n names, c clients, delay time.Duratio
 	if err != nil {
 		return nil, nil, err
 	}
-	box, err := outboxpg.New(outboxpg.Config{DB: c.pg, Channel: outboxChannel(n)})
+	box, err := outboxpg.New(outboxpg.Config{DB: c.pg})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,7 +72,7 @@ func creditsHandlerPostgres(c clients, box *outboxpg.Store, delay time.Duration)
 			err = pgx.BeginFunc(r.Context(), c.pg, func(tx pgx.Tx) error {
 				return putCredit(r.Context(), tx, box, rk, resp, ev)
 			})
-			if err == nil || !pgutil.Transient(err) || attempt == 2 {
+			if err == nil || !pgstore.IsTransient(err) || attempt == 2 {
 				break
 			}
 		}
@@ -115,12 +113,4 @@ func putCredit(ctx context.Context, tx pgx.Tx, box *outboxpg.Store, rk string, r
 		return errKeyTaken
 	}
 	return nil
-}
-
-// outboxChannel is the ledger's LISTEN/NOTIFY channel, so that another
-// ledger's commits do not wake this one's relays.
-// A channel is a name of at most 63 bytes: the schema's hash fits.
-func outboxChannel(n names) string {
-	sum := sha256.Sum256([]byte(n.Schema))
-	return "sqsonce_outbox_" + hex.EncodeToString(sum[:12])
 }

@@ -11,9 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
-	idemdynamo "github.com/sqsonce/sqsonce/idempotency/dynamo"
-	outboxdynamo "github.com/sqsonce/sqsonce/outbox/dynamo"
+	"github.com/sqsonce/sqsonce/awsconfig"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
+	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
 	"github.com/sqsonce/sqsonce/producer"
 )
 
@@ -37,15 +38,19 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	}); err != nil {
 		return err
 	}
+	// Credits sent with a memo too large for a message go to S3.
+	if err := awsconfig.EnsureBucket(ctx, c.s3, n.Bucket, c.region); err != nil {
+		return err
+	}
 	if n.Store == storePostgres {
 		if err := setupPostgres(ctx, c.pg, n.Schema); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "setup: queue %s (DLQ %s after %d receives), tables %s, %s, %s and %s are ready\n",
-			n.Queue, n.DLQ, maxReceiveCount, n.DedupeTable, n.Ledger, n.IdempotencyTable, n.Outbox)
+		fmt.Fprintf(stdout, "setup: queue %s (DLQ %s after %d receives), tables %s, %s, %s and %s, bucket %s are ready\n",
+			n.Queue, n.DLQ, maxReceiveCount, n.DedupeTable, n.Ledger, n.IdempotencyTable, n.Outbox, n.Bucket)
 		return nil
 	}
-	if err := dynamo.CreateTable(ctx, c.ddb, n.DedupeTable); err != nil {
+	if err := dedupedynamo.CreateTable(ctx, c.ddb, n.DedupeTable); err != nil {
 		return err
 	}
 	if err := createTable(ctx, c.ddb, n.Ledger, "account"); err != nil {

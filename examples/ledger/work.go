@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/consumer"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
-	dedupepg "github.com/sqsonce/sqsonce/dedupe/postgres"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
 )
 
 // workShutdownTimeout bounds the drain after SIGTERM/SIGINT: under ECS's
@@ -81,6 +81,9 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		WaitTime:          *wait,
 		ShutdownTimeout:   *shutdown,
 		Logger:            logger,
+		// Credits sent with -memo-bytes or -compress (bodies in S3,
+		// compressed bodies) are read before the handler: no flag.
+		Payload: consumer.PayloadConfig{S3Client: c.s3},
 	})
 	if err != nil {
 		return err
@@ -99,7 +102,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 // dynamoHandler applies a credit with one TransactWriteItems: the dedupe
 // record, the balance and the journal row.
 func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration) (consumer.Handler, error) {
-	store, err := dynamo.New(dynamo.Config{Client: c.ddb, Table: n.DedupeTable, Namespace: n.Queue, Logger: logger})
+	store, err := dedupedynamo.New(dedupedynamo.Config{Client: c.ddb, Table: n.DedupeTable, Namespace: n.Queue, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +119,7 @@ func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, 
 		}
 		return creditWrites(n.Ledger, cr), nil
 	}
-	return dynamo.Transactional(store, apply, nil), nil
+	return dedupedynamo.Transactional(store, apply, nil), nil
 }
 
 // postgresHandler applies a credit in one PostgreSQL transaction: the

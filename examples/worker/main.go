@@ -14,6 +14,7 @@
 //	-log-level L          LOG_LEVEL         debug, info, warn or error (default info)
 //	-shutdown-timeout D   SHUTDOWN_TIMEOUT  drain limit after SIGTERM (default 20s)
 //	-max-attempts N       MAX_ATTEMPTS      dead-letter after N transient failures (default 0: no limit)
+//	-http-addr HOST:PORT  HTTP_ADDR         serve /metrics, /healthz and /readyz (package opshttp); empty: off
 //
 // Endpoints, region and credentials come from the standard AWS SDK
 // variables. Each message is an order, a JSON object with a non-empty

@@ -20,8 +20,9 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/examples/orders"
+	"github.com/sqsonce/sqsonce/opshttp"
 )
 
 // settings is the worker's configuration.
@@ -128,7 +129,7 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
-	obs, err := newObservability(ctx, s.httpAddr, getenv, logger)
+	obs, err := newObservability(ctx, s.httpAddr != "", getenv)
 	if err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 		mw = append(mw, delay(s.handlerDelay))
 	}
 	if s.dedupeTable != "" {
-		store, err := dynamo.New(dynamo.Config{
+		store, err := dedupedynamo.New(dedupedynamo.Config{
 			// A connection kept for each handler: the SDK keeps 10 per
 			// host, and each call beyond them would open its own.
 			Client: dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
@@ -156,7 +157,11 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 		if err := store.Check(ctx); err != nil {
 			return err
 		}
-		mw = append(mw, dedupe.Middleware(store, dedupe.Options{Logger: logger, MeterProvider: obs.mp}))
+		dd, err := dedupe.New(dedupe.Config{Store: store, Logger: logger, MeterProvider: obs.mp})
+		if err != nil {
+			return err
+		}
+		mw = append(mw, dd.Wrap)
 	}
 	c, err := consumer.New(consumer.Config{
 		Client:            sqs.NewFromConfig(awsCfg),
@@ -175,16 +180,21 @@ func work(ctx context.Context, s settings, getenv func(string) string, logger *z
 	if err != nil {
 		return err
 	}
-	// Ready once the queues check out; not ready from SIGTERM on, while
-	// the drain runs.
-	if err := c.Validate(ctx); err != nil {
-		return err
+	if s.httpAddr != "" {
+		// /readyz is 200 once Run's start-up checks pass, and 503 from
+		// SIGTERM on (the drain) and while receives fail. The endpoints
+		// stop after Run returned, so that they answer through the drain.
+		srv, err := opshttp.Listen(s.httpAddr, opshttp.Config{Ready: []opshttp.Readier{c}, Metrics: obs.metrics})
+		if err != nil {
+			return fmt.Errorf("-http-addr: %w", err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+		}()
+		logger.Info("worker: serving /metrics, /healthz and /readyz", zap.String("http_addr", srv.Addr().String()))
 	}
-	receiving := c.Ready
-	obs.receiving.Store(&receiving)
-	obs.ready.Store(true)
-	stopReady := context.AfterFunc(ctx, func() { obs.ready.Store(false) })
-	defer stopReady()
 	logger.Info("worker starting",
 		zap.String("queue", cmp.Or(s.queueURL, s.queueName)),
 		zap.Int("concurrency", s.concurrency),

@@ -16,6 +16,7 @@ package idemtest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -101,6 +102,43 @@ func Run(t *testing.T, newStore NewStore) {
 		c := e.Claim(leasetest.FP, leasetest.Claimed)
 		e.Complete(c.Token, notRetainedResult)
 		e.Completed(leasetest.FP, notRetainedResult)
+	})
+
+	// A store that reads a record without changing it (an
+	// idempotency.Lookuper, as every store of this module is) shows each
+	// state as stored, and a lookup claims nothing.
+	t.Run("Lookup", func(t *testing.T) {
+		t.Parallel()
+		e := leasetest.Setup(t, cfg)
+		l, ok := e.Store.(*store).s.(idempotency.Lookuper)
+		if !ok {
+			t.Log("the store is not an idempotency.Lookuper")
+			return
+		}
+		if _, err := l.Lookup(e.Ctx, e.Key); !errors.Is(err, idempotency.ErrNoRecord) {
+			t.Fatalf("Lookup of an unclaimed key: %v, want ErrNoRecord", err)
+		}
+		c := e.Claim(leasetest.FP, leasetest.Claimed)
+		r, err := l.Lookup(e.Ctx, e.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != idempotency.StatusInProgress || r.Fingerprint != leasetest.FP || !r.LeaseUntil.Equal(c.LeaseUntil) || r.Response != nil || !r.ExpiresAt.After(e.Clock.Now()) {
+			t.Fatalf("in progress: %+v (lease until %s)", r, c.LeaseUntil)
+		}
+		e.Complete(c.Token, "looked-up")
+		r, err = l.Lookup(e.Ctx, e.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != idempotency.StatusCompleted || r.Fingerprint != leasetest.FP || r.Response == nil || !sameResponse(*r.Response, responseFor("looked-up")) {
+			t.Fatalf("completed: %+v", r)
+		}
+		e.Completed(leasetest.FP, "looked-up")
+		e.Clock.Advance(1000 * 24 * time.Hour)
+		if _, err := l.Lookup(e.Ctx, e.Key); !errors.Is(err, idempotency.ErrNoRecord) {
+			t.Fatalf("Lookup of an expired record: %v, want ErrNoRecord", err)
+		}
 	})
 }
 

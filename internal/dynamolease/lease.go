@@ -17,9 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/dynamohttp"
+	"github.com/sqsonce/sqsonce/internal/dynamotable"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
-	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/step"
 )
 
@@ -57,7 +59,6 @@ const (
 
 // API is the part of the DynamoDB client the record code calls.
 type API interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
@@ -118,6 +119,8 @@ type Table struct {
 	// ErrNotOwner is the store's sentinel that a fenced write wraps when
 	// its token no longer holds the key.
 	ErrNotOwner error
+	// Prefix starts the errors: the store's package ("dedupedynamo").
+	Prefix string
 }
 
 // claimCondition admits a claim of fingerprint at now when there is no
@@ -171,13 +174,13 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 			ExpressionAttributeNames:            p.ExpressionAttributeNames,
 			ExpressionAttributeValues:           p.ExpressionAttributeValues,
 			ReturnValuesOnConditionCheckFailure: p.ReturnValuesOnConditionCheckFailure,
-		}, sdkhttp.DynamoDB)
+		}, dynamohttp.Guard)
 		if err == nil {
 			return Result{Outcome: Claimed, Token: token, LeaseUntil: until}, nil
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
-			return Result{}, fmt.Errorf("dynamo: claim: %w", err)
+			return Result{}, fmt.Errorf("%s: claim: %w", t.Prefix, err)
 		}
 		old := Parse(ccf.Item)
 		if old.Token == token && old.Status == StatusInProgress {
@@ -323,9 +326,9 @@ func Key(pk string) map[string]types.AttributeValue {
 func (t *Table) fenced(op string, err error) error {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return fmt.Errorf("dynamo: %s: %w", op, t.ErrNotOwner)
+		return fmt.Errorf("%s: %s: %w", t.Prefix, op, t.ErrNotOwner)
 	}
-	return fmt.Errorf("dynamo: %s: %w", op, err)
+	return fmt.Errorf("%s: %s: %w", t.Prefix, op, err)
 }
 
 // Extend moves the lease of the claim holding token to now+d.
@@ -341,7 +344,7 @@ func (t *Table) Extend(ctx context.Context, pk, token string, d time.Duration) e
 		ConditionExpression:       aws.String(ownedCondition),
 		ExpressionAttributeNames:  map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#lu": AttrLeaseUntil, "#exp": AttrExpiresAt},
 		ExpressionAttributeValues: vals,
-	}, sdkhttp.DynamoDB)
+	}, dynamohttp.Guard)
 	if err != nil {
 		return t.fenced("extend", err)
 	}
@@ -386,7 +389,7 @@ func (t *Table) Complete(ctx context.Context, token string, u *types.Update) err
 		ExpressionAttributeNames:            u.ExpressionAttributeNames,
 		ExpressionAttributeValues:           u.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
-	}, sdkhttp.DynamoDB)
+	}, dynamohttp.Guard)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && CompletedBy(ccf.Item, token) {
 		return nil
@@ -416,7 +419,7 @@ func (t *Table) Release(ctx context.Context, pk, token string) error {
 		ExpressionAttributeNames:            map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#steps": AttrSteps},
 		ExpressionAttributeValues:           ownedValues(token),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}, sdkhttp.DynamoDB)
+	}, dynamohttp.Guard)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && hasSteps(ccf.Item) {
 		return t.releaseKeepingSteps(ctx, pk, token)
@@ -429,3 +432,18 @@ func (t *Table) Release(ctx context.Context, pk, token string) error {
 
 // Code is a cancellation reason's code, "" when it has none.
 func Code(r types.CancellationReason) string { return aws.ToString(r.Code) }
+
+// Check verifies at start-up that the lease table exists with the key
+// schema the stores need ([dynamotable.Lease]), with an error that says
+// what to fix. A table without TTL on expires_at is only logged: its
+// records are then never deleted.
+func Check(ctx context.Context, client dynamotable.API, table string, schema dynamotable.Schema, log *zap.Logger) error {
+	if err := dynamotable.Check(ctx, client, table, schema); err != nil {
+		return err
+	}
+	if on, err := dynamotable.TTLEnabled(ctx, client, table, schema); err == nil && !on {
+		log.Warn(schema.Prefix+": TTL is not enabled on "+schema.TTL+": records will never be deleted (run "+schema.Prefix+".CreateTable or enable TTL)",
+			zap.String("table", table))
+	}
+	return nil
+}

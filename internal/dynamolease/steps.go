@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sqsonce/sqsonce/internal/dynamohttp"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
-	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/steprec"
 	"github.com/sqsonce/sqsonce/step"
 )
@@ -131,13 +131,13 @@ func (t *Table) takeOver(ctx context.Context, pk string, old map[string]types.At
 	}
 	in := t.update(pk, "#tk = :tk, #lu = :lu, #exp = :exp", "",
 		"#tk = :old AND #st = :in_progress AND #lu < :now_ms AND #exp >= :now", names, values)
-	_, err := t.Client.UpdateItem(ctx, in, sdkhttp.DynamoDB)
+	_, err := t.Client.UpdateItem(ctx, in, dynamohttp.Guard)
 	if err == nil {
 		return Result{Outcome: Claimed, Token: token, LeaseUntil: until, Steps: ParseSteps(old)}, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return Result{}, fmt.Errorf("dynamo: claim: take over: %w", err)
+		return Result{}, fmt.Errorf("%s: claim: take over: %w", t.Prefix, err)
 	}
 	cur := Parse(ccf.Item)
 	if cur.Token == token && cur.Status == StatusInProgress {
@@ -157,7 +157,7 @@ func (t *Table) releaseKeepingSteps(ctx context.Context, pk, token string) error
 	values := ownedValues(token)
 	retired := leasekey.NewToken()
 	values[":new"], values[":ended"] = Str(retired), Num(0)
-	_, err := t.Client.UpdateItem(ctx, t.update(pk, "#tk = :new, #lu = :ended", "", ownedCondition, names, values), sdkhttp.DynamoDB)
+	_, err := t.Client.UpdateItem(ctx, t.update(pk, "#tk = :new, #lu = :ended", "", ownedCondition, names, values), dynamohttp.Guard)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) && GetS(ccf.Item, AttrToken) == retired {
 		return nil // our own update, applied, its answer lost and the call retried
@@ -174,7 +174,7 @@ func (t *Table) SaveSteps(ctx context.Context, pk, token string, steps map[strin
 	values := ownedValues(token)
 	values[":exp"] = Num(t.Now().Add(t.TTL).Unix())
 	set, remove := stepsUpdate(steps, names, values)
-	_, err := t.Client.UpdateItem(ctx, t.update(pk, "#exp = :exp"+set, remove, ownedCondition, names, values), sdkhttp.DynamoDB)
+	_, err := t.Client.UpdateItem(ctx, t.update(pk, "#exp = :exp"+set, remove, ownedCondition, names, values), dynamohttp.Guard)
 	if err != nil {
 		return t.fenced("save steps", err)
 	}
@@ -188,12 +188,18 @@ type Scanner interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
+// Getter is the GetItem call of the DynamoDB client, which an operator's
+// Resolve makes (*dynamodb.Client has it).
+type Getter interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
 // Unknown lists up to limit (0: all) live records of namespace ns that
 // have a step of unknown outcome, with one Scan of the table (paged).
 func (t *Table) Unknown(ctx context.Context, ns string, limit int) ([]step.Unresolved, error) {
 	sc, ok := t.Client.(Scanner)
 	if !ok {
-		return nil, errors.New("dynamo: unknown steps: the DynamoDB client has no Scan method (use *dynamodb.Client)")
+		return nil, fmt.Errorf("%s: unknown steps: the DynamoDB client has no Scan method (use *dynamodb.Client)", t.Prefix)
 	}
 	now := t.Now()
 	prefix := ns + "#"
@@ -208,7 +214,7 @@ func (t *Table) Unknown(ctx context.Context, ns string, limit int) ([]step.Unres
 	for {
 		page, err := sc.Scan(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("dynamo: unknown steps: scan %s: %w", t.Name, err)
+			return nil, fmt.Errorf("%s: unknown steps: scan %s: %w", t.Prefix, t.Name, err)
 		}
 		for _, item := range page.Items {
 			name := GetS(item, AttrUnknownStep)
@@ -238,19 +244,23 @@ func (t *Table) Unknown(ctx context.Context, ns string, limit int) ([]step.Unres
 // strongly consistent read, then an update conditioned on the token read
 // and on the lease having ended.
 func (t *Table) Resolve(ctx context.Context, pk, name string, applied bool) error {
+	g, ok := t.Client.(Getter)
+	if !ok {
+		return fmt.Errorf("%s: resolve: the DynamoDB client has no GetItem method (use *dynamodb.Client)", t.Prefix)
+	}
 	for attempt := 0; ; attempt++ {
-		out, err := t.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(t.Name), Key: Key(pk), ConsistentRead: aws.Bool(true)}, sdkhttp.DynamoDB)
+		out, err := g.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(t.Name), Key: Key(pk), ConsistentRead: aws.Bool(true)}, dynamohttp.Guard)
 		if err != nil {
-			return fmt.Errorf("dynamo: resolve: read: %w", err)
+			return fmt.Errorf("%s: resolve: read: %w", t.Prefix, err)
 		}
 		now := t.Now()
 		r := Parse(out.Item)
 		steps := ParseSteps(out.Item)
 		if r.Status != StatusInProgress || r.ExpiresAt < now.Unix() || !step.Resolvable(steps[name]) {
-			return fmt.Errorf("dynamo: resolve %q: %w", name, step.ErrNotUnknown)
+			return fmt.Errorf("%s: resolve %q: %w", t.Prefix, name, step.ErrNotUnknown)
 		}
 		if !r.LeaseUntil.Before(now) {
-			return fmt.Errorf("dynamo: resolve %q: %w", name, step.ErrHeld)
+			return fmt.Errorf("%s: resolve %q: %w", t.Prefix, name, step.ErrHeld)
 		}
 		res := step.Resolution(steps[name], applied)
 		res.At = now.UTC()
@@ -259,7 +269,7 @@ func (t *Table) Resolve(ctx context.Context, pk, name string, applied bool) erro
 		values := ownedValues(r.Token)
 		values[":exp"], values[":now_ms"] = Num(now.Add(t.TTL).Unix()), Num(now.UnixMilli())
 		set, remove := stepsUpdate(steps, names, values)
-		_, err = t.Client.UpdateItem(ctx, t.update(pk, "#exp = :exp"+set, remove, ownedCondition+" AND #lu < :now_ms", names, values), sdkhttp.DynamoDB)
+		_, err = t.Client.UpdateItem(ctx, t.update(pk, "#exp = :exp"+set, remove, ownedCondition+" AND #lu < :now_ms", names, values), dynamohttp.Guard)
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) && attempt < 2 {
 			continue // it changed since the read: judge again

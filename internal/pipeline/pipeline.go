@@ -30,7 +30,7 @@ import (
 type Funcs[Config, Message, Result any] struct {
 	// New returns the per-message path configured as a consumer with cfg
 	// would be (Handler, Middleware, Classifier, Backoff, MaxAttempts,
-	// KeyFunc, Logger and Observer; the other fields are ignored). The
+	// KeyFunc, Logger, Observer and Payload; the other fields are ignored). The
 	// path sets the message's key, runs the middleware and handler with
 	// panic recovery, reports HandlerDone to the Observer and classifies
 	// the handler's error. It does not settle the message: the caller

@@ -33,13 +33,14 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 // Doer is the SDK's HTTP client interface (sqs.HTTPClient,
-// sns.HTTPClient, dynamodb.HTTPClient).
+// sns.HTTPClient, dynamodb.HTTPClient). The DynamoDB client's per-call
+// option is package dynamohttp's, so that only programs using DynamoDB
+// link its SDK.
 type Doer interface {
 	Do(*http.Request) (*http.Response, error)
 }
@@ -117,9 +118,6 @@ func Unwrap(c Doer) (Doer, bool) {
 
 // SQS is a per-call option that guards the call's HTTP client.
 func SQS(o *sqs.Options) { o.HTTPClient = Guard(o.HTTPClient) }
-
-// DynamoDB is a per-call option that guards the call's HTTP client.
-func DynamoDB(o *dynamodb.Options) { o.HTTPClient = Guard(o.HTTPClient) }
 
 // SNS is a per-call option that guards the call's HTTP client.
 func SNS(o *sns.Options) { o.HTTPClient = Guard(o.HTTPClient) }

@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/payload"
+	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
@@ -88,9 +90,19 @@ func Send(ctx context.Context, client DeadLetterSender, log *zap.Logger, prefix 
 		return fmt.Errorf("%s: send to dead-letter queue %s: %w", prefix, l.DLQ, err)
 	}
 	log.Warn(prefix+": dead-lettered", zap.String("message_id", m.ID), zap.String("key", m.Key),
-		zap.String("class", cmp.Or(l.Class, deadletter.ClassPermanent)), zap.Int("receive_count", m.ReceiveCount))
+		zap.String("class", cmp.Or(l.Class, deadletter.ClassPermanent)), zap.String("reason", LogText(l.Reason)),
+		zap.Int("receive_count", m.ReceiveCount))
 	return nil
 }
+
+// maxLogText bounds outside text (an error's, a reason's) in a log line.
+const maxLogText = 1024
+
+// LogText is outside text (a handler's error, which may quote its input)
+// as a log line carries it: cut to 1 KiB and escaped
+// (printable.Escape), so that it can neither flood the log nor act on a
+// terminal. Never pass a message body.
+func LogText(s string) string { return printable.Escape(truncate(s, maxLogText)) }
 
 // maxReasonLen bounds Failure.Error so a long error cannot push a dead
 // letter over SQS's message size limit.
@@ -282,7 +294,9 @@ func DroppedAttributes(attrs map[string]types.MessageAttributeValue) []string {
 const attrRedrive = "sqsonce-redrive"
 
 // droppable lists, in the order they go, the attributes to remove so that
-// at most keep remain: never sqsonce-id or sqsonce-failure; sqsonce-redrive
+// at most keep remain: never sqsonce-id, sqsonce-failure, nor those that
+// say how to read the body (ExtendedPayloadSize, SQSLargePayloadSize,
+// sqsonce-encoding); sqsonce-redrive
 // first (the next redrive writes it again, while a producer's attribute
 // dropped from a dead letter is lost for good across fail and redrive
 // cycles); then other names last in sort order first, other sqsonce-*
@@ -295,7 +309,9 @@ func droppable(attrs map[string]types.MessageAttributeValue, keep int) []string 
 	var first, plain, ours []string
 	for name := range attrs {
 		switch {
-		case name == deadletter.AttrID || name == deadletter.AttrFailure:
+		case name == deadletter.AttrID || name == deadletter.AttrFailure || payload.Reserved(name):
+			// The pointer and encoding attributes say how to read the
+			// body: without them it is unreadable.
 		case name == attrRedrive:
 			first = append(first, name)
 		case strings.HasPrefix(name, "sqsonce-"):

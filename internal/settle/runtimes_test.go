@@ -426,6 +426,16 @@ func runRow(t *testing.T, row settleRow, fifo, lambda bool, run func(*testing.T,
 	}
 }
 
+// wrapDedupe is the dedupe middleware over store.
+func wrapDedupe(t *testing.T, store dedupe.Store) consumer.Middleware {
+	t.Helper()
+	dd, err := dedupe.New(dedupe.Config{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dd.Wrap
+}
+
 // byBody keys each message by its name.
 func byBody(m *consumer.Message) string { return nameOf(m.Body) }
 
@@ -434,7 +444,7 @@ func runConsumer(t *testing.T, r *rig) []string {
 	t.Helper()
 	c, err := consumer.New(consumer.Config{
 		Client: r.f, QueueURL: r.url, Handler: r.handler,
-		Middleware:  []consumer.Middleware{dedupe.Middleware(r.store, dedupe.Options{})},
+		Middleware:  []consumer.Middleware{wrapDedupe(t, r.store)},
 		KeyFunc:     r.key,
 		Backoff:     backoff,
 		MaxAttempts: r.maxAttempts,
@@ -465,7 +475,7 @@ func runLambda(t *testing.T, r *rig) []string {
 	t.Helper()
 	h, err := sqslambda.New(sqslambda.Config{
 		Client: r.f, Handler: r.handler,
-		Middleware:  []consumer.Middleware{dedupe.Middleware(r.store, dedupe.Options{})},
+		Middleware:  []consumer.Middleware{wrapDedupe(t, r.store)},
 		KeyFunc:     r.key,
 		Backoff:     backoff,
 		MaxAttempts: r.maxAttempts,

@@ -87,6 +87,12 @@ type Fault struct {
 	// first, the caller gets its error and the response is lost: the call
 	// stays applied (a ReceiveMessage's messages stay in flight).
 	ResponseDelay time.Duration
+	// PollOutlivesCaller (ReceiveMessage only): when the caller's context
+	// ends during the long poll, the caller gets its error but the poll
+	// goes on, as SQS's does after a client disconnects: messages that
+	// become visible before its wait ends are taken (in flight for their
+	// visibility timeout) and the response is lost.
+	PollOutlivesCaller bool
 	// FailEntries makes the batch entries with these ids fail with the given
 	// error code (in the output's Failed, SenderFault false); they are not
 	// applied. Ignored by calls that are not batches.

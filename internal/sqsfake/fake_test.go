@@ -951,6 +951,32 @@ func TestFaults(t *testing.T) {
 			t.Errorf("messages %+v, want the one message in flight (the receive was applied)", m)
 		}
 	})
+	t.Run("PollOutlivesCaller takes a message into a lost response", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := sqsfake.New()
+			q := f.AddQueue("q", nil)
+			f.Inject(func(string, any) sqsfake.Fault { return sqsfake.Fault{PollOutlivesCaller: true} })
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err := f.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{QueueUrl: &q, WaitTimeSeconds: 20})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("error %v, want the caller's deadline", err)
+			}
+			f.Put(q, "x", "") // during the poll's 20 s, which go on
+			synctest.Wait()
+			if m := f.Messages(q); len(m) != 1 || m[0].State != sqsfake.InFlight {
+				t.Errorf("messages %+v, want the one message in flight (taken by the abandoned poll)", m)
+			}
+			time.Sleep(20 * time.Second) // the poll is over: a later message stays visible
+			f.Put(q, "y", "")
+			synctest.Wait()
+			for _, m := range f.Messages(q) {
+				if m.Body == "y" && m.State != sqsfake.Visible {
+					t.Errorf("message y is %s after the abandoned poll ended, want visible", m.State)
+				}
+			}
+		})
+	})
 	t.Run("FailEntries", func(t *testing.T) {
 		f := sqsfake.New()
 		q := f.AddQueue("q", nil)

@@ -333,8 +333,32 @@ func (f *Fake) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, 
 	if err != nil {
 		return nil, err
 	}
+	if ft.PollOutlivesCaller {
+		return f.receiveOutlivingCaller(ctx, in, ft)
+	}
 	out, err := f.receive(ctx, in)
 	return finish(ctx, "ReceiveMessage", ft, out, err)
+}
+
+// receiveOutlivingCaller is a receive whose long poll goes on after the
+// caller's context ends (Fault.PollOutlivesCaller). The poll's goroutine
+// ends with its wait, or once it has taken messages.
+func (f *Fake) receiveOutlivingCaller(ctx context.Context, in *sqs.ReceiveMessageInput, ft Fault) (*sqs.ReceiveMessageOutput, error) {
+	type result struct {
+		out *sqs.ReceiveMessageOutput
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := f.receive(context.WithoutCancel(ctx), in)
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		return finish(ctx, "ReceiveMessage", ft, r.out, r.err)
+	case <-ctx.Done():
+		return nil, opError("ReceiveMessage", ctx.Err())
+	}
 }
 
 func (f *Fake) receive(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {

@@ -1,9 +1,9 @@
 // Package telemetry is sqsonce's OpenTelemetry instrumentation, shared by
 // the consumer and the Lambda adapter: one span per message processed,
 // parented to the producer's trace context carried in the message
-// attributes, and the metrics listed in the README's Observability
-// section. It depends on the OpenTelemetry API only and knows nothing of
-// the consumer's types: one adapter in package consumer (telemetry.go)
+// attributes, and the metrics listed in docs/observability.md. It
+// depends on the OpenTelemetry API only and knows nothing of the
+// consumer's types: one adapter in package consumer (telemetry.go)
 // feeds it the per-message path's events, for the consumer and the Lambda
 // adapter alike.
 package telemetry
@@ -121,10 +121,7 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	if tp == nil && mp == nil {
 		return nil
 	}
-	c := &Consumer{system: []attribute.KeyValue{attribute.String("messaging.system", "aws_sqs")}}
-	if queueURL != "" {
-		c.system = append(c.system, attribute.String("messaging.destination.name", queueName(queueURL)))
-	}
+	c := &Consumer{system: systemAttrs(queueURL)}
 	c.base = metric.WithAttributeSet(attribute.NewSet(c.system...))
 	c.opts = map[optKey]metric.MeasurementOption{}
 	c.names = map[string]string{}
@@ -148,6 +145,16 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.callDur, _ = m.Float64Histogram("messaging.client.operation.duration", metric.WithDescription("Duration of SQS API calls."), metric.WithUnit("s"))
 	c.batch, _ = m.Int64Histogram("sqsonce.receive.batch_size", metric.WithDescription("Messages per ReceiveMessage response."), metric.WithUnit("{message}"))
 	return c
+}
+
+// systemAttrs are the attributes every consumer metric carries:
+// messaging.system and, when queueURL is set, messaging.destination.name.
+func systemAttrs(queueURL string) []attribute.KeyValue {
+	kvs := []attribute.KeyValue{attribute.String("messaging.system", "aws_sqs")}
+	if queueURL != "" {
+		kvs = append(kvs, attribute.String("messaging.destination.name", queueName(queueURL)))
+	}
+	return kvs
 }
 
 // attrs returns the measurement option for c.system plus k1=v1 (and

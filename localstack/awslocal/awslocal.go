@@ -1,48 +1,28 @@
-// Package awslocal builds AWS SDK clients that work the same against AWS,
-// LocalStack and sqsonce's no-Docker local stack (fauxqs and DynamoDB
-// Local).
+// Package awslocal is the former name of package awsconfig, which loads
+// the AWS SDK configuration from the standard variables.
 //
-//	cfg, err := awslocal.Config(ctx) // the standard variables: AWS_ENDPOINT_URL_SQS, AWS_REGION, ...
-//	sqsClient := sqs.NewFromConfig(cfg)
-//	ddb := dynamodb.NewFromConfig(cfg, awslocal.DynamoDBOptions)
-//
-// Endpoints come from the SDK's standard variables (AWS_ENDPOINT_URL_SQS,
-// AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL), as LocalStack users
-// expect; unset, the clients talk to AWS.
+// Deprecated: use github.com/sqsonce/sqsonce/awsconfig: awslocal.Config
+// is awsconfig.Load, awslocal.DynamoDBOptions is awsconfig.DynamoDBOptions.
 package awslocal
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/sqsonce/sqsonce/awsconfig"
 )
 
-// Config loads the default SDK configuration and checks that it names a
-// region, with an error that says what to set.
+// Config is [awsconfig.Load].
+//
+// Deprecated: use awsconfig.Load.
 func Config(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.Config, error) {
-	cfg, err := config.LoadDefaultConfig(ctx, optFns...)
-	if err != nil {
-		return aws.Config{}, fmt.Errorf("awslocal: load AWS config: %w", err)
-	}
-	if cfg.Region == "" {
-		return aws.Config{}, errors.New("awslocal: no AWS region: set AWS_REGION (the local stack's .stack/env sets it)")
-	}
-	return cfg, nil
+	return awsconfig.Load(ctx, optFns...)
 }
 
-// DynamoDBOptions turns off the SDK's check of the CRC32 response header
-// when DynamoDB is an emulator (AWS_ENDPOINT_URL_DYNAMODB or
-// AWS_ENDPOINT_URL is set). DynamoDB Local sends no such header on error
-// responses, so without this the SDK logs "response did not match expected
-// checksum" on every failed conditional write — which sqsonce makes on
-// every duplicate. Against AWS it changes nothing.
-func DynamoDBOptions(o *dynamodb.Options) {
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || os.Getenv("AWS_ENDPOINT_URL") != "" {
-		o.DisableValidateResponseChecksum = true
-	}
-}
+// DynamoDBOptions is [awsconfig.DynamoDBOptions].
+//
+// Deprecated: use awsconfig.DynamoDBOptions.
+func DynamoDBOptions(o *dynamodb.Options) { awsconfig.DynamoDBOptions(o) }

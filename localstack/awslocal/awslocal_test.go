@@ -1,54 +1,28 @@
 package awslocal_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"log"
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	smithylog "github.com/aws/smithy-go/logging"
 
-	"github.com/sqsonce/sqsonce/internal/testenv"
-	"github.com/sqsonce/sqsonce/localstack/awslocal"
+	"github.com/sqsonce/sqsonce/localstack/awslocal" //nolint:staticcheck // the deprecated forwarder under test
 )
 
-// A failed conditional write against DynamoDB Local logs no checksum
-// warning through a client built with DynamoDBOptions, and does without it.
-func TestNoChecksumWarningOnDynamoDBLocal(t *testing.T) {
-	ddb := testenv.Dynamo(t) // fails or skips as the stack rule says
-	cfg, err := awslocal.Config(context.Background())
-	if err != nil {
-		t.Fatal(err)
+// The deprecated names still build clients, through package awsconfig.
+func TestForwards(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	if _, err := awslocal.Config(context.Background()); err == nil || !strings.Contains(err.Error(), "awsconfig: ") {
+		t.Fatalf("Config without a region: %v, want awsconfig's error", err)
 	}
-	table := testenv.Table(t, ddb, "awslocal", "pk", "")
-	for _, withOptions := range []bool{false, true} {
-		var logged bytes.Buffer
-		opts := []func(*dynamodb.Options){func(o *dynamodb.Options) {
-			o.Logger = smithylog.StandardLogger{Logger: log.New(&logged, "", 0)}
-		}}
-		if withOptions {
-			opts = append(opts, awslocal.DynamoDBOptions)
-		}
-		client := dynamodb.NewFromConfig(cfg, opts...)
-		for range 2 {
-			_, err = client.PutItem(context.Background(), &dynamodb.PutItemInput{
-				TableName:           aws.String(table),
-				Item:                map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "k"}},
-				ConditionExpression: aws.String("attribute_not_exists(pk)"),
-			})
-		}
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			t.Fatalf("second conditional put: %v, want ConditionalCheckFailedException", err)
-		}
-		warned := strings.Contains(logged.String(), "checksum")
-		if warned == withOptions {
-			t.Fatalf("with DynamoDBOptions=%v the SDK logged %q", withOptions, logged.String())
-		}
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:1")
+	var o dynamodb.Options
+	awslocal.DynamoDBOptions(&o)
+	if !o.DisableValidateResponseChecksum {
+		t.Fatal("DynamoDBOptions with an endpoint set did not turn the checksum check off")
 	}
 }

@@ -3,8 +3,11 @@
 //
 //   - sqsonce-demo and its DLQ sqsonce-demo-dlq (maxReceiveCount 5)
 //   - sqsonce-demo.fifo and its DLQ sqsonce-demo-dlq.fifo (maxReceiveCount 5)
-//   - the dedupe table sqsonce-dedupe, made by dynamo.CreateTable (pk string
+//   - the dedupe table sqsonce-dedupe, made by dedupedynamo.CreateTable (pk string
 //     key, on-demand, TTL on expires_at)
+//   - the bucket sqsonce-demo-payloads, for bodies too large for a
+//     message (producer.PayloadConfig), on the S3 endpoint
+//     (AWS_ENDPOINT_URL_S3; the local stack's fauxqs serves it)
 //
 // When SQSONCE_MOVE_TASK_ENDPOINT is set (the no-Docker stack sets it), the
 // same four queues are created on that endpoint too: local-aws-sqs, which
@@ -23,13 +26,16 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sqsonce/sqsonce/dedupe/dynamo"
+	"github.com/sqsonce/sqsonce/awsconfig"
+	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 )
+
+// DemoBucket is the bucket setup makes for bodies stored in S3.
+const DemoBucket = "sqsonce-demo-payloads"
 
 // envMoveTask names the endpoint of the server that answers the
 // message-move-task calls, when it is not the SQS endpoint.
@@ -43,9 +49,9 @@ func main() {
 }
 
 func run(ctx context.Context, stdout io.Writer) error {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("load AWS config: %w", err)
+		return err
 	}
 	if err := demoQueues(ctx, sqs.NewFromConfig(cfg)); err != nil {
 		return err
@@ -56,14 +62,16 @@ func run(ctx context.Context, stdout io.Writer) error {
 			return fmt.Errorf("on %s (%s): %w", envMoveTask, ep, err)
 		}
 	}
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		// DynamoDB Local sends no CRC32 header on error responses (such as
-		// "table exists"), which makes the SDK log a checksum warning.
-		o.DisableValidateResponseChecksum = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
-	}), dynamo.DefaultTable); err != nil {
+	// DynamoDBOptions: DynamoDB Local sends no CRC32 header on error
+	// responses (such as "table exists"), which makes the SDK log a
+	// checksum warning.
+	if err := dedupedynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions), dedupedynamo.DefaultTable); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo and table sqsonce-dedupe are ready")
+	if err := awsconfig.EnsureBucket(ctx, awsconfig.S3(cfg), DemoBucket, cfg.Region); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo, table sqsonce-dedupe and bucket "+DemoBucket+" are ready")
 	if ep := os.Getenv(envMoveTask); ep != "" {
 		fmt.Fprintf(stdout, "setup: the same queues are ready for native move tasks at %s (%s)\n", ep, envMoveTask)
 	}

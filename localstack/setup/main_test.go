@@ -16,7 +16,7 @@ import (
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
-// The README's `sqs-redrive native` commands work on the local stack after
+// The `sqs-redrive native` commands of docs/redrive.md work on the local stack after
 // setup: it creates the demo queues on local-aws-sqs too, where the
 // move-task calls are answered.
 func TestNativeCommandsAfterSetup(t *testing.T) {
@@ -44,7 +44,7 @@ func TestNativeCommandsAfterSetup(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, b)
 	}
 	ep := os.Getenv("SQSONCE_MOVE_TASK_ENDPOINT")
-	// The commands as the README shows them, with the endpoint it says to add.
+	// The commands as docs/redrive.md shows them, with the endpoint it says to add.
 	for _, c := range []struct {
 		args []string
 		code int

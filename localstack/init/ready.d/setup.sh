@@ -19,3 +19,6 @@ awslocal dynamodb create-table --table-name sqsonce-dedupe \
 	--billing-mode PAY_PER_REQUEST --region "$region"
 awslocal dynamodb update-time-to-live --table-name sqsonce-dedupe \
 	--time-to-live-specification Enabled=true,AttributeName=expires_at --region "$region"
+
+# Bodies too large for a message (producer.PayloadConfig).
+awslocal s3 mb s3://sqsonce-demo-payloads --region "$region" || true

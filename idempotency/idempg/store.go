@@ -1,0 +1,287 @@
+package idempg
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sqsonce/sqsonce/idempotency"
+	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/pgutil"
+	"github.com/sqsonce/sqsonce/pgstore"
+)
+
+// table is the idempotency table (pgstore.Idempotency's migrations
+// create it).
+const table = "sqsonce_idempotency"
+
+// Config configures a [Store].
+type Config struct {
+	// DB is the pool (*pgxpool.Pool). Required.
+	DB pgstore.DB
+	// TTL is how long a record lives after its last write. Defaults to
+	// idempotency.DefaultTTL (24 hours).
+	TTL time.Duration
+	// TxOptions are the options of the transactions [Store.BeginTx]
+	// opens for the middleware's transactional mode, chiefly the isolation
+	// level: READ COMMITTED, REPEATABLE READ and SERIALIZABLE all work (see
+	// the package doc). The transaction's first statement claims the key,
+	// so a handler cannot change its level with SET TRANSACTION: set it
+	// here. Defaults to the server's default (READ COMMITTED, read-write);
+	// a read-only mode is refused, as the record is written in it.
+	TxOptions pgx.TxOptions
+	// NowFunc is the clock for leases and expiry. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Store is the PostgreSQL [idempotency.Store]: one row per record key,
+// claimed with INSERT ... ON CONFLICT DO UPDATE and fenced by the claim's
+// token.
+type Store struct {
+	db     pgstore.DB
+	ttl    time.Duration
+	txOpts pgx.TxOptions
+	now    func() time.Time
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// New returns a Store. It makes no call: the table must exist (see
+// pgstore.Migrate with pgstore.Idempotency).
+func New(cfg Config) (*Store, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("idempg: Config.DB is required")
+	}
+	if cfg.TTL < 0 {
+		return nil, fmt.Errorf("idempg: Config.TTL %s is negative", cfg.TTL)
+	}
+	if cfg.TxOptions.AccessMode == pgx.ReadOnly {
+		return nil, errors.New("idempg: Config.TxOptions.AccessMode is read-only: the request's transaction writes the idempotency record (leave it empty or set pgx.ReadWrite)")
+	}
+	s := &Store{db: cfg.DB, ttl: cmp.Or(cfg.TTL, idempotency.DefaultTTL), txOpts: cfg.TxOptions, now: cfg.NowFunc}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+// upsert writes an IN_PROGRESS record when there is no live one: none, an
+// expired one, or an IN_PROGRESS one of the same fingerprint whose lease
+// has ended ($6 is the store's now). It returns the token written, or no
+// row when a live record blocks it.
+const upsert = `INSERT INTO ` + table + ` AS d (key, status, token, fingerprint, lease_until, expires_at)
+VALUES ($1, 'IN_PROGRESS', $2, $3, $4, $5)
+ON CONFLICT (key) DO UPDATE
+SET status = excluded.status, token = excluded.token, fingerprint = excluded.fingerprint,
+    lease_until = excluded.lease_until, expires_at = excluded.expires_at,
+    response_status = NULL, response_header = NULL, response_body = NULL
+WHERE d.expires_at < $6 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $6 AND d.fingerprint = $3)
+RETURNING d.token`
+
+const selectRecord = `SELECT status, fingerprint, lease_until, expires_at, response_status, response_header, response_body
+FROM ` + table + ` WHERE key = $1`
+
+// querier is a DB or a pgx.Tx.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// read returns the record of key; found=false when there is none.
+func read(ctx context.Context, q querier, key string) (r record, found bool, err error) {
+	err = q.QueryRow(ctx, selectRecord, key).Scan(&r.status, &r.fingerprint, &r.leaseUntil, &r.expiresAt, &r.respStatus, &r.respHeader, &r.respBody)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
+
+type record struct {
+	status      string
+	fingerprint string
+	leaseUntil  *time.Time
+	expiresAt   time.Time
+	respStatus  *int32
+	respHeader  http.Header
+	respBody    []byte
+}
+
+// Claim implements [idempotency.Store].
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (idempotency.Claim, error) {
+	for attempt := 0; ; attempt++ {
+		now := s.now()
+		token := leasekey.NewToken()
+		until := now.Add(lease)
+		var got string
+		err := s.db.QueryRow(ctx, upsert, key, token, fingerprint, until, now.Add(s.ttl), now).Scan(&got)
+		if err == nil {
+			return idempotency.Claim{Status: idempotency.Claimed, Token: token, LeaseUntil: until}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return idempotency.Claim{}, fmt.Errorf("idempg: claim: %w", err)
+		}
+		r, found, err := read(ctx, s.db, key)
+		if err != nil {
+			return idempotency.Claim{}, fmt.Errorf("idempg: claim: read: %w", err)
+		}
+		if found {
+			if c, live := r.conflict(fingerprint, now); live {
+				return c, nil
+			}
+		}
+		if attempt >= 2 {
+			return idempotency.Claim{Status: idempotency.InProgress, LeaseUntil: now.Add(time.Second)}, nil
+		}
+	}
+}
+
+// conflict turns the record that blocked a claim into the claim's answer.
+// live=false means the record is dead by our clock after all (it changed
+// between the write and the read): claim again. A lease that ended frees
+// the key for the same request only: another fingerprint is key reuse
+// until the record expires.
+func (r record) conflict(fingerprint string, now time.Time) (c idempotency.Claim, live bool) {
+	if r.expiresAt.Before(now) {
+		return c, false
+	}
+	c.Fingerprint = r.fingerprint
+	switch {
+	case r.fingerprint != fingerprint:
+		c.Status = idempotency.KeyReused
+	case r.status == idempotency.StatusCompleted:
+		c.Status = idempotency.Completed
+		// A completed row always has a body, empty or not; NULL marks one
+		// that was not retained.
+		c.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody, NotRetained: r.respBody == nil}
+		if r.respStatus != nil {
+			c.Response.Status = int(*r.respStatus)
+		}
+	case r.leaseUntil == nil || r.leaseUntil.Before(now):
+		return idempotency.Claim{}, false
+	default:
+		c.Status = idempotency.InProgress
+		c.LeaseUntil = *r.leaseUntil
+	}
+	return c, true
+}
+
+func fenced(op string, tag pgconn.CommandTag, err error) error {
+	return pgutil.Fenced("idempg", op, tag, err, idempotency.ErrNotOwner)
+}
+
+// Extend implements [idempotency.Store].
+func (s *Store) Extend(ctx context.Context, key, token string, lease time.Duration) error {
+	now := s.now()
+	tag, err := s.db.Exec(ctx, `UPDATE `+table+` SET lease_until = $3, expires_at = $4
+		WHERE key = $1 AND token = $2 AND status = 'IN_PROGRESS'`, key, token, now.Add(lease), now.Add(s.ttl))
+	return fenced("extend", tag, err)
+}
+
+// execer is a DB or a pgx.Tx.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func (s *Store) complete(ctx context.Context, db execer, key, token string, resp idempotency.Response) error {
+	header := resp.Header
+	if header == nil {
+		header = http.Header{}
+	}
+	body := resp.Body
+	switch {
+	case resp.NotRetained:
+		body = nil // stored as NULL: the mark
+	case body == nil:
+		body = []byte{}
+	}
+	tag, err := db.Exec(ctx, `UPDATE `+table+` SET status = 'COMPLETED', lease_until = NULL, expires_at = $3,
+		response_status = $4, response_header = $5, response_body = $6
+		WHERE key = $1 AND token = $2 AND status = 'IN_PROGRESS'`, key, token, s.now().Add(s.ttl), resp.Status, header, body)
+	return fenced("complete", tag, err)
+}
+
+// Complete implements [idempotency.Store]. It stores the response; it
+// commits no work attached to the request (Completion.Work, such as
+// idemdynamo.Transact's DynamoDB writes), and answers
+// [idempotency.ErrWorkUnsupported] when given some. To commit the
+// response with SQL work, see [Store.BeginTx] and [Store.CompleteTx].
+func (s *Store) Complete(ctx context.Context, key, token string, c idempotency.Completion) error {
+	if len(c.Work) > 0 {
+		return idempotency.ErrWorkUnsupported
+	}
+	return s.complete(ctx, s.db, key, token, c.Response)
+}
+
+// CompleteTx completes the claim holding token with resp inside tx, the
+// transaction holding the request's work: when tx commits, the work and
+// the stored response are durable together; when it rolls back, neither
+// is, and the claim stays IN_PROGRESS (release it, or let its lease end).
+// It returns an error wrapping [idempotency.ErrNotOwner] when the claim
+// was lost: roll tx back then, the key belongs to another request.
+func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, key, token string, resp idempotency.Response) error {
+	return s.complete(ctx, tx, key, token, resp)
+}
+
+// Release implements [idempotency.Store].
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	tag, err := s.db.Exec(ctx, `DELETE FROM `+table+` WHERE key = $1 AND token = $2 AND status = 'IN_PROGRESS'`, key, token)
+	return fenced("release", tag, err)
+}
+
+var _ idempotency.Lookuper = (*Store)(nil)
+
+// Lookup implements [idempotency.Lookuper] with one SELECT.
+func (s *Store) Lookup(ctx context.Context, key string) (idempotency.Record, error) {
+	var r record
+	err := s.db.QueryRow(ctx, `SELECT status, fingerprint, lease_until, expires_at, response_status, response_header, response_body
+		FROM `+table+` WHERE key = $1`, key).Scan(&r.status, &r.fingerprint, &r.leaseUntil, &r.expiresAt, &r.respStatus, &r.respHeader, &r.respBody)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && r.expiresAt.Before(s.now())) {
+		return idempotency.Record{}, idempotency.ErrNoRecord
+	}
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("idempg: lookup: %w", err)
+	}
+	rec := idempotency.Record{Status: r.status, Fingerprint: r.fingerprint, ExpiresAt: r.expiresAt}
+	if r.status == idempotency.StatusCompleted {
+		// As Claim reads it: a NULL body marks a response not retained.
+		rec.Response = &idempotency.Response{Header: r.respHeader, Body: r.respBody, NotRetained: r.respBody == nil}
+		if r.respStatus != nil {
+			rec.Response.Status = int(*r.respStatus)
+		}
+	} else if r.leaseUntil != nil {
+		rec.LeaseUntil = *r.leaseUntil
+	}
+	return rec, nil
+}
+
+// Table returns the table the store uses, sqsonce_idempotency, in the
+// connection's current schema.
+func (s *Store) Table() string { return table }
+
+// Check verifies at start-up that the idempotency table is there and
+// readable, with an error that says what to fix.
+func (s *Store) Check(ctx context.Context) error {
+	return pgutil.CheckTables(ctx, s.db, "idempg", "pgstore.Migrate(ctx, pool, pgstore.Idempotency)", table)
+}
+
+// Prune deletes expired records (expires_at before the store's now), in
+// batches of opts.BatchSize rows, each its own transaction, until none is
+// left or opts.MaxBatches ran, and returns how many it deleted. It is safe
+// from several processes at once (SKIP LOCKED); schedule it hourly. An
+// expired record is dead for Claim whether or not it was pruned.
+func (s *Store) Prune(ctx context.Context, opts pgstore.PruneOptions) (int, error) {
+	now := s.now()
+	return pgutil.Prune(ctx, opts.BatchSize, opts.MaxBatches, func(ctx context.Context, batch int) (int, error) {
+		tag, err := s.db.Exec(ctx, `DELETE FROM `+table+` WHERE key IN (
+			SELECT key FROM `+table+` WHERE expires_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED) AND expires_at < $1`, now, batch)
+		if err != nil {
+			return 0, fmt.Errorf("idempg: prune: %w", err)
+		}
+		return int(tag.RowsAffected()), nil
+	})
+}

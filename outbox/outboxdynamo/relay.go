@@ -1,0 +1,698 @@
+package outboxdynamo
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sqsonce/sqsonce/internal/dynamohttp"
+	"github.com/sqsonce/sqsonce/internal/partlease"
+	"github.com/sqsonce/sqsonce/outbox"
+)
+
+// The relay side of the Store: partition leases, reading due events, and
+// recording what happened to them.
+
+func num(item map[string]types.AttributeValue, name string) int64 {
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	i, _ := strconv.ParseInt(v.Value, 10, 64)
+	return i
+}
+
+func str(item map[string]types.AttributeValue, name string) string {
+	v, ok := item[name].(*types.AttributeValueMemberS)
+	if !ok {
+		return ""
+	}
+	return v.Value
+}
+
+func boolean(item map[string]types.AttributeValue, name string) bool {
+	v, ok := item[name].(*types.AttributeValueMemberBOOL)
+	return ok && v.Value
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// partitions returns the partitions owner holds, renewing and taking
+// leases (package partlease's rule) when the last renewal is older than a
+// third of the lease.
+func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([]int, error) {
+	return st.leases.Partitions(owner, now, st.cfg.Lease, func() ([]int, error) {
+		return partlease.Acquire(ctx, &ddbLeases{st: st}, owner, st.cfg.Partitions, now, st.cfg.Lease)
+	})
+}
+
+// ddbLeases are the partition leases (items l/N) and live relays (items
+// r/OWNER) for one round of the rule: Held reads every lease, and Take
+// answers from that read.
+type ddbLeases struct {
+	st     *Store
+	leases map[int]map[string]types.AttributeValue // by partition, as Held read them
+	held   []int
+}
+
+func (l *ddbLeases) Register(ctx context.Context, owner string, now, until time.Time) (int, error) {
+	st := l.st
+	if _, err := st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(st.cfg.Table), Item: map[string]types.AttributeValue{
+		attrPK: s("r"), attrSK: s(owner), "until": n(until.UnixMilli()), attrExpiresAt: n(now.Add(24 * time.Hour).Unix()),
+	}}, dynamohttp.Guard); err != nil {
+		return 0, fmt.Errorf("outboxdynamo: register relay: %w", err)
+	}
+	relays, err := st.queryAll(ctx, "r")
+	if err != nil {
+		return 0, err
+	}
+	live := 0
+	for _, r := range relays {
+		if num(r, "until") > now.UnixMilli() {
+			live++
+		}
+	}
+	return live, nil
+}
+
+func (l *ddbLeases) Held(ctx context.Context, owner string, now time.Time) ([]int, error) {
+	leases, err := l.st.queryAll(ctx, "l")
+	if err != nil {
+		return nil, err
+	}
+	l.leases = map[int]map[string]types.AttributeValue{}
+	var mine []int
+	for _, item := range leases {
+		p, _ := strconv.Atoi(str(item, attrSK))
+		l.leases[p] = item
+		if p < l.st.cfg.Partitions && str(item, "owner") == owner && num(item, "until") > now.UnixMilli() {
+			mine = append(mine, p)
+		}
+	}
+	return mine, nil
+}
+
+func leaseKey(p int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p))}
+}
+
+func (l *ddbLeases) Drop(ctx context.Context, owner string, ps []int) error {
+	for _, p := range ps {
+		_, err := l.st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(l.st.cfg.Table), Key: leaseKey(p),
+			ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, dynamohttp.Guard)
+		if err != nil && !isConditionFailed(err) {
+			return fmt.Errorf("outboxdynamo: give up partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+func (l *ddbLeases) Renew(ctx context.Context, owner string, ps []int, _, until time.Time) ([]int, error) {
+	var renewed []int
+	for _, p := range ps {
+		_, err := l.st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(l.st.cfg.Table), Key: leaseKey(p),
+			UpdateExpression:          aws.String("SET #u = :until"),
+			ConditionExpression:       aws.String("#o = :me"),
+			ExpressionAttributeNames:  map[string]string{"#o": "owner", "#u": "until"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(until.UnixMilli())}}, dynamohttp.Guard)
+		switch {
+		case err == nil:
+			renewed = append(renewed, p)
+		case !isConditionFailed(err):
+			return nil, fmt.Errorf("outboxdynamo: renew partition %d: %w", p, err)
+		}
+	}
+	l.held = renewed
+	return renewed, nil
+}
+
+func (l *ddbLeases) Take(ctx context.Context, owner string, want int, now, until time.Time) ([]int, error) {
+	nowMs := now.UnixMilli()
+	var taken []int
+	for p := range l.st.cfg.Partitions {
+		if len(taken) >= want {
+			break
+		}
+		if item, ok := l.leases[p]; ok && num(item, "until") > nowMs {
+			continue
+		}
+		if slices.Contains(l.held, p) {
+			continue
+		}
+		_, err := l.st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.st.cfg.Table),
+			Item:                      map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p)), "owner": s(owner), "until": n(until.UnixMilli())},
+			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u <= :now"),
+			ExpressionAttributeNames:  map[string]string{"#u": "until"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}}, dynamohttp.Guard)
+		switch {
+		case err == nil:
+			taken = append(taken, p)
+		case !isConditionFailed(err):
+			return nil, fmt.Errorf("outboxdynamo: take partition %d: %w", p, err)
+		}
+	}
+	return taken, nil
+}
+
+func (st *Store) queryAll(ctx context.Context, pk string) ([]map[string]types.AttributeValue, error) {
+	var out []map[string]types.AttributeValue
+	var start map[string]types.AttributeValue
+	for {
+		res, err := st.cfg.Client.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(st.cfg.Table),
+			KeyConditionExpression:    aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
+		}, dynamohttp.Guard)
+		if err != nil {
+			return nil, fmt.Errorf("outboxdynamo: query %s: %w", pk, err)
+		}
+		out = append(out, res.Items...)
+		if len(res.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		start = res.LastEvaluatedKey
+	}
+}
+
+func toEvent(item map[string]types.AttributeValue) outbox.Event {
+	var tr map[string]string
+	if m, ok := item["trace"].(*types.AttributeValueMemberM); ok {
+		tr = make(map[string]string, len(m.Value))
+		for k := range m.Value {
+			tr[k] = str(m.Value, k)
+		}
+	}
+	return outbox.Event{
+		Trace:     tr,
+		ID:        str(item, "id"),
+		Entity:    str(item, "entity"),
+		Type:      str(item, "type"),
+		Payload:   str(item, "payload"),
+		CreatedAt: time.UnixMilli(num(item, "created")),
+		Attempts:  int(num(item, "attempts")),
+		LastError: str(item, "last_error"),
+		Dead:      boolean(item, "dead"),
+		Handle:    str(item, attrPK) + "|" + str(item, attrSK),
+	}
+}
+
+func handleKey(h string) (map[string]types.AttributeValue, error) {
+	pk, sk, ok := strings.Cut(h, "|")
+	if !ok {
+		return nil, fmt.Errorf("outboxdynamo: malformed event handle %q", h)
+	}
+	return map[string]types.AttributeValue{attrPK: s(pk), attrSK: s(sk)}, nil
+}
+
+// readers is how many partitions Due reads at once, and how many
+// BatchWriteItem calls Published makes at once, as the relay sends 4
+// batches at once.
+const readers = 4
+
+// Due implements [outbox.Store]. It reads the held partitions in order,
+// each through [Store.dueIn], until it has limit events: up to readers at
+// once, as many as the events still needed take at the events per
+// partition found so far (in this call, else in the last; the first
+// partition alone when neither knows).
+func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
+	now := st.cfg.NowFunc()
+	held, err := st.partitions(ctx, owner, now)
+	if err != nil {
+		return nil, err
+	}
+	st.pageMu.Lock()
+	pg := &pager{est: st.page.est, cap: st.page.cap}
+	per := st.page.per
+	st.pageMu.Unlock()
+	var out []outbox.Event
+	read := 0
+	defer func() {
+		h := pg.save()
+		h.per = per
+		if read > 0 {
+			h.per = max(len(out)/read, 1)
+		}
+		st.pageMu.Lock()
+		st.page = h
+		st.pageMu.Unlock()
+	}()
+	for len(held) > 0 && len(out) < limit {
+		need := limit - len(out)
+		if read > 0 {
+			per = max(len(out)/read, 1)
+		}
+		wave := 1
+		if per > 0 {
+			wave = min(readers, len(held), (need+per-1)/per)
+		}
+		got := make([][]outbox.Event, wave)
+		g, gctx := errgroup.WithContext(ctx)
+		for i, p := range held[:wave] {
+			g.Go(func() (err error) {
+				got[i], err = st.dueIn(gctx, p, now, need, pg)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		for _, evs := range got {
+			out = append(out, evs[:min(len(evs), limit-len(out))]...)
+		}
+		held, read = held[wave:], read+wave
+	}
+	return out, nil
+}
+
+// Reading a partition. Its items sort by entity hash, then order stamp, so
+// each entity's oldest event heads a run of its later ones, and only that
+// head is due. dueIn reads the partition a page at a time and, after each
+// page, goes on after the last entity the page showed (sk > "<entity
+// hash>$": '$' sorts right after '#'), never through the rest of that
+// entity's run. The page size follows what pages showed: a page reads as
+// many items as the heads still needed take at the average run length
+// seen, so when entities hold few events each, one Query reads a
+// partition; when one entity filled a page (a long run), pages shrink down
+// to minPage items, a Query per entity. So a step reads in proportion to
+// the entities it looks at, not to the backlog behind them.
+const (
+	// minPage is the smallest page: DynamoDB charges a Query at least one
+	// 4 KB read unit, about 8 small events, so reading 8 costs what
+	// reading 1 does, and shows where runs shorter than 8 end.
+	minPage = 8
+	maxPage = 1000
+	// readThrough is the longest average run a page reads through rather
+	// than skipping run by run: about what one more Query costs, in items
+	// read, on DynamoDB Local and in latency on DynamoDB.
+	readThrough = 32
+)
+
+// pageHint is what one Due call leaves for the next.
+type pageHint struct {
+	est float64 // average run length seen, 1 to readThrough; 0 when unknown
+	cap int     // the page size cap; 0 when unknown
+	per int     // due events per partition read; 0 when unknown
+}
+
+// pager sizes the pages of one Due call; the partitions it reads at once
+// share it.
+type pager struct {
+	mu         sync.Mutex
+	est        float64
+	cap        int
+	runs, seen int // completed runs this call, and their items
+}
+
+// size is the Limit of the next page when need more heads are wanted.
+func (pg *pager) size(need int) int {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	est := cmp.Or(pg.est, 1)
+	if pg.runs > 0 {
+		est = min(max(float64(pg.seen)/float64(pg.runs), 1), readThrough)
+	}
+	n := int(math.Ceil(float64(need) * est))
+	return max(minPage, min(n, cmp.Or(pg.cap, maxPage)))
+}
+
+// completed records a run read to its end.
+func (pg *pager) completed(run int) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	pg.runs, pg.seen = pg.runs+1, pg.seen+run
+}
+
+// full records a page of items that ended before its partition did and
+// showed heads entities: it shrinks the cap when the page was mostly later
+// events (one entity filled it, or more than readThrough items per
+// entity), and doubles it otherwise.
+func (pg *pager) full(items, heads int) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	c := cmp.Or(pg.cap, maxPage)
+	if heads <= 1 || items > readThrough*heads {
+		pg.cap = max(minPage, items/4)
+		return
+	}
+	pg.cap = min(maxPage, 2*c)
+}
+
+func (pg *pager) save() pageHint {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	h := pageHint{est: pg.est, cap: pg.cap}
+	if pg.runs > 0 {
+		h.est = min(max(float64(pg.seen)/float64(pg.runs), 1), readThrough)
+	}
+	return h
+}
+
+// dueIn returns the due events of partition p, up to limit. An entity's
+// head that is dead or waiting for its retry (next_at) is not due, and
+// holds back the entity.
+func (st *Store) dueIn(ctx context.Context, p int, now time.Time, limit int, pg *pager) ([]outbox.Event, error) {
+	var out []outbox.Event
+	pk := partitionPK(p)
+	after := ""                               // go on after this sort key
+	var start map[string]types.AttributeValue // or here, after an empty page
+	for {
+		in := &dynamodb.QueryInput{
+			TableName:                 aws.String(st.cfg.Table),
+			KeyConditionExpression:    aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
+			ConsistentRead:            aws.Bool(true),
+			Limit:                     aws.Int32(int32(pg.size(limit - len(out)))),
+			ExclusiveStartKey:         start,
+		}
+		if after != "" {
+			in.KeyConditionExpression = aws.String("pk = :pk AND sk > :after")
+			in.ExpressionAttributeValues[":after"] = s(after)
+		}
+		res, err := st.cfg.Client.Query(ctx, in, dynamohttp.Guard)
+		if err != nil {
+			return nil, fmt.Errorf("outboxdynamo: query %s: %w", pk, err)
+		}
+		prev, run, heads := "", 0, 0
+		for _, item := range res.Items {
+			eh, _, _ := strings.Cut(str(item, attrSK), "#")
+			if eh == prev {
+				run++
+				continue
+			}
+			if prev != "" {
+				pg.completed(run)
+			}
+			prev, run = eh, 1
+			heads++
+			if boolean(item, "dead") || num(item, "next_at") > now.UnixMilli() {
+				continue
+			}
+			out = append(out, toEvent(item))
+			if len(out) == limit {
+				return out, nil
+			}
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			if prev != "" {
+				pg.completed(run)
+			}
+			return out, nil
+		}
+		if prev == "" { // no items, yet more to read: go on where DynamoDB stopped
+			start = res.LastEvaluatedKey
+			continue
+		}
+		pg.full(len(res.Items), heads)
+		after, start = prev+"$", nil
+	}
+}
+
+// Published implements [outbox.Store]. It deletes the events in
+// BatchWriteItem calls of 25, readers at once.
+func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readers)
+	for chunk := range slices.Chunk(evs, 25) {
+		reqs := make([]types.WriteRequest, 0, len(chunk))
+		for _, ev := range chunk {
+			key, err := handleKey(ev.Handle)
+			if err != nil {
+				_ = g.Wait()
+				return err
+			}
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key}})
+		}
+		g.Go(func() error { return st.remove(gctx, reqs) })
+	}
+	return g.Wait()
+}
+
+// remove deletes reqs (at most 25), again for what DynamoDB leaves
+// unprocessed, up to 10 times with a growing wait.
+func (st *Store) remove(ctx context.Context, reqs []types.WriteRequest) error {
+	for try := 0; len(reqs) > 0; try++ {
+		out, err := st.cfg.Client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+			RequestItems: map[string][]types.WriteRequest{st.cfg.Table: reqs},
+		}, dynamohttp.Guard)
+		if err != nil {
+			return fmt.Errorf("outboxdynamo: remove published events: %w", err)
+		}
+		reqs = out.UnprocessedItems[st.cfg.Table]
+		if len(reqs) > 0 {
+			if try == 10 {
+				return errors.New("outboxdynamo: remove published events: DynamoDB left items unprocessed 10 times")
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(10<<try) * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// Failed implements [outbox.Store].
+func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, retryAt time.Time, dead bool) error {
+	key, err := handleKey(ev.Handle)
+	if err != nil {
+		return err
+	}
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	_, err = st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(st.cfg.Table),
+		Key:                 key,
+		UpdateExpression:    aws.String("SET attempts = :a, last_error = :r, next_at = :n, dead = :d"),
+		ConditionExpression: aws.String("attribute_exists(pk)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":a": n(int64(ev.Attempts)), ":r": s(reason), ":n": n(retryAt.UnixMilli()), ":d": &types.AttributeValueMemberBOOL{Value: dead},
+		},
+	}, dynamohttp.Guard)
+	if err != nil && !isConditionFailed(err) { // gone: another relay published it
+		return fmt.Errorf("outboxdynamo: record failed send of %s: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// Stats implements [outbox.Store]. It reads every partition, readers at
+// once.
+func (st *Store) Stats(ctx context.Context) (outbox.Stats, error) {
+	parts := make([]outbox.Stats, st.cfg.Partitions)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readers)
+	for p := range parts {
+		g.Go(func() error {
+			items, err := st.queryAll(gctx, partitionPK(p))
+			if err != nil {
+				return err
+			}
+			ps := &parts[p]
+			for _, item := range items {
+				ev := toEvent(item)
+				if ev.Dead {
+					ps.Dead++
+					if len(ps.DeadEvents) < 100 {
+						ps.DeadEvents = append(ps.DeadEvents, ev)
+					}
+					continue
+				}
+				ps.Pending++
+				if ps.Oldest.IsZero() || ev.CreatedAt.Before(ps.Oldest) {
+					ps.Oldest = ev.CreatedAt
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return outbox.Stats{}, err
+	}
+	var out outbox.Stats
+	for _, ps := range parts {
+		out.Pending += ps.Pending
+		out.Dead += ps.Dead
+		out.DeadEvents = append(out.DeadEvents, ps.DeadEvents[:min(len(ps.DeadEvents), 100-len(out.DeadEvents))]...)
+		if !ps.Oldest.IsZero() && (out.Oldest.IsZero() || ps.Oldest.Before(out.Oldest)) {
+			out.Oldest = ps.Oldest
+		}
+	}
+	return out, nil
+}
+
+// Requeue implements [outbox.Store].
+func (st *Store) Requeue(ctx context.Context) (int, error) {
+	count := 0
+	for p := range st.cfg.Partitions {
+		items, err := st.queryAll(ctx, partitionPK(p))
+		if err != nil {
+			return count, err
+		}
+		for _, item := range items {
+			if !boolean(item, "dead") {
+				continue
+			}
+			_, err := st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName:                 aws.String(st.cfg.Table),
+				Key:                       map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]},
+				UpdateExpression:          aws.String("SET attempts = :z, next_at = :z, dead = :f"),
+				ConditionExpression:       aws.String("attribute_exists(pk)"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":z": n(0), ":f": &types.AttributeValueMemberBOOL{Value: false}},
+			}, dynamohttp.Guard)
+			if err != nil && !isConditionFailed(err) {
+				return count, fmt.Errorf("outboxdynamo: requeue: %w", err)
+			}
+			if err == nil {
+				count++
+			}
+		}
+	}
+	return count, nil
+}
+
+// deadByID returns the dead events whose id is id, reading every
+// partition (with a filter), readers at once.
+func (st *Store) deadByID(ctx context.Context, id string) ([]map[string]types.AttributeValue, error) {
+	parts := make([][]map[string]types.AttributeValue, st.cfg.Partitions)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readers)
+	for p := range parts {
+		g.Go(func() error {
+			var start map[string]types.AttributeValue
+			for {
+				res, err := st.cfg.Client.Query(gctx, &dynamodb.QueryInput{
+					TableName:                 aws.String(st.cfg.Table),
+					KeyConditionExpression:    aws.String("pk = :pk"),
+					FilterExpression:          aws.String("#id = :id AND dead = :t"),
+					ExpressionAttributeNames:  map[string]string{"#id": "id"},
+					ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(partitionPK(p)), ":id": s(id), ":t": &types.AttributeValueMemberBOOL{Value: true}},
+					ConsistentRead:            aws.Bool(true),
+					ExclusiveStartKey:         start,
+				}, dynamohttp.Guard)
+				if err != nil {
+					return fmt.Errorf("outboxdynamo: find dead event %s: %w", id, err)
+				}
+				parts[p] = append(parts[p], res.Items...)
+				if len(res.LastEvaluatedKey) == 0 {
+					return nil
+				}
+				start = res.LastEvaluatedKey
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return slices.Concat(parts...), nil
+}
+
+// Discard implements [outbox.Store]. It reads every partition to find
+// the event.
+func (st *Store) Discard(ctx context.Context, id string) error {
+	items, err := st.deadByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, item := range items {
+		_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName:                 aws.String(st.cfg.Table),
+			Key:                       map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]},
+			ConditionExpression:       aws.String("dead = :t"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberBOOL{Value: true}},
+		}, dynamohttp.Guard)
+		switch {
+		case err == nil:
+			found = true
+		case !isConditionFailed(err): // requeued meanwhile: not dead any more
+			return fmt.Errorf("outboxdynamo: discard %s: %w", id, err)
+		}
+	}
+	if !found {
+		return outbox.ErrNotDead
+	}
+	return nil
+}
+
+// Edit implements [outbox.Store]. It reads every partition to find the
+// event.
+func (st *Store) Edit(ctx context.Context, id, payload string) error {
+	if payload == "" {
+		return outbox.ErrNoPayload
+	}
+	items, err := st.deadByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, item := range items {
+		_, err := st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:           aws.String(st.cfg.Table),
+			Key:                 map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]},
+			UpdateExpression:    aws.String("SET payload = :p, attempts = :z, next_at = :z, dead = :f"),
+			ConditionExpression: aws.String("dead = :t"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":p": s(payload), ":z": n(0),
+				":t": &types.AttributeValueMemberBOOL{Value: true}, ":f": &types.AttributeValueMemberBOOL{Value: false},
+			},
+		}, dynamohttp.Guard)
+		switch {
+		case err == nil:
+			found = true
+		case !isConditionFailed(err):
+			return fmt.Errorf("outboxdynamo: edit %s: %w", id, err)
+		}
+	}
+	if !found {
+		return outbox.ErrNotDead
+	}
+	return nil
+}
+
+// Release implements [outbox.Store].
+func (st *Store) Release(ctx context.Context, owner string) error {
+	st.leases.Forget(owner)
+	leases, err := st.queryAll(ctx, "l")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range leases {
+		if str(l, "owner") != owner {
+			continue
+		}
+		_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(st.cfg.Table), Key: map[string]types.AttributeValue{attrPK: l[attrPK], attrSK: l[attrSK]},
+			ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, dynamohttp.Guard)
+		if err != nil && !isConditionFailed(err) {
+			errs = append(errs, err)
+		}
+	}
+	_, err = st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.cfg.Table),
+		Key: map[string]types.AttributeValue{attrPK: s("r"), attrSK: s(owner)}}, dynamohttp.Guard)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("outboxdynamo: release: %w", err)
+	}
+	return nil
+}

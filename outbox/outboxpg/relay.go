@@ -1,0 +1,270 @@
+package outboxpg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sqsonce/sqsonce/internal/partlease"
+	"github.com/sqsonce/sqsonce/outbox"
+	"github.com/sqsonce/sqsonce/pgstore"
+)
+
+// The relay side of the Store: partition leases, reading due events, and
+// recording what happened to them.
+
+// partitions returns the partitions owner holds, renewing and taking
+// leases (package partlease's rule) when the last renewal is older than a
+// third of the lease.
+func (st *Store) partitions(ctx context.Context, owner string, now time.Time) ([]int, error) {
+	return st.leases.Partitions(owner, now, st.cfg.Lease, func() ([]int, error) {
+		return partlease.Acquire(ctx, pgLeases{db: st.cfg.DB, partitions: st.cfg.Partitions}, owner, st.cfg.Partitions, now, st.cfg.Lease)
+	})
+}
+
+// pgLeases are the partition leases in sqsonce_outbox_leases and the live
+// relays in sqsonce_outbox_relays.
+type pgLeases struct {
+	db         pgstore.DB
+	partitions int
+}
+
+func (l pgLeases) Register(ctx context.Context, owner string, now, until time.Time) (int, error) {
+	if _, err := l.db.Exec(ctx, `INSERT INTO `+tableRelays+` (owner, until) VALUES ($1, $2)
+		ON CONFLICT (owner) DO UPDATE SET until = excluded.until`, owner, until); err != nil {
+		return 0, fmt.Errorf("outboxpg: register relay: %w", err)
+	}
+	if _, err := l.db.Exec(ctx, `DELETE FROM `+tableRelays+` WHERE until < $1`, now.Add(-24*time.Hour)); err != nil {
+		return 0, fmt.Errorf("outboxpg: forget stopped relays: %w", err)
+	}
+	var live int
+	if err := l.db.QueryRow(ctx, `SELECT count(*) FROM `+tableRelays+` WHERE until > $1`, now).Scan(&live); err != nil {
+		return 0, fmt.Errorf("outboxpg: count relays: %w", err)
+	}
+	return live, nil
+}
+
+func (l pgLeases) Held(ctx context.Context, owner string, now time.Time) ([]int, error) {
+	rows, err := l.db.Query(ctx, `SELECT partition FROM `+tableLeases+` WHERE owner = $1 AND until > $2 ORDER BY partition`, owner, now)
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: read leases: %w", err)
+	}
+	ps, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: read leases: %w", err)
+	}
+	return ps, nil
+}
+
+func (l pgLeases) Drop(ctx context.Context, owner string, ps []int) error {
+	if _, err := l.db.Exec(ctx, `DELETE FROM `+tableLeases+` WHERE owner = $1 AND partition = ANY($2)`, owner, ps); err != nil {
+		return fmt.Errorf("outboxpg: give up partitions: %w", err)
+	}
+	return nil
+}
+
+func (l pgLeases) Renew(ctx context.Context, owner string, ps []int, now, until time.Time) ([]int, error) {
+	rows, err := l.db.Query(ctx, `UPDATE `+tableLeases+` SET until = $3
+		WHERE owner = $1 AND partition = ANY($2) AND until > $4 RETURNING partition`, owner, ps, until, now)
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: renew partitions: %w", err)
+	}
+	renewed, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: renew partitions: %w", err)
+	}
+	return renewed, nil
+}
+
+// Take takes free partitions (no lease, or an ended one), lowest first; a
+// concurrent taker wins a partition and this insert skips it.
+func (l pgLeases) Take(ctx context.Context, owner string, n int, now, until time.Time) ([]int, error) {
+	rows, err := l.db.Query(ctx, `INSERT INTO `+tableLeases+` AS l (partition, owner, until)
+		SELECT p, $1, $2 FROM generate_series(0, $3::integer - 1) p
+		WHERE NOT EXISTS (SELECT 1 FROM `+tableLeases+` x WHERE x.partition = p AND x.until > $4)
+		ORDER BY p LIMIT $5
+		ON CONFLICT (partition) DO UPDATE SET owner = excluded.owner, until = excluded.until WHERE l.until <= $4
+		RETURNING partition`, owner, until, l.partitions, now, n)
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: take partitions: %w", err)
+	}
+	taken, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: take partitions: %w", err)
+	}
+	return taken, nil
+}
+
+const eventColumns = `entity_key, seq, id, entity, type, payload, created_at, attempts, last_error, dead, trace`
+
+func scanEvents(rows pgx.Rows) ([]outbox.Event, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Event, error) {
+		var (
+			ev  outbox.Event
+			key string
+			seq int64
+		)
+		err := row.Scan(&key, &seq, &ev.ID, &ev.Entity, &ev.Type, &ev.Payload, &ev.CreatedAt, &ev.Attempts, &ev.LastError, &ev.Dead, &ev.Trace)
+		ev.Handle = handle(key, seq)
+		return ev, err
+	})
+}
+
+// dueSQL takes each entity's oldest event in the partitions $1, and keeps
+// it when it is neither dead nor waiting for a retry: a held-back head
+// holds back its entity's later events. The entities are found by a skip
+// scan of the (partition, entity_key, seq) index, one probe per entity
+// rather than a read of every pending row, and all heads are ranked by age
+// so that no entity starves behind others with long backlogs.
+const dueSQL = `WITH RECURSIVE heads(partition, k) AS (
+	SELECT p, (SELECT o.entity_key FROM ` + tableEvents + ` o WHERE o.partition = p ORDER BY o.entity_key LIMIT 1)
+	FROM unnest($1::integer[]) AS p
+	UNION ALL
+	SELECT h.partition, (SELECT o.entity_key FROM ` + tableEvents + ` o
+		WHERE o.partition = h.partition AND o.entity_key > h.k ORDER BY o.entity_key LIMIT 1)
+	FROM heads h WHERE h.k IS NOT NULL
+)
+SELECT e.entity_key, e.seq, e.id, e.entity, e.type, e.payload, e.created_at, e.attempts, e.last_error, e.dead, e.trace
+FROM heads h CROSS JOIN LATERAL (
+	SELECT * FROM ` + tableEvents + ` o WHERE o.partition = h.partition AND o.entity_key = h.k ORDER BY o.seq LIMIT 1
+) e
+WHERE NOT e.dead AND (e.next_at IS NULL OR e.next_at <= $2)
+ORDER BY e.created_at, e.entity_key LIMIT $3`
+
+// Due implements [outbox.Store]. Only committed events are visible, and an
+// entity's sequence numbers are assigned in commit order, so an event that
+// commits late is never skipped: it is its entity's next event.
+func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
+	now := st.cfg.NowFunc()
+	held, err := st.partitions(ctx, owner, now)
+	if err != nil || len(held) == 0 {
+		return nil, err
+	}
+	rows, err := st.cfg.DB.Query(ctx, dueSQL, held, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: due: %w", err)
+	}
+	evs, err := scanEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("outboxpg: due: %w", err)
+	}
+	return evs, nil
+}
+
+// Published implements [outbox.Store]: it deletes the events.
+func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	keys := make([]string, len(evs))
+	seqs := make([]int64, len(evs))
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		var err error
+		if keys[i], seqs[i], err = parseHandle(ev.Handle); err != nil {
+			return err
+		}
+		ids[i] = ev.ID
+	}
+	// The id too: a relay that lost its lease mid-send must not delete
+	// another event that reused (entity, seq) after Prune.
+	if _, err := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableEvents+` o USING unnest($1::text[], $2::bigint[], $3::text[]) AS h(k, s, id)
+		WHERE o.entity_key = h.k AND o.seq = h.s AND o.id = h.id`, keys, seqs, ids); err != nil {
+		return fmt.Errorf("outboxpg: remove published events: %w", err)
+	}
+	return nil
+}
+
+// Failed implements [outbox.Store].
+func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, retryAt time.Time, dead bool) error {
+	key, seq, err := parseHandle(ev.Handle)
+	if err != nil {
+		return err
+	}
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	// No row: another relay published it meanwhile.
+	if _, err := st.cfg.DB.Exec(ctx, `UPDATE `+tableEvents+` SET attempts = $3, last_error = $4, next_at = $5, dead = $6
+		WHERE entity_key = $1 AND seq = $2 AND id = $7`, key, seq, ev.Attempts, reason, retryAt, dead, ev.ID); err != nil {
+		return fmt.Errorf("outboxpg: record failed send of %s: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// Stats implements [outbox.Store].
+func (st *Store) Stats(ctx context.Context) (outbox.Stats, error) {
+	var (
+		out    outbox.Stats
+		oldest *time.Time
+	)
+	err := st.cfg.DB.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT dead), min(created_at) FILTER (WHERE NOT dead),
+		count(*) FILTER (WHERE dead) FROM `+tableEvents).Scan(&out.Pending, &oldest, &out.Dead)
+	if err != nil {
+		return outbox.Stats{}, fmt.Errorf("outboxpg: stats: %w", err)
+	}
+	if oldest != nil {
+		out.Oldest = *oldest
+	}
+	if out.Dead > 0 {
+		rows, err := st.cfg.DB.Query(ctx, `SELECT `+eventColumns+` FROM `+tableEvents+` WHERE dead ORDER BY created_at, entity_key, seq LIMIT 100`)
+		if err != nil {
+			return outbox.Stats{}, fmt.Errorf("outboxpg: stats: dead events: %w", err)
+		}
+		if out.DeadEvents, err = scanEvents(rows); err != nil {
+			return outbox.Stats{}, fmt.Errorf("outboxpg: stats: dead events: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Requeue implements [outbox.Store].
+func (st *Store) Requeue(ctx context.Context) (int, error) {
+	tag, err := st.cfg.DB.Exec(ctx, `UPDATE `+tableEvents+` SET dead = false, attempts = 0, next_at = NULL WHERE dead`)
+	if err != nil {
+		return 0, fmt.Errorf("outboxpg: requeue: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Discard implements [outbox.Store].
+func (st *Store) Discard(ctx context.Context, id string) error {
+	tag, err := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableEvents+` WHERE id = $1 AND dead`, id)
+	if err != nil {
+		return fmt.Errorf("outboxpg: discard %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return outbox.ErrNotDead
+	}
+	return nil
+}
+
+// Edit implements [outbox.Store].
+func (st *Store) Edit(ctx context.Context, id, payload string) error {
+	if payload == "" {
+		return outbox.ErrNoPayload
+	}
+	tag, err := st.cfg.DB.Exec(ctx, `UPDATE `+tableEvents+` SET payload = $2, dead = false, attempts = 0, next_at = NULL
+		WHERE id = $1 AND dead`, id, payload)
+	if err != nil {
+		return fmt.Errorf("outboxpg: edit %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return outbox.ErrNotDead
+	}
+	return nil
+}
+
+// Release implements [outbox.Store].
+func (st *Store) Release(ctx context.Context, owner string) error {
+	st.leases.Forget(owner)
+	_, err1 := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableLeases+` WHERE owner = $1`, owner)
+	_, err2 := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableRelays+` WHERE owner = $1`, owner)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("outboxpg: release: %w", err)
+	}
+	return nil
+}
