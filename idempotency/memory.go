@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"maps"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/steprec"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // MemoryConfig configures a [Memory] store.
@@ -44,11 +49,12 @@ type memRecord struct {
 	leaseUntil  time.Time
 	expiresAt   time.Time
 	resp        *Response
+	steps       map[string]step.Record
 }
 
 var (
-	_ Store    = (*Memory)(nil)
-	_ Lookuper = (*Memory)(nil)
+	_ StepStore = (*Memory)(nil)
+	_ Lookuper  = (*Memory)(nil)
 )
 
 // NewMemory returns an empty in-memory Store.
@@ -81,15 +87,20 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	// never takes over: the crashed owner's effects are unknown, and the
 	// key stays its request's until the record expires.
 	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now) && r.fingerprint == fingerprint) {
+		var steps map[string]step.Record
+		if ok && !r.expiresAt.Before(now) {
+			steps = r.steps // a takeover resumes from the steps recorded
+		}
 		r = memRecord{
 			status:      StatusInProgress,
 			token:       leasekey.NewToken(),
 			fingerprint: fingerprint,
 			leaseUntil:  now.Add(lease),
 			expiresAt:   now.Add(m.ttl),
+			steps:       steps,
 		}
 		m.records[pk] = r
-		return Claim{Status: Claimed, Token: r.token, LeaseUntil: r.leaseUntil}, nil
+		return Claim{Status: Claimed, Token: r.token, LeaseUntil: r.leaseUntil, Steps: maps.Clone(steps)}, nil
 	}
 	c := Claim{Fingerprint: r.fingerprint}
 	switch {
@@ -200,7 +211,7 @@ func (m *Memory) Lookup(ctx context.Context, key string) (Record, error) {
 	if !ok || r.expiresAt.Before(now) {
 		return Record{}, ErrNoRecord
 	}
-	rec := Record{Status: r.status, Fingerprint: r.fingerprint, ExpiresAt: r.expiresAt}
+	rec := Record{Status: r.status, Fingerprint: r.fingerprint, ExpiresAt: r.expiresAt, Steps: maps.Clone(r.steps)}
 	if r.status == StatusCompleted {
 		rec.Response = cloneResponse(r.resp)
 	} else {
@@ -216,10 +227,88 @@ func (m *Memory) Release(ctx context.Context, key, token string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pk, _, err := m.owned(key, token)
+	pk, r, err := m.owned(key, token)
 	if err != nil {
 		return err
 	}
+	if len(r.steps) > 0 {
+		// Kept, its lease ended and its token retired: the next claim
+		// resumes from its steps.
+		r.leaseUntil = time.Time{}
+		r.token = leasekey.NewToken()
+		m.records[pk] = r
+		return nil
+	}
 	delete(m.records, pk)
+	return nil
+}
+
+// SaveSteps implements [StepStore].
+func (m *Memory) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pk, r, err := m.owned(key, token)
+	if err != nil {
+		return err
+	}
+	r.steps = maps.Clone(steps)
+	r.expiresAt = now.Add(m.ttl)
+	m.records[pk] = r
+	return nil
+}
+
+// Unknown implements [StepStore].
+func (m *Memory) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []step.Unresolved
+	prefix := m.ns + "#"
+	for pk, r := range m.records {
+		name := steprec.UnknownStep(r.steps)
+		if name == "" || r.expiresAt.Before(now) || !strings.HasPrefix(pk, prefix) {
+			continue
+		}
+		out = append(out, step.Unresolved{
+			Key: strings.TrimPrefix(pk, prefix), Step: name, Record: r.steps[name],
+			Held: r.status == StatusInProgress && !r.leaseUntil.Before(now),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Resolve implements [StepStore].
+func (m *Memory) Resolve(ctx context.Context, key, name string, applied bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pk := leasekey.PK(m.ns, key)
+	r, ok := m.records[pk]
+	if !ok || r.expiresAt.Before(now) || r.status != StatusInProgress || !step.Resolvable(r.steps[name]) {
+		return step.ErrNotUnknown
+	}
+	if !r.leaseUntil.Before(now) {
+		return step.ErrHeld
+	}
+	res := step.Resolution(r.steps[name], applied)
+	res.At = now.UTC()
+	r.steps = maps.Clone(r.steps)
+	r.steps[name] = res
+	r.expiresAt = now.Add(m.ttl)
+	m.records[pk] = r
 	return nil
 }

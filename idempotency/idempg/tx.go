@@ -83,8 +83,11 @@ func (t *requestTx) claim(ctx context.Context, key, fingerprint string) (idempot
 	now := t.s.now()
 	token := leasekey.NewToken()
 	// No lease: lease_until is now, and the transaction holds the key.
-	var got string
-	err := t.tx.QueryRow(ctx, upsert, key, token, fingerprint, now, now.Add(t.s.ttl), now).Scan(&got)
+	var (
+		got   string
+		steps []byte // the transactional mode records none
+	)
+	err := t.tx.QueryRow(ctx, upsert, key, token, fingerprint, now, now.Add(t.s.ttl), now).Scan(&got, &steps)
 	if err == nil {
 		return idempotency.Claim{Status: idempotency.Claimed, Token: token}, nil
 	}
