@@ -85,12 +85,18 @@ func TestBankClientAnswers(t *testing.T) {
 	answers := map[string]func(http.ResponseWriter){
 		"201": func(w http.ResponseWriter) { w.WriteHeader(http.StatusCreated); fmt.Fprint(w, `{"id":"ch_1"}`) },
 		"200": func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK); fmt.Fprint(w, `{"id":"ch_1","charges":1}`) },
-		"503": func(w http.ResponseWriter) { w.Header().Set("Retry-After", "7"); w.WriteHeader(http.StatusServiceUnavailable) },
+		"503": func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "7")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		},
 		"429": func(w http.ResponseWriter) {
 			w.Header().Set("Retry-After", time.Now().Add(3*time.Second).UTC().Format(http.TimeFormat))
 			w.WriteHeader(http.StatusTooManyRequests)
 		},
-		"422": func(w http.ResponseWriter) { w.WriteHeader(http.StatusUnprocessableEntity); fmt.Fprint(w, `{"error":"bad"}`) },
+		"422": func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			fmt.Fprint(w, `{"error":"bad"}`)
+		},
 		"500": func(w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) },
 		"404": func(w http.ResponseWriter) { w.WriteHeader(http.StatusNotFound) },
 	}
