@@ -146,8 +146,12 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 //   - More than 99 writes, or more than 4 MB → [*TooLargeError], permanent.
 //
 // Effects inside DynamoDB are then exactly once, across crashes, overlapping
-// deliveries and redrives. Do not wrap the handler in the dedupe middleware
-// with the same store: it needs no claim.
+// deliveries and redrives. It needs no claim. Under the dedupe middleware
+// (dedupe.New) with the same store, as the final step of a handler that
+// records steps (package step), it completes the middleware's claim
+// instead: the record's update to COMPLETED, fenced by the claim's token,
+// commits with fn's writes (a lost claim: [dedupe.ErrNotOwner], nothing
+// committed).
 func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
 	var o TxOptions
 	if opts != nil {

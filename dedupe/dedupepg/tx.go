@@ -82,8 +82,11 @@ type TxOptions struct {
 //   - A transient failure (pgstore.IsTransient) is retried in a new transaction
 //     (TxOptions.Retries), then returned as a transient error.
 //
-// Do not wrap the handler in the dedupe middleware with the same store: it
-// needs no claim.
+// It needs no claim. Under the dedupe middleware (dedupe.New) with the
+// same store, as the final step of a handler that records steps (package
+// step), it completes the middleware's claim instead: the row is updated
+// to COMPLETED in the transaction, fenced by the claim's token (a lost
+// claim: [dedupe.ErrNotOwner], nothing committed), before fn runs.
 func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
 	var o TxOptions
 	if opts != nil {
