@@ -369,6 +369,7 @@ func (s *run) save(ctx context.Context, r Record) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
 	r.At = time.Now().UTC()
+	r.Result = bytes.Clone(r.Result) // the record's own: the caller may change what it returned
 	if err := s.rec.Save(sctx, s.name, r); err != nil {
 		return fmt.Errorf("step %q: record %s: %w", s.name, r.Status, err)
 	}
