@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 )
 
 // benchSQS hands out n pre-built messages as fast as they are asked for
@@ -124,7 +125,7 @@ func BenchmarkDispatchFIFO(b *testing.B) { benchRun(b, 100) }
 // BenchmarkPipelineProcess: the per-message path (key, panic recovery,
 // the default classifier) per handler result.
 func BenchmarkPipelineProcess(b *testing.B) {
-	msg := consumer.NewMessage(types.Message{
+	msg := delivery.New(types.Message{
 		MessageId: aws.String("m-1"), ReceiptHandle: aws.String("h-1"), Body: aws.String("{}"),
 		Attributes: map[string]string{"ApproximateReceiveCount": "2"},
 		MessageAttributes: map[string]types.MessageAttributeValue{

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
 )
 
@@ -148,9 +149,10 @@ type Config struct {
 	// [Permanent] or [RetryAfter], which the class or delay already says);
 	// never the body. At warning level each dead letter is logged once
 	// ("consumer: dead-lettered") with its class and reason (the error's
-	// text, escaped and cut to 1 KiB; never the body). zap's sampling (zap.NewProduction samples by level
-	// and message) would drop most of these lines under load, so use a
-	// logger without sampling, such as [NewLogger].
+	// text, escaped and cut to 1 KiB; never the body). zap's sampling
+	// (zap.NewProduction samples by level and message) would drop most of
+	// these lines under load, so use a logger without sampling: build
+	// zap.NewProductionConfig() with Sampling set to nil.
 	Logger *zap.Logger
 	// Observer receives metrics events. Defaults to [NopObserver].
 	Observer Observer
@@ -243,7 +245,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		bad("Concurrency (%d), Prefetch (%d), Receivers (%d) and MaxAttempts (%d) must not be negative (Prefetch may be NoPrefetch)",
 			cfg.Concurrency, cfg.Prefetch, cfg.Receivers, cfg.MaxAttempts)
 	}
-	if err := cfg.Payload.check(); err != nil {
+	if err := checkPayload(cfg.Payload); err != nil {
 		errs = append(errs, err)
 	}
 	if len(cfg.DeadLetterSigningKey) > 0 {
@@ -312,4 +314,19 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Client = newPooledSQS(cfg.Client, cfg.calls())
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// processing is the part of cfg the per-message path uses.
+func (cfg Config) processing() pipeline.Config {
+	return pipeline.Config{
+		Handler:     cfg.Handler,
+		Middleware:  cfg.Middleware,
+		Classifier:  cfg.Classifier,
+		Backoff:     cfg.Backoff,
+		MaxAttempts: cfg.MaxAttempts,
+		KeyFunc:     cfg.KeyFunc,
+		Logger:      cfg.Logger,
+		Observer:    cfg.Observer,
+		Payload:     cfg.Payload,
+	}
 }

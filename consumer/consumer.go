@@ -2,8 +2,6 @@ package consumer
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -18,7 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/delivery"
 	"github.com/sqsonce/sqsonce/internal/heartbeat"
+	"github.com/sqsonce/sqsonce/internal/msgstate"
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
@@ -209,9 +210,9 @@ type runner struct {
 	q        queueInfo
 	log      *zap.Logger
 	obs      Observer
-	pipeline *processor
+	pipeline *pipeline.Processor
 	hb       *heartbeat.Heartbeat
-	settler  *settler
+	batcher  *batcher
 
 	capacity *capacity
 	// pollers bounds the receive calls at once (nil when Receivers was
@@ -226,7 +227,7 @@ type runner struct {
 	// handed back to capacity.
 	freed atomic.Int64
 	// unsettled counts messages received and not yet queued to the
-	// settler (see queued).
+	// batcher (see queued).
 	unsettled atomic.Int64
 	queue     chan *inflight  // standard queues: received messages for the Concurrency workers
 	ready     chan *lane      // FIFO queues: lanes with a message to run, for the Concurrency workers
@@ -287,9 +288,9 @@ type inflight struct {
 // handle is the message's receipt handle, kept in its Message's Raw.
 func (m *inflight) handle() string { return aws.ToString(m.msg.Raw.ReceiptHandle) }
 
-// received is a received message's record and its Message, allocated
-// together: inflight.msg points into it.
-type received struct {
+// receivedMessage is a received message's record and its Message,
+// allocated together: inflight.msg points into it.
+type receivedMessage struct {
 	rec inflight
 	msg Message
 }
@@ -308,7 +309,8 @@ type lane struct {
 }
 
 func newRunner(cfg Config, q queueInfo) (*runner, error) {
-	cfg = guard(instrument(cfg, q.url))
+	cfg = instrument(cfg, q.url)
+	cfg.Observer = pipeline.Guard(cfg.Observer, cfg.Logger)
 	r := &runner{
 		cfg:      cfg,
 		q:        q,
@@ -333,9 +335,9 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 	r.polls = &pollWatch{SQSAPI: cfg.Client}
 	r.cfg.Client = r.polls
 	r.recvDone = make(chan struct{})
-	pcfg := cfg
+	pcfg := cfg.processing()
 	pcfg.Logger = r.log
-	r.pipeline = newProcessor(pcfg)
+	r.pipeline = pipeline.New(pcfg)
 	hb, err := heartbeat.New(heartbeat.Config{
 		Client:     cfg.Client,
 		QueueURL:   q.url,
@@ -351,18 +353,18 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	r.hb = hb
-	r.settler = newSettler(cfg.Client, q.url, cfg.FlushInterval, cfg.settlers(), r.log)
-	r.settler.obs = cfg.Observer
-	r.settler.hold = hb
+	r.batcher = newBatcher(cfg.Client, q.url, cfg.FlushInterval, cfg.batchSenders(), r.log)
+	r.batcher.obs = cfg.Observer
+	r.batcher.hold = hb
 	if cfg.Payload.DeleteAfterAck {
-		r.settler.objects = cfg.Payload.S3Client
+		r.batcher.objects = cfg.Payload.S3Client
 	}
 	if q.fifo {
 		// A FIFO message blocks its group until deleted: once every
 		// received message is queued, send what is queued without waiting
 		// for full batches.
-		r.settler.idle = func() bool { return r.unsettled.Load() == 0 }
-		r.settler.batchDone = func() {
+		r.batcher.idle = func() bool { return r.unsettled.Load() == 0 }
+		r.batcher.batchDone = func() {
 			if n := r.freed.Swap(0); n > 0 {
 				r.capacity.release(int(n))
 			}
@@ -392,7 +394,7 @@ func (r *runner) run(ctx context.Context) error {
 	defer stopHB()
 
 	var hbWG, settleWG, recvWG sync.WaitGroup
-	settleWG.Go(r.settler.run)
+	settleWG.Go(r.batcher.run)
 	hbWG.Go(func() { _ = r.hb.Run(hbCtx) })
 	for i := range r.cfg.Concurrency {
 		if r.q.fifo {
@@ -477,7 +479,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	stopHB()
 	hbWG.Wait()
-	r.settler.close()
+	r.batcher.close()
 	settleWG.Wait()
 	r.log.Info("consumer stopped")
 	if r.fatal != nil { // set by a receiver, all of which returned
@@ -519,25 +521,19 @@ func (r *runner) receiveFailed(id, failures int, err error) {
 }
 
 // receive is one receiver's loop: reserve free capacity, long-poll for at
-// most that many messages, hand them to the dispatcher.
-//
-// On a FIFO queue every receive carries a ReceiveRequestAttemptId. When a
-// receive fails (its response may have been lost after SQS handed out the
-// messages and locked their groups), the next try repeats it with the same
-// attempt id and size, so SQS returns the same messages instead of keeping
-// their groups locked for a whole visibility timeout. A successful receive,
-// or one retried for longer than SQS keeps an attempt id, starts a new id.
+// most that many messages, hand them to the dispatcher. Between calls it
+// does what nextReceive and afterReceive decide (attempt.go): a FIFO
+// receive that failed is retried with the same ReceiveRequestAttemptId
+// and size, so that SQS returns the messages of a lost response.
 //
 // An ahead receiver (one of receive-ahead's) takes slots only while
 // receive-ahead adds some.
 func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
-	failures := 0
 	var (
-		attemptID    string    // FIFO: the id of the receive being retried, "" for a new one
-		attemptStart time.Time // when that receive was first made
-		n            int       // slots held for the receive being retried
-		at           mark      // when they were taken, for receive-ahead
-		tracked      []heartbeat.Received
+		st      receiveState
+		n       int  // slots held for the receive being made (or retried)
+		at      mark // when they were taken, for receive-ahead
+		tracked []heartbeat.Received
 	)
 	defer func() { r.capacity.unreserve(n) }()
 	for {
@@ -573,14 +569,12 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		if r.cfg.VisibilityTimeout > 0 {
 			in.VisibilityTimeout = int32(r.cfg.VisibilityTimeout / time.Second)
 		}
-		start := time.Now()
-		if r.q.fifo {
-			if attemptID == "" || start.Sub(attemptStart) > maxAttemptAge {
-				attemptID, attemptStart = newAttemptID(), start
-			}
-			in.ReceiveRequestAttemptId = aws.String(attemptID)
-			start = attemptStart // SQS's 12 hours may count from the first try
+		var call receiveCall
+		st, call = nextReceive(st, r.q.fifo, time.Now(), newAttemptID)
+		if call.attemptID != "" {
+			in.ReceiveRequestAttemptId = aws.String(call.attemptID)
 		}
+		start := call.start
 		// A response lost on the network must not hang the receiver:
 		// bound the call by the long-poll wait plus a margin.
 		cctx, cancel := context.WithTimeout(callCtx, r.cfg.WaitTime+10*time.Second)
@@ -597,13 +591,14 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 			if ctx.Err() != nil {
 				return
 			}
-			if !r.q.fifo {
-				r.capacity.unreserve(n)
+			var act receiveAction
+			st, act = afterReceive(st, r.q.fifo, n, -1)
+			if !act.keep {
+				r.capacity.unreserve(act.release)
 				n = 0
 			}
-			failures++
-			r.receiveFailed(id, failures, err)
-			d := time.Duration(rand.Int64N(int64(min(time.Duration(failures)*200*time.Millisecond, 5*time.Second)) + 1))
+			r.receiveFailed(id, st.failures, err)
+			d := time.Duration(rand.Int64N(int64(act.backoff) + 1))
 			select {
 			case <-ctx.Done():
 				return
@@ -611,27 +606,26 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 			}
 			continue
 		}
-		attemptID = ""
+		var act receiveAction
+		st, act = afterReceive(st, r.q.fifo, n, len(out.Messages))
 		r.health.received()
-		if extra := n - len(out.Messages); extra > 0 {
-			r.capacity.unreserve(extra)
-			r.capacity.short(len(out.Messages) == 0)
-		} else if failures == 0 {
-			// A full receive (not a retry): the queue has a backlog.
+		if act.short {
+			r.capacity.unreserve(act.release)
+			r.capacity.short(act.empty)
+		} else if act.full {
 			r.capacity.observe(at)
 		}
-		failures = 0
 		n = 0
 		now := r.cfg.NowFunc()
 		r.unsettled.Add(int64(len(out.Messages)))
 		batch := make([]*inflight, 0, len(out.Messages))
 		tracked = tracked[:0]
 		for _, raw := range out.Messages {
-			rm := new(received)
-			rm.msg.init(raw, r.q.url, now)
+			rm := new(receivedMessage)
+			delivery.Init(&rm.msg, raw, r.q.url, now)
 			m := &rm.rec
 			m.r, m.msg, m.recvStart = r, &rm.msg, start
-			m.msg.beatEvery = orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
+			msgstate.SetBeatEvery(m.msg, orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3))
 			r.obs.Received(m.msg)
 			batch = append(batch, m)
 			tracked = append(tracked, heartbeat.Received{Handle: m.handle(), Owner: m})
@@ -648,21 +642,6 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 // take: on a busy queue SQS answers at once, and what it returns is
 // released; a long poll of an empty queue is cancelled after it.
 const receiveGrace = time.Second
-
-// maxAttemptAge is how long a receive is retried with the same
-// ReceiveRequestAttemptId: SQS keeps one for 5 minutes.
-const maxAttemptAge = 4 * time.Minute
-
-// newAttemptID returns a fresh ReceiveRequestAttemptId: 32 hex digits,
-// in one allocation (one per FIFO receive).
-func newAttemptID() string {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
-	var out [32]byte
-	hex.Encode(out[:], b[:])
-	return string(out[:])
-}
 
 // dispatch queues a receive's messages for the next free workers
 // (standard queues) or appends each to its group's lane (FIFO).
@@ -691,7 +670,7 @@ func (r *runner) dispatch(batch []*inflight) {
 	ready := buf[:0]
 	r.mu.Lock()
 	for _, m := range batch {
-		m.msg.unrun = r.unrun.Count(m.msg.ID)
+		msgstate.SetUnrun(m.msg, r.unrun.Count(m.msg.ID))
 		l, ok := r.lanes[m.msg.GroupID]
 		if !ok {
 			if n := len(r.spare); n > 0 {
@@ -806,7 +785,7 @@ func (r *runner) workLanes(worker int) {
 			r.releaseLane(l, nil)
 		default:
 			res := r.process(worker, m)
-			if settle.StopsGroup(settle.Outcome(res.Outcome)) {
+			if settle.StopsGroup(res.Outcome) {
 				r.stopLane(l, res)
 			}
 		}
@@ -855,7 +834,7 @@ func (r *runner) stopLane(l *lane, res Result) {
 	why := fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome)
 	now := time.Now()
 	for _, m := range rest {
-		act := settle.Behind(settle.Outcome(res.Outcome), res.Delay, m.recvStart, now)
+		act := settle.Behind(res.Outcome, res.Delay, m.recvStart, now)
 		r.putBack(m, why, act.Visibility)
 	}
 }
@@ -868,7 +847,7 @@ func (r *runner) release(m *inflight, why error) { r.putBack(m, why, 0) }
 // one in which it did not run (see Message.Attempt).
 func (r *runner) putBack(m *inflight, why error, secs int32) {
 	res := Result{Outcome: OutcomeRelease, Err: why, Delay: time.Duration(secs) * time.Second}
-	r.unrun.Set(m.msg.ID, m.msg.unrun+1, time.Now())
+	r.unrun.Set(m.msg.ID, msgstate.Unrun(m.msg)+1, time.Now())
 	m.mu.Lock()
 	lost := m.lost
 	m.mu.Unlock()
@@ -887,7 +866,7 @@ func (r *runner) putBack(m *inflight, why error, secs int32) {
 // settle stops heartbeating m, then queues its delete (secs < 0) or its
 // visibility change to secs.
 //
-// A delete only suspends m's handle in the heartbeat: the settler forgets
+// A delete only suspends m's handle in the heartbeat: the batcher forgets
 // it once the delete is resolved, and hands it back to the heartbeat when
 // the delete fails, so the message stays invisible (and is not handled
 // again) while the delete is tried again. A delete never waits for an
@@ -895,28 +874,28 @@ func (r *runner) putBack(m *inflight, why error, secs int32) {
 // after settleCallTimeout), lest the extension land after it and undo it.
 func (r *runner) settle(m *inflight, secs int32) {
 	if secs < 0 {
-		if m.msg.unrun > 0 {
+		if msgstate.Unrun(m.msg) > 0 {
 			r.unrun.Forget(m.msg.ID)
 		}
 		r.hb.Suspend(m.handle())
-		r.settler.delete(m.handle(), m.msg, r.slotDone)
+		r.batcher.delete(m.handle(), m.msg, r.slotDone)
 	} else {
 		<-r.hb.Detach(m.handle())
-		r.settler.changeVisibility(m.handle(), m.msg, secs, r.slotDone)
+		r.batcher.changeVisibility(m.handle(), m.msg, secs, r.slotDone)
 	}
 	r.queued()
 }
 
 // queued counts a received message as settled: its op is in its batch, or
-// it needs none. Only after the op is queued: a settler that saw no
+// it needs none. Only after the op is queued: a batcher that saw no
 // message unsettled before this one's op was in its batch would send a
 // partial batch, and this op alone after it (on a FIFO queue, two delete
 // calls where one would do, each unlocking part of a receive's groups, so
 // that the next receives come back short). The last one nudges the
-// settler, which sends the partial batches then.
+// batcher, which sends the partial batches then.
 func (r *runner) queued() {
-	if r.unsettled.Add(-1) == 0 && r.settler.idle != nil {
-		r.settler.nudge()
+	if r.unsettled.Add(-1) == 0 && r.batcher.idle != nil {
+		r.batcher.nudge()
 	}
 }
 
@@ -961,26 +940,19 @@ func (r *runner) process(worker int, m *inflight) Result {
 	if r.handlersStopped.Load() {
 		cancel(ErrShutdown)
 	}
-	m.msg.mu.Lock()
-	m.msg.run = m
-	m.msg.mu.Unlock()
+	msgstate.StartRun(m.msg, m)
 
-	res := r.pipeline.process(ctx, m.msg)
+	res := r.pipeline.Process(ctx, m.msg)
 	if m.lastBehind && res.Outcome == OutcomeRetry {
 		res = r.lastReceive(m, res)
 	}
 
-	m.msg.mu.Lock()
-	m.msg.run = nil
-	if len(m.msg.beats) > 0 {
-		r.unwatch(m)
-	}
-	m.msg.mu.Unlock()
+	msgstate.EndRun(m.msg)
 	m.mu.Lock()
 	m.cancel = nil
 	lost = m.lost
 	m.mu.Unlock()
-	leave := settle.LeaveLost(settle.Outcome(res.Outcome))
+	leave := settle.LeaveLost(res.Outcome)
 	if leave && lost == nil { // an ack is settled anyway: no lock taken
 		lost = r.untracked(m, "while it ran")
 	}
@@ -1007,10 +979,10 @@ func (r *runner) process(worker int, m *inflight) Result {
 			}
 		}
 	}
-	if r.cfg.Payload.DeleteAfterAck && m.msg.object != nil && (res.Outcome == OutcomeAck || res.Outcome == OutcomeDuplicate) {
-		m.msg.dropObject = true
+	if r.cfg.Payload.DeleteAfterAck && msgstate.Object(m.msg) != nil && (res.Outcome == OutcomeAck || res.Outcome == OutcomeDuplicate) {
+		msgstate.SetDropObject(m.msg)
 	}
-	if act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, m.recvStart, time.Now()); act.Done {
+	if act := settle.Decide(res.Outcome, res.Delay, m.recvStart, time.Now()); act.Done {
 		r.settle(m, -1)
 	} else {
 		r.settle(m, act.Visibility)
@@ -1045,7 +1017,7 @@ func (r *runner) lastReceive(m *inflight, res Result) Result {
 	res.Outcome = OutcomeDeadLetter
 	res.Class = ClassMaxAttempts
 	res.Delay = 0
-	res.Reason = fmt.Sprintf("max receive count (%d) reached, with a later message of its group waiting: %s", r.q.maxReceives, handlerText(res.Err))
+	res.Reason = fmt.Sprintf("max receive count (%d) reached, with a later message of its group waiting: %s", r.q.maxReceives, pipeline.HandlerText(res.Err))
 	return res
 }
 
@@ -1079,7 +1051,7 @@ func (r *runner) settled(m *inflight, res Result, queued bool) {
 	if !queued {
 		r.queued()
 	}
-	logSettled(r.log, m.msg, res)
+	pipeline.LogSettled(r.log, m.msg, res)
 	r.obs.Settled(m.msg, res)
 	if !queued || r.slotDone == nil {
 		r.capacity.release(1)
@@ -1109,12 +1081,17 @@ func (r *runner) leaseLost(m *inflight, err error) {
 	}
 }
 
+// Watch and Unwatch make m the msgstate.Watcher of its Message while its
+// handler runs.
+func (m *inflight) Watch()   { m.r.watch(m) }
+func (m *inflight) Unwatch() { m.r.unwatch(m) }
+
 // watch has the heartbeat tick m's Message.OnHeartbeat functions while
-// its handler runs; unwatch stops that. Both are called under m.msg.mu,
-// which orders them (a function registered as the handler returns is
-// watched before, or not at all); lock order: Message.mu, then r.mu.
-// Only messages that registered one are in r.beating, so a message
-// without one costs no lock of r.mu while it runs.
+// its handler runs; unwatch stops that. Both are called under the lock
+// of m's msgstate.State, which orders them (a function registered as the
+// handler returns is watched before, or not at all); lock order: that
+// lock, then r.mu. Only messages that registered one are in r.beating, so
+// a message without one costs no lock of r.mu while it runs.
 func (r *runner) watch(m *inflight) {
 	r.mu.Lock()
 	r.beating[m] = struct{}{}
@@ -1139,7 +1116,7 @@ func (r *runner) beatHandlers(ctx context.Context) {
 	timeout := orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3)
 	var wg sync.WaitGroup
 	for _, m := range ms {
-		fns := m.msg.heartbeats()
+		fns := msgstate.Heartbeats(m.msg)
 		if len(fns) == 0 {
 			continue
 		}
@@ -1162,7 +1139,7 @@ func (r *runner) beatHandlers(ctx context.Context) {
 func (r *runner) beat(ctx context.Context, m *inflight, fn func(context.Context) error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			logPanic(r.log, "an OnHeartbeat function", v, zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()))
+			pipeline.LogPanic(r.log, "an OnHeartbeat function", v, zap.String("message_id", m.msg.ID), zap.String("key", m.msg.Key()))
 			err = fmt.Errorf("consumer: OnHeartbeat function panicked: %v", v)
 		}
 	}()

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 )
@@ -21,7 +22,7 @@ func settleMessage(m *Message) settle.Message {
 // deadLetterReason is the failure text recorded in res's dead letter.
 func deadLetterReason(res Result) string {
 	if res.Reason == "" && res.Err != nil {
-		return handlerText(res.Err)
+		return pipeline.HandlerText(res.Err)
 	}
 	return res.Reason
 }

@@ -13,7 +13,9 @@
 //		if err != nil {
 //			log.Fatal(err)
 //		}
-//		logger, _ := consumer.NewLogger(zapcore.InfoLevel)
+//		zcfg := zap.NewProductionConfig()
+//		zcfg.Sampling = nil // keep every line (see Config.Logger)
+//		logger := zap.Must(zcfg.Build())
 //		c, err := consumer.New(consumer.Config{
 //			Client:      sqs.NewFromConfig(awsCfg),
 //			QueueName:   "orders",
@@ -41,4 +43,9 @@
 // to outcomes as [Config.Classifier] says: your own Classifier decides
 // the errors it knows, the consumer's classification (with Backoff and
 // MaxAttempts) the rest.
+//
+// The message model (Message, Handler, Middleware, the errors and the
+// outcomes) is package sqsmsg's, which the middleware and the Lambda
+// adapter share without linking the consumer; every name is re-exported
+// here, so consumer.Message is sqsmsg.Message.
 package consumer

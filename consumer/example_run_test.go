@@ -3,59 +3,36 @@ package consumer_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
-	"sync"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sqsonce/sqsonce/awsconfig"
 	"github.com/sqsonce/sqsonce/consumer"
-	"github.com/sqsonce/sqsonce/internal/sqsfake"
 )
 
-// A consumer with a middleware that records each message's result; after
-// three messages it cancels Run's context, and Run drains: it returns once
-// every settle is sent. The ack is deleted, the permanent failure is in
-// the dead-letter queue, the one to retry waits in the queue, invisible
-// for a minute.
+// A worker's main: Run receives and handles messages until SIGTERM, then
+// drains (it stops receiving, releases what has not started, waits for
+// running handlers up to ShutdownTimeout, sends every pending delete and
+// visibility change) and returns. awsconfig.Load reads the standard
+// variables, so the same program runs against AWS or, with the variables
+// the local stack writes (make stack-up), against it. Each outcome
+// settles as the handler says: "ship 1" is acked (deleted), "malformed"
+// is dead-lettered at once, "warehouse down" comes back in a minute.
 func ExampleConsumer_Run() {
-	// An in-process SQS; in a program, sqs.NewFromConfig(awsCfg) and the
-	// queues' URLs.
-	sqsClient := sqsfake.New()
-	dlqURL := sqsClient.AddQueue("orders-dlq", nil)
-	queueURL := sqsClient.AddQueue("orders", map[string]string{
-		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:123456789012:orders-dlq","maxReceiveCount":"5"}`,
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for _, body := range []string{"ship 1", "malformed", "warehouse down"} {
-		if _, err := sqsClient.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body)}); err != nil {
-			panic(err)
-		}
-	}
-
-	var (
-		mu      sync.Mutex
-		results []string
-	)
-	record := func(next consumer.Handler) consumer.Handler {
-		return consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
-			err := next.Handle(ctx, m)
-			mu.Lock()
-			defer mu.Unlock()
-			results = append(results, fmt.Sprintf("%s: %v", m.Body, err))
-			if len(results) == 3 {
-				cancel() // stop: Run drains and returns
-			}
-			return err
-		})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	awsCfg, err := awsconfig.Load(ctx)
+	if err != nil {
+		log.Fatal(err)
 	}
 	c, err := consumer.New(consumer.Config{
-		Client:     sqsClient,
-		QueueURL:   queueURL,
-		Middleware: []consumer.Middleware{record},
+		Client:    sqs.NewFromConfig(awsCfg),
+		QueueName: "orders", // its RedrivePolicy names the dead-letter queue
 		Handler: consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
 			switch m.Body {
 			case "malformed":
@@ -67,26 +44,9 @@ func ExampleConsumer_Run() {
 		}),
 	})
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	if err := c.Run(ctx); err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-
-	slices.Sort(results) // handlers run concurrently
-	for _, r := range results {
-		fmt.Println(r)
-	}
-	for _, m := range sqsClient.Messages(queueURL) {
-		fmt.Println("in the queue:", m.Body)
-	}
-	for _, m := range sqsClient.Messages(dlqURL) {
-		fmt.Println("dead-lettered:", m.Body)
-	}
-	// Output:
-	// malformed: permanent: cannot parse
-	// ship 1: <nil>
-	// warehouse down: retry after 1m0s: warehouse unreachable
-	// in the queue: warehouse down
-	// dead-lettered: malformed
 }

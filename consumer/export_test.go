@@ -1,14 +1,18 @@
 package consumer
 
-import "context"
+import (
+	"context"
+
+	"github.com/sqsonce/sqsonce/internal/pipeline"
+)
 
 // LogSettled lets the external tests write a settled line directly.
-var LogSettled = logSettled
+var LogSettled = pipeline.LogSettled
 
 // NewProcess returns the per-message path configured from cfg, for the
 // external tests and benchmarks that run it without a Consumer.
 var NewProcess = func(cfg Config) func(ctx context.Context, msg *Message) Result {
-	return newProcessor(cfg).process
+	return pipeline.New(cfg.processing()).Process
 }
 
 // WithSampleRand returns cfg whose backlog sampler draws its jitter from

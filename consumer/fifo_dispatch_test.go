@@ -86,12 +86,12 @@ func TestFIFOLaterMessageOfAReceiveWaits(t *testing.T) {
 // asks for as many messages as slots are free when the workers idle.
 // Three ways to fall short, all seen here before:
 //   - the runner counted a message settled before its delete was queued,
-//     so the settler could see none left unsettled while the last delete
+//     so the batcher could see none left unsettled while the last delete
 //     was still on its way, send the rest, then that one alone (110 to
 //     141 receives for 1,000 messages);
 //   - slots came back one by one as a batch's deletes resolved, and the
 //     receiver took the first few (154 to 209 receives under -race);
-//   - the settler asked whether its op channel was empty before whether
+//   - the batcher asked whether its op channel was empty before whether
 //     any message was unsettled, so the last op could slip in between:
 //     a receive's ten deletes went out as nine and one, the next receives
 //     asked for nine and one, and so on (106 to 112 receives, 1 run in 13

@@ -4,68 +4,27 @@ import (
 	"context"
 	"errors"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/msgstate"
 	"github.com/sqsonce/sqsonce/internal/payload"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // ClassPayload is the failure class of a message whose body could not be
-// had for good: its S3 object or bucket is missing, its pointer or its
-// compression does not parse, it is over [PayloadConfig.MaxBytes], or
-// no S3 client was configured to fetch it.
-const ClassPayload = deadletter.ClassPayload
+// had for good ([sqsmsg.ClassPayload]).
+const ClassPayload = sqsmsg.ClassPayload
 
-// S3API is the part of the S3 client the consumer and the Lambda adapter
-// use for bodies stored in S3: GetObject before the handler runs, and
-// DeleteObject after the ack when [PayloadConfig.DeleteAfterAck] is set.
-// *s3.Client satisfies it.
-type S3API interface {
-	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
-	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
-}
-
-var _ S3API = (*s3.Client)(nil)
+// S3API is the part of the S3 client the consumer uses for bodies stored
+// in S3 ([sqsmsg.S3API]). *s3.Client satisfies it.
+type S3API = sqsmsg.S3API
 
 // PayloadConfig says how bodies that did not travel in the message are
-// read before the handler runs: a body stored in S3 behind a pointer (by
-// the producer's PayloadConfig, or by AWS's extended client libraries for
-// Java and Python, whose format it is), and a compressed body (attribute
-// sqsonce-encoding). The handler, the KeyFunc and the dedupe middleware
-// see the body as its producer sent it ([Message.Body]); the message
-// keeps its attributes, and a dead letter its pointer
-// ([Message.WireBody]), never a copy of the body.
-//
-// A missing object or bucket, a pointer or compressed body that does not
-// parse, a body over MaxBytes, or a pointer met without S3Client is a
-// permanent failure (dead-lettered now, class [ClassPayload], the reason
-// naming the object); any other failure to read the object (throttling,
-// a network error, access refused) is retried like a handler's error.
-// See "Large messages, delays and compression" in the README.
-type PayloadConfig struct {
-	// S3Client fetches bodies stored in S3. Defaults to nil: a message
-	// with a pointer is dead-lettered with a reason that says to set it.
-	S3Client S3API
-	// MaxBytes caps a body fetched or decompressed: a larger one is not
-	// read further and is dead-lettered. Each handler running holds its
-	// message's body, so Concurrency × MaxBytes bounds the memory bodies
-	// take. Defaults to 64 MiB.
-	MaxBytes int64
-	// DeleteAfterAck deletes a message's S3 object once the message is
-	// deleted after success (ack or duplicate). A dead-lettered message
-	// keeps its object. Defaults to false: other subscribers of a topic,
-	// a redrive or a copy SQS delivers again may still need it; an S3
-	// lifecycle rule removes objects after the queue's retention instead.
-	// With it on, a copy delivered again after the delete (standard
-	// queues deliver at least once) finds no object and is dead-lettered,
-	// its effect already done. The Lambda adapter does not support it
-	// (Lambda deletes the message after the invocation returns).
-	DeleteAfterAck bool
-}
+// read before the handler runs ([sqsmsg.PayloadConfig]).
+type PayloadConfig = sqsmsg.PayloadConfig
 
-// check refuses settings that cannot work.
-func (c PayloadConfig) check() error {
+// checkPayload refuses settings that cannot work.
+func checkPayload(c PayloadConfig) error {
 	if c.MaxBytes < 0 {
 		return errors.New("consumer: Payload.MaxBytes must not be negative")
 	}
@@ -75,50 +34,23 @@ func (c PayloadConfig) check() error {
 	return nil
 }
 
-// decoder is the payload decoder c configures.
-func (c PayloadConfig) decoder(hint string) payload.Decoder {
-	d := payload.Decoder{MaxBytes: c.MaxBytes, Hint: hint}
-	if c.S3Client != nil {
-		d.S3 = c.S3Client
-	}
-	return d
-}
-
-// decode replaces msg's body by the one its producer sent, when it came
-// in S3 or compressed; msg keeps the body SQS carried for its dead letter.
-// Its error is a *payload.Error: permanent ones have FailureClass
-// ClassPayload.
-func (p *processor) decode(ctx context.Context, msg *Message) error {
-	if !payload.Needed(msg.Attributes) {
-		return nil
-	}
-	res, err := p.payload.Decode(ctx, msg.Body, msg.Attributes)
-	msg.object = res.Pointer
-	if err != nil {
-		return err
-	}
-	msg.wire, msg.decoded = msg.Body, true
-	msg.Body = res.Body
-	return nil
-}
-
 // deleteObjects deletes the S3 objects of messages acked with
 // DeleteAfterAck set, once their delete from the queue succeeded. A
 // failure is logged: the object stays for the lifecycle rule.
-func (s *settler) deleteObjects(ops []settleOp) {
+func (s *batcher) deleteObjects(ops []batchOp) {
 	if s.objects == nil {
 		return
 	}
 	for _, op := range ops {
-		if op.visibility >= 0 || !op.msg.dropObject || op.msg.object == nil {
+		if op.visibility >= 0 || !msgstate.DropObject(op.msg) || msgstate.Object(op.msg) == nil {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.callTimeout)
-		err := payload.Delete(ctx, s.objects, *op.msg.object)
+		err := payload.Delete(ctx, s.objects, *msgstate.Object(op.msg))
 		cancel()
 		if err != nil {
 			s.log.Warn("consumer: deleting an acked message's S3 object failed; it stays until the bucket's lifecycle rule removes it",
-				zap.String("message_id", op.msg.ID), zap.String("object", op.msg.object.String()), zap.Error(err))
+				zap.String("message_id", op.msg.ID), zap.String("object", msgstate.Object(op.msg).String()), zap.Error(err))
 		}
 	}
 }

@@ -14,15 +14,15 @@ import (
 )
 
 // calls is how many SQS calls the consumer can have in flight at once:
-// its receivers, the settler's senders, the heartbeat's batch calls and a
+// its receivers, the batcher's senders, the heartbeat's batch calls and a
 // dead letter's send.
 func (cfg Config) calls() int {
-	return cfg.Receivers + cfg.aheadReceivers + cfg.settlers() + heartbeat.DefaultParallel + 1
+	return cfg.Receivers + cfg.aheadReceivers + cfg.batchSenders() + heartbeat.DefaultParallel + 1
 }
 
-// settlers is how many delete (and visibility) calls the settler makes at
+// batchSenders is how many delete (and visibility) calls the batcher makes at
 // once: as many as receives.
-func (cfg Config) settlers() int { return max(8, cfg.Receivers+cfg.aheadReceivers) }
+func (cfg Config) batchSenders() int { return max(8, cfg.Receivers+cfg.aheadReceivers) }
 
 // pooledSQS passes every call on with one more option, pool.option, which
 // makes the call on an HTTP client that keeps enough idle connections for

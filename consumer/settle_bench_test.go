@@ -37,7 +37,7 @@ func (f *nopSettleSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.C
 }
 
 // BenchmarkSettle: queueing one delete (or one visibility change in ten)
-// through the settler, batched by ten, sent by parallel calls to an
+// through the batcher, batched by ten, sent by parallel calls to an
 // in-process SQS. One op is one message.
 func BenchmarkSettle(b *testing.B) {
 	handles := make([]string, 1<<16)
@@ -50,7 +50,7 @@ func BenchmarkSettle(b *testing.B) {
 	}{{"deletes", 0}, {"mixed", 10}} {
 		b.Run(tc.name, func(b *testing.B) {
 			f := &nopSettleSQS{}
-			s := newSettler(f, "https://sqs.test/123456789012/q", time.Hour, 8, zap.NewNop())
+			s := newBatcher(f, "https://sqs.test/123456789012/q", time.Hour, 8, zap.NewNop())
 			go s.run()
 			b.ReportAllocs()
 			msg := &Message{ID: "m"}

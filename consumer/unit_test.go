@@ -92,12 +92,15 @@ func TestSettledLogLines(t *testing.T) {
 	})
 }
 
-// TestLoggerConfigDoesNotSample: 1,000 settled lines through the logger
-// examples use all reach the output (zap.NewProduction would keep ~200).
-func TestLoggerConfigDoesNotSample(t *testing.T) {
+// TestUnsampledLoggerKeepsSettledLines: 1,000 settled lines through the
+// logger Config.Logger asks for (zap.NewProductionConfig without
+// sampling) all reach the output (zap.NewProduction would keep ~200).
+func TestUnsampledLoggerKeepsSettledLines(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "log.json")
-	cfg := consumer.LoggerConfig(zapcore.DebugLevel)
+	cfg := zap.NewProductionConfig()
+	cfg.Sampling = nil
+	cfg.Level = zap.NewAtomicLevelAt(zapcore.DebugLevel)
 	cfg.OutputPaths = []string{path}
 	logger, err := cfg.Build()
 	if err != nil {
@@ -122,6 +125,9 @@ func TestLoggerConfigDoesNotSample(t *testing.T) {
 	}
 	if rec["msg"] != "settled" || rec["message_id"] != "999" || rec["outcome"] != "ack" || rec["receive_count"] != float64(1) {
 		t.Errorf("line %v", rec)
+	}
+	if rec["msg"] != consumer.SettledMessage {
+		t.Errorf("the settled line's message is %v, consumer.SettledMessage %q", rec["msg"], consumer.SettledMessage)
 	}
 	if strings.Contains(string(data), "secret body") {
 		t.Error("the body was logged")

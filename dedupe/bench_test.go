@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 )
 
 // BenchmarkMiddleware: the dedupe middleware over the in-memory store,
@@ -20,7 +21,7 @@ import (
 func BenchmarkMiddleware(b *testing.B) {
 	ok := consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return nil })
 	newMsg := func(key string) *consumer.Message {
-		return consumer.NewMessage(types.Message{
+		return delivery.New(types.Message{
 			MessageId: aws.String("m-" + key), ReceiptHandle: aws.String("h-" + key), Body: aws.String(`{"order":"` + key + `"}`),
 			Attributes: map[string]string{"ApproximateReceiveCount": "1"},
 			MessageAttributes: map[string]types.MessageAttributeValue{

@@ -6,9 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/consumer/consumertest"
 	"github.com/sqsonce/sqsonce/dedupe"
@@ -30,13 +27,9 @@ func ExampleNew() {
 		Middleware: []consumer.Middleware{mw.Wrap},
 	})
 	for i, body := range []string{"order 42: $10", "order 42: $10", "order 42: $99"} {
-		msg := consumer.NewMessage(types.Message{
-			MessageId: aws.String(fmt.Sprint("sqs-message-", i)),
-			Body:      aws.String(body),
-			MessageAttributes: map[string]types.MessageAttributeValue{
-				consumer.AttrID: {DataType: aws.String("String"), StringValue: aws.String("order-42")},
-			},
-		}, "orders", time.Now())
+		msg := consumertest.NewMessage(body,
+			consumertest.WithID(fmt.Sprint("sqs-message-", i)),
+			consumertest.WithAttribute(consumer.AttrID, "order-42"))
 		res := p.Process(context.Background(), msg)
 		fmt.Println(strings.TrimSpace(res.Outcome.String() + " " + res.Class))
 	}

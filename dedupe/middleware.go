@@ -14,9 +14,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/steprec"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 	"github.com/sqsonce/sqsonce/step"
 )
 
@@ -32,7 +32,7 @@ type Config struct {
 	//
 	//   - Under the consumer, the heartbeat extends it on every tick: the
 	//     lease is at least three heartbeat intervals
-	//     ([consumer.Message.HeartbeatInterval]), so one failed or late
+	//     ([sqsmsg.Message.HeartbeatInterval]), so one failed or late
 	//     extension still leaves the next one inside the lease.
 	//   - When nothing extends it (the Lambda adapter) and the handler's
 	//     context has a deadline, the lease runs to that deadline: it covers
@@ -43,7 +43,7 @@ type Config struct {
 	Lease time.Duration
 	// FingerprintFunc fingerprints a message: the same key with a different
 	// fingerprint is key reuse. Defaults to [Fingerprint] of the body.
-	FingerprintFunc func(*consumer.Message) string
+	FingerprintFunc func(*sqsmsg.Message) string
 	// SettleTimeout bounds the Complete or Release call made after the
 	// handler returns (it runs even when the handler's context is done).
 	// Defaults to 10 seconds.
@@ -62,7 +62,7 @@ type Config struct {
 	// [StepObserver] gets the step events of every message too (package
 	// step: unknown outcomes, reconciles, parked steps). Defaults to
 	// consumer.NopObserver.
-	Observer consumer.Observer
+	Observer sqsmsg.Observer
 	// MeterProvider, when set, counts every claim in sqsonce.dedupe.results
 	// by result: claimed, duplicate, in_progress, key_reused, or error (the
 	// store failed); and every step event in sqsonce.dedupe.steps by event
@@ -96,7 +96,7 @@ func New(cfg Config) (*Middleware, error) {
 	cfg.Lease = cmp.Or(cfg.Lease, time.Minute)
 	cfg.SettleTimeout = cmp.Or(cfg.SettleTimeout, 10*time.Second)
 	if cfg.FingerprintFunc == nil {
-		cfg.FingerprintFunc = func(m *consumer.Message) string { return Fingerprint(m.Body) }
+		cfg.FingerprintFunc = func(m *sqsmsg.Message) string { return Fingerprint(m.Body) }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -105,7 +105,7 @@ func New(cfg Config) (*Middleware, error) {
 		cfg.NowFunc = time.Now
 	}
 	if cfg.Observer == nil {
-		cfg.Observer = consumer.NopObserver{}
+		cfg.Observer = sqsmsg.NopObserver{}
 	}
 	results := telemetry.NewResults(cfg.MeterProvider, "sqsonce.dedupe.results",
 		"Dedupe claims, by result.", "{message}", "result", resultNames[:]...)
@@ -118,7 +118,7 @@ func New(cfg Config) (*Middleware, error) {
 // StepObserver is implemented by a [Config].Observer that wants the step
 // events of the messages it observes (package step).
 type StepObserver interface {
-	StepEvent(msg *consumer.Message, e step.Event)
+	StepEvent(msg *sqsmsg.Message, e step.Event)
 }
 
 // Wrap returns next behind the middleware, which runs each message's
@@ -152,7 +152,7 @@ type StepObserver interface {
 //
 // Store errors are returned as transient errors (the message is retried).
 // Wrap is a consumer.Middleware: pass it in consumer.Config.Middleware.
-func (m *Middleware) Wrap(next consumer.Handler) consumer.Handler {
+func (m *Middleware) Wrap(next sqsmsg.Handler) sqsmsg.Handler {
 	return &middleware{store: m.cfg.Store, opts: m.cfg, next: next, results: m.results, steps: m.steps, stepObs: m.stepObs}
 }
 
@@ -164,14 +164,14 @@ var resultNames = [...]string{"error", "claimed", "duplicate", "in_progress", "k
 type middleware struct {
 	store   Store
 	opts    Config
-	next    consumer.Handler
+	next    sqsmsg.Handler
 	results *telemetry.Results
 	steps   *telemetry.Results
 	stepObs StepObserver
 }
 
 // stepEvent counts, logs and passes on one step event of msg.
-func (m *middleware) stepEvent(ctx context.Context, msg *consumer.Message, e step.Event) {
+func (m *middleware) stepEvent(ctx context.Context, msg *sqsmsg.Message, e step.Event) {
 	m.steps.Add(ctx, e.Kind, 1)
 	switch e.Kind {
 	case step.EventUnknown, step.EventParked, step.EventReconcileStillUnknown:
@@ -239,7 +239,7 @@ func (m *middleware) lease(ctx context.Context, every time.Duration) time.Durati
 	return l
 }
 
-func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
+func (m *middleware) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 	key := msg.Key()
 	// The message's logger is built only when something is logged: With
 	// encodes its fields at once, a cost per message for nothing.
@@ -263,12 +263,12 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 	case Duplicate:
 		return &DuplicateError{Key: key}
 	case InProgress:
-		return consumer.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
+		return sqsmsg.RetryAfter(&InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, m.recheck(msg.ReceiveCount, c.LeaseUntil))
 	case KeyReused:
 		err := &KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
 		log().WithOptions(noStack).Error("dedupe: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
-		return consumer.Permanent(err)
+		return sqsmsg.Permanent(err)
 	default:
 		return fmt.Errorf("dedupe: claim %q: unexpected status %d", key, c.Status)
 	}
@@ -311,8 +311,8 @@ func (m *middleware) Handle(ctx context.Context, msg *consumer.Message) error {
 			} else {
 				log().Warn("dedupe: completion failed: the claim stays until its lease ends, then the message runs again; the effect may repeat", zap.Error(err))
 			}
-			if !errors.Is(context.Cause(ctx), consumer.ErrLeaseLost) { // else reported when it was lost
-				m.opts.Observer.LeaseLost(msg, fmt.Errorf("%w: %w", consumer.ErrLeaseLost, err))
+			if !errors.Is(context.Cause(ctx), sqsmsg.ErrLeaseLost) { // else reported when it was lost
+				m.opts.Observer.LeaseLost(msg, fmt.Errorf("%w: %w", sqsmsg.ErrLeaseLost, err))
 			}
 			return err
 		}

@@ -20,19 +20,20 @@ import (
 	"github.com/sqsonce/sqsonce/consumer/consumertest"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dedupetest"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 )
 
 func message(id, key, body string) *consumer.Message {
-	m := consumer.NewMessage(types.Message{MessageId: aws.String(id), Body: aws.String(body)}, "queue", time.Now())
-	m.SetKey(key)
+	m := delivery.New(types.Message{MessageId: aws.String(id), Body: aws.String(body)}, "queue", time.Now())
+	delivery.SetKey(m, key)
 	return m
 }
 
 // received is message on its receives-th delivery.
 func received(id, key, body string, receives int) *consumer.Message {
-	m := consumer.NewMessage(types.Message{MessageId: aws.String(id), Body: aws.String(body),
+	m := delivery.New(types.Message{MessageId: aws.String(id), Body: aws.String(body),
 		Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receives)}}, "queue", time.Now())
-	m.SetKey(key)
+	delivery.SetKey(m, key)
 	return m
 }
 

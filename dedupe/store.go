@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 	"github.com/sqsonce/sqsonce/step"
 )
 
@@ -148,7 +148,7 @@ func (e *KeyReuseError) Error() string {
 }
 
 // FailureClass is the dead-letter class, [consumer.ClassKeyReuse].
-func (e *KeyReuseError) FailureClass() string { return consumer.ClassKeyReuse }
+func (e *KeyReuseError) FailureClass() string { return sqsmsg.ClassKeyReuse }
 
 // DuplicateError reports a key whose record is already completed: the
 // effect happened, and the message is acked without running its handler.
@@ -164,7 +164,7 @@ func (e *DuplicateError) Error() string {
 }
 
 // Unwrap returns [consumer.ErrDuplicate].
-func (e *DuplicateError) Unwrap() error { return consumer.ErrDuplicate }
+func (e *DuplicateError) Unwrap() error { return sqsmsg.ErrDuplicate }
 
 // InProgressError reports a key held by another owner until LeaseUntil. The
 // middleware returns it wrapped in [consumer.RetryAfter].

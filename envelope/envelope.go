@@ -99,7 +99,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/delivery"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // Kind says which envelope a message came in.
@@ -140,7 +141,7 @@ type Options struct {
 	// default. Defaults to the inner sqsonce-id attribute, else the
 	// envelope's id (which a publisher's retry does not keep: see the
 	// package doc).
-	KeyFunc consumer.KeyFunc
+	KeyFunc sqsmsg.KeyFunc
 	// Verifier checks the signature of every SNS envelope (see the package
 	// doc, "Signatures"). Defaults to nil: SNS envelopes are trusted as
 	// they arrive, and [Envelope.Verified] is false.
@@ -179,7 +180,7 @@ func FromContext(ctx context.Context) *Envelope {
 }
 
 // Unwrap returns the middleware.
-func Unwrap(opts Options) consumer.Middleware {
+func Unwrap(opts Options) sqsmsg.Middleware {
 	logger := opts.Logger
 	if logger == nil {
 		logger = zap.NewNop()
@@ -188,21 +189,21 @@ func Unwrap(opts Options) consumer.Middleware {
 	// warn for their own queues. Not per wrapped handler either: the
 	// consumer wraps its chain for every message.
 	fallback := &fallbackWarning{logger: logger, warned: map[string]bool{}}
-	return func(next consumer.Handler) consumer.Handler {
-		return consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+	return func(next sqsmsg.Handler) sqsmsg.Handler {
+		return sqsmsg.HandlerFunc(func(ctx context.Context, msg *sqsmsg.Message) error {
 			env, body, attrs, sns, err := parse(msg.Body)
 			switch {
 			case err != nil:
-				return consumer.Permanent(err)
+				return sqsmsg.Permanent(err)
 			case env == nil && opts.Require:
-				return consumer.Permanent(fmt.Errorf("%w: the body is neither an SNS notification nor an EventBridge event", ErrMalformed))
+				return sqsmsg.Permanent(fmt.Errorf("%w: the body is neither an SNS notification nor an EventBridge event", ErrMalformed))
 			case env == nil:
 				return next.Handle(ctx, msg)
 			}
 			if sns != nil && opts.Verifier != nil {
 				if err := opts.Verifier.verify(ctx, sns); err != nil {
 					if errors.Is(err, ErrUnverified) {
-						return consumer.Permanent(err)
+						return sqsmsg.Permanent(err)
 					}
 					return err // the certificate could not be fetched: try again later
 				}
@@ -225,13 +226,13 @@ func Unwrap(opts Options) consumer.Middleware {
 				key = opts.KeyFunc(msg)
 			}
 			if key == "" {
-				key = msg.Attribute(consumer.AttrID)
+				key = msg.Attribute(sqsmsg.AttrID)
 			}
 			if key == "" {
 				key = env.ID
 				fallback.warn(msg, env)
 			}
-			msg.SetKey(key)
+			delivery.SetKey(msg, key)
 			return next.Handle(context.WithValue(ctx, ctxKey{}, env), msg)
 		})
 	}
@@ -249,7 +250,7 @@ type fallbackWarning struct {
 	warned map[string]bool // queue URL → said
 }
 
-func (w *fallbackWarning) warn(msg *consumer.Message, env *Envelope) {
+func (w *fallbackWarning) warn(msg *sqsmsg.Message, env *Envelope) {
 	w.mu.Lock()
 	said := w.warned[msg.QueueURL]
 	w.warned[msg.QueueURL] = true

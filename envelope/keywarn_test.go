@@ -15,6 +15,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/consumer/consumertest"
 	"github.com/sqsonce/sqsonce/envelope"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 )
 
 // handle runs the message through mw and a handler that succeeds.
@@ -27,7 +28,7 @@ func handle(t *testing.T, mw consumer.Middleware, msg *consumer.Message) {
 }
 
 func onQueue(body, queueURL string) *consumer.Message {
-	return consumer.NewMessage(types.Message{MessageId: aws.String("m-" + queueURL), Body: aws.String(body), ReceiptHandle: aws.String("rh")}, queueURL, time.Now())
+	return delivery.New(types.Message{MessageId: aws.String("m-" + queueURL), Body: aws.String(body), ReceiptHandle: aws.String("rh")}, queueURL, time.Now())
 }
 
 // An envelope without sqsonce-id is keyed by the SNS MessageId, which a

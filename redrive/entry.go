@@ -9,10 +9,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // ClassNone is the class of a dead letter that carries no sqsonce-failure
@@ -22,7 +22,7 @@ const ClassNone = "none"
 // Entry is one dead letter as the redrive tool sees it.
 type Entry struct {
 	// Message is the received message.
-	Message *consumer.Message
+	Message *sqsmsg.Message
 	// Failure is its parsed sqsonce-failure attribute, nil when absent.
 	Failure *deadletter.Failure
 	// Age is the time since the failure was recorded (failed_at), or since
@@ -59,7 +59,7 @@ func (e Entry) Source() string {
 }
 
 // entry builds an Entry.
-func (r *Redriver) entry(m *consumer.Message) Entry {
+func (r *Redriver) entry(m *sqsmsg.Message) Entry {
 	e := Entry{Message: m}
 	at := m.SentAt
 	if f, ok := deadletter.ParseFailure(m.Attributes); ok {

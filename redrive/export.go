@@ -14,11 +14,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // Record is one line of an export file (JSON lines).
@@ -173,7 +173,7 @@ type exporter struct {
 
 // batch writes the selected messages of one batch and, with Delete,
 // deletes them once their lines are on stable storage.
-func (x *exporter) batch(ctx context.Context, msgs []*consumer.Message) (err error) {
+func (x *exporter) batch(ctx context.Context, msgs []*sqsmsg.Message) (err error) {
 	defer func() {
 		if err != nil { // hand back what this batch did not get to
 			for _, m := range msgs {
@@ -207,7 +207,7 @@ func (x *exporter) batch(ctx context.Context, msgs []*consumer.Message) (err err
 
 // write sorts a batch (see selector) and writes the record of each
 // selected message to the buffer; it returns the messages written.
-func (x *exporter) write(msgs []*consumer.Message) (written []*consumer.Message, err error) {
+func (x *exporter) write(msgs []*sqsmsg.Message) (written []*sqsmsg.Message, err error) {
 	for _, m := range msgs {
 		e := x.r.entry(m)
 		x.sum.Received++
@@ -237,7 +237,7 @@ func (x *exporter) write(msgs []*consumer.Message) (written []*consumer.Message,
 
 // commit flushes the written lines and, when the writer can, syncs them
 // to stable storage.
-func (x *exporter) commit(written []*consumer.Message) error {
+func (x *exporter) commit(written []*sqsmsg.Message) error {
 	if err := x.bw.Flush(); err != nil {
 		return fmt.Errorf("redrive: export: write: %w", err)
 	}

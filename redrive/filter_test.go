@@ -9,12 +9,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 )
 
 func testEntry(body string, class, errText string, age time.Duration, attrs map[string]string) Entry {
-	m := consumer.NewMessage(types.Message{MessageId: aws.String("m1"), Body: aws.String(body)}, "q", time.Now())
+	m := delivery.New(types.Message{MessageId: aws.String("m1"), Body: aws.String(body)}, "q", time.Now())
 	for k, v := range attrs {
 		m.Attributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
@@ -242,7 +242,7 @@ func (r *Redriver) oldest(ctx context.Context, q Queue) (time.Duration, error) {
 	}
 	r.release(ctx, q, handles)
 	for _, m := range out.Messages {
-		e := r.entry(consumer.NewMessage(m, q.URL, now))
+		e := r.entry(delivery.New(m, q.URL, now))
 		oldest = max(oldest, e.Age)
 	}
 	return oldest, nil

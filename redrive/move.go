@@ -16,12 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // AttrRedrive is the redrive history a moved message carries instead of
@@ -321,7 +321,7 @@ func kinds(from, to Queue) error {
 }
 
 // batch sorts one received batch and moves what should move.
-func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
+func (m *mover) batch(ctx context.Context, msgs []*sqsmsg.Message) error {
 	items, err := m.sort(ctx, msgs)
 	if err != nil {
 		return err
@@ -345,7 +345,7 @@ func (m *mover) batch(ctx context.Context, msgs []*consumer.Message) error {
 // counted only (a dry run), or returned to be moved, with its
 // destination. On an error every message of the batch not yet moved is
 // held.
-func (m *mover) sort(ctx context.Context, msgs []*consumer.Message) ([]item, error) {
+func (m *mover) sort(ctx context.Context, msgs []*sqsmsg.Message) ([]item, error) {
 	var items []item
 	for i, msg := range msgs {
 		if m.cameBack(msg) {
@@ -468,7 +468,7 @@ func (m *mover) settleSent(ctx context.Context, ok []item) {
 	m.sum.Moved += len(ok)
 	m.sum.Active = time.Since(m.start)
 	m.progress(PhaseSent)
-	sent := make([]*consumer.Message, len(ok))
+	sent := make([]*sqsmsg.Message, len(ok))
 	for i, it := range ok {
 		sent[i] = it.e.Message
 		m.sum.ByClass[it.e.Class()]++
@@ -585,7 +585,7 @@ func (m *mover) destination(ctx context.Context, e Entry) (Queue, error) {
 // dead-lettered again since (its redrive history carries this run's random
 // id): moving it again would loop. A history from any other writer, whatever
 // its redriven_at, does not count.
-func (m *mover) cameBack(msg *consumer.Message) bool {
+func (m *mover) cameBack(msg *sqsmsg.Message) bool {
 	s := msg.Attribute(AttrRedrive)
 	if s == "" {
 		return false
@@ -829,7 +829,7 @@ func (m *mover) entry(it item, i int) types.SendMessageBatchRequestEntry {
 // message has no room for it, attributes are dropped by the rule the
 // consumer uses for dead letters (the consumer's dead-letter rule). The
 // history is written only where room is left.
-func redriveAttributes(msg *consumer.Message, f *deadletter.Failure, dlq, runID string, now time.Time) map[string]types.MessageAttributeValue {
+func redriveAttributes(msg *sqsmsg.Message, f *deadletter.Failure, dlq, runID string, now time.Time) map[string]types.MessageAttributeValue {
 	attrs := make(map[string]types.MessageAttributeValue, len(msg.Attributes)+2)
 	for k, v := range msg.Attributes {
 		attrs[k] = v
@@ -837,8 +837,8 @@ func redriveAttributes(msg *consumer.Message, f *deadletter.Failure, dlq, runID 
 	old, hadHistory := attrs[AttrRedrive]
 	delete(attrs, deadletter.AttrFailure)
 	delete(attrs, AttrRedrive)
-	if aws.ToString(attrs[consumer.AttrID].StringValue) == "" {
-		delete(attrs, consumer.AttrID)
+	if aws.ToString(attrs[sqsmsg.AttrID].StringValue) == "" {
+		delete(attrs, sqsmsg.AttrID)
 		// DroppedAttributes makes room for two attributes (sqsonce-id and
 		// sqsonce-failure), most droppable first; sqsonce-id needs one.
 		if need := len(attrs) + 1 - sqslimits.MaxMessageAttributes; need > 0 {
@@ -850,7 +850,7 @@ func redriveAttributes(msg *consumer.Message, f *deadletter.Failure, dlq, runID 
 		if f != nil && f.OriginalMessageID != "" {
 			id = f.OriginalMessageID
 		}
-		attrs[consumer.AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(id)}
+		attrs[sqsmsg.AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(id)}
 	}
 	if len(attrs) >= sqslimits.MaxMessageAttributes {
 		return attrs

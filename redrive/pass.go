@@ -10,9 +10,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // pass is one walk over a queue: it receives until the queue has nothing
@@ -40,7 +41,7 @@ func newPass(r *Redriver, q Queue) *pass {
 
 // run receives batches of next() messages (0 stops) and hands the new ones
 // to handle, until the queue has nothing new.
-func (p *pass) run(ctx context.Context, next func() int, handle func(context.Context, []*consumer.Message) error) error {
+func (p *pass) run(ctx context.Context, next func() int, handle func(context.Context, []*sqsmsg.Message) error) error {
 	empties := 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -77,12 +78,12 @@ func (p *pass) run(ctx context.Context, next func() int, handle func(context.Con
 
 // triage returns the messages not seen before; seen ones have their handle
 // refreshed (held) or are deleted again (handed on but not yet deleted).
-func (p *pass) triage(ctx context.Context, raw []types.Message) []*consumer.Message {
+func (p *pass) triage(ctx context.Context, raw []types.Message) []*sqsmsg.Message {
 	now := p.r.now()
-	var fresh []*consumer.Message
-	var redelete []*consumer.Message
+	var fresh []*sqsmsg.Message
+	var redelete []*sqsmsg.Message
 	for _, m := range raw {
-		msg := consumer.NewMessage(m, p.q.URL, now)
+		msg := delivery.New(m, p.q.URL, now)
 		switch {
 		case p.held[msg.ID] != "":
 			p.held[msg.ID] = aws.ToString(m.ReceiptHandle)
@@ -104,7 +105,7 @@ func (p *pass) triage(ctx context.Context, raw []types.Message) []*consumer.Mess
 }
 
 // hold keeps a message back until the end of the pass.
-func (p *pass) hold(m *consumer.Message) {
+func (p *pass) hold(m *sqsmsg.Message) {
 	if _, ok := p.held[m.ID]; !ok {
 		p.order = append(p.order, m.ID)
 	}
@@ -178,7 +179,7 @@ func (p *pass) drained(ctx context.Context) (bool, error) {
 
 // delete deletes messages from the queue and returns those it could not
 // delete (after one retry).
-func (p *pass) delete(ctx context.Context, msgs []*consumer.Message) (failed []*consumer.Message) {
+func (p *pass) delete(ctx context.Context, msgs []*sqsmsg.Message) (failed []*sqsmsg.Message) {
 	all := msgs
 	ctx = context.WithoutCancel(ctx)
 	for attempt := 0; attempt < 2 && len(msgs) > 0; attempt++ {

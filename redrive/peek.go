@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // PeekOptions shape a [Redriver.Peek].
@@ -38,7 +38,7 @@ func (r *Redriver) Peek(ctx context.Context, dlq Queue, opts PeekOptions) (entri
 	defer p.finish(ctx)
 	start := time.Now()
 	received := 0
-	err = p.run(ctx, func() int { return min(sqslimits.MaxBatchEntries, limit-len(entries)) }, func(ctx context.Context, msgs []*consumer.Message) error {
+	err = p.run(ctx, func() int { return min(sqslimits.MaxBatchEntries, limit-len(entries)) }, func(ctx context.Context, msgs []*sqsmsg.Message) error {
 		for _, m := range msgs {
 			p.hold(m)
 			received++

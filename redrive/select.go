@@ -1,6 +1,6 @@
 package redrive
 
-import "github.com/sqsonce/sqsonce/consumer"
+import "github.com/sqsonce/sqsonce/sqsmsg"
 
 // selector decides, message by message, what a move or an export takes
 // from a DLQ and what it leaves there, and keeps the FIFO rule in one
@@ -21,7 +21,7 @@ func newSelector(p *pass, fifo bool, filters []Filter, max int, sum *Summary) *s
 
 // groupBlocked reports a FIFO message whose group is held back; such a
 // message is held and counted skipped and blocked.
-func (s *selector) groupBlocked(m *consumer.Message) bool {
+func (s *selector) groupBlocked(m *sqsmsg.Message) bool {
 	if !s.fifo || !s.blocked[m.GroupID] {
 		return false
 	}
@@ -38,7 +38,7 @@ func (s *selector) selected(e Entry) bool {
 
 // leave holds m back until the end of the pass and, on FIFO, blocks the
 // rest of its group. The caller counts why.
-func (s *selector) leave(m *consumer.Message) {
+func (s *selector) leave(m *sqsmsg.Message) {
 	s.p.hold(m)
 	if s.fifo {
 		s.blocked[m.GroupID] = true

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
@@ -367,7 +368,7 @@ func (l *ledger) dlqIDs() map[string]int {
 				continue
 			}
 			seen[aws.ToString(m.MessageId)] = true
-			msg := consumer.NewMessage(m, l.urls.dlq, time.Now())
+			msg := delivery.New(m, l.urls.dlq, time.Now())
 			id := msg.Attribute(consumer.AttrID)
 			if id == "" {
 				l.t.Errorf("dead letter %s has no %s attribute", msg.ID, consumer.AttrID)

@@ -9,6 +9,9 @@
 #   2. A PostgreSQL-only application (the consumer, the neutral packages
 #      and the PostgreSQL stores) must not link the DynamoDB SDK, and a
 #      DynamoDB-only one must not link pgx.
+#   3. What builds on the message model (package sqsmsg: the dedupe and
+#      envelope middleware and the dedupe stores, redrive and its command
+#      and console, the Lambda adapter) must not link package consumer.
 #
 # Each failure names the import chain that brings the package in, first
 # importer first. Run by `make lint`.
@@ -26,7 +29,7 @@ no_engine=(./idempotency ./idempotency/idemdynamo ./idempotency/idempg ./outbox/
 # the engine too (found below).
 engine_named=(consumer heartbeat sqslambda redrive internal/heartbeat internal/pipeline internal/settle)
 # What a PostgreSQL-only application imports, and what it must not link.
-pg_only=(./consumer ./dedupe ./dedupe/dedupepg ./idempotency ./idempotency/idempg ./outbox ./outbox/outboxpg ./producer ./pgstore)
+pg_only=(./awsconfig ./consumer ./dedupe ./dedupe/dedupepg ./idempotency ./idempotency/idempg ./outbox ./outbox/outboxpg ./producer ./pgstore)
 pg_forbidden='github.com/aws/aws-sdk-go-v2/service/dynamodb'
 # What a DynamoDB-only application imports, and what it must not link.
 ddb_only=(./consumer ./dedupe ./dedupe/dedupedynamo ./idempotency ./idempotency/idemdynamo ./outbox ./outbox/outboxdynamo ./producer)
@@ -116,7 +119,11 @@ forbid() {
 forbid PostgreSQL-only "$pg_forbidden" "${pg_only[@]}"
 forbid DynamoDB-only "$ddb_forbidden" "${ddb_only[@]}"
 
+# --- 3. no long-poll consumer under what builds on the message model.
+model_users=(./sqsmsg ./envelope ./dedupe/... ./redrive ./cmd/sqs-redrive ./console ./sqslambda)
+forbid "middleware, redrive or Lambda" "$module/consumer" "${model_users[@]}"
+
 if [ $failed = 0 ]; then
-	echo "deps-check: ok (no consumer engine on the HTTP and outbox side; PostgreSQL-only links no DynamoDB SDK, DynamoDB-only no pgx)"
+	echo "deps-check: ok (no consumer engine on the HTTP and outbox side; PostgreSQL-only links no DynamoDB SDK, DynamoDB-only no pgx; no consumer under the middleware, redrive and Lambda)"
 fi
 exit $failed

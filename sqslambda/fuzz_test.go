@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
 
@@ -48,7 +48,7 @@ func FuzzToMessage(f *testing.F) {
 		}
 		for _, rec := range ev.Records {
 			got := sqslambda.ToMessage(rec, "https://sqs.example/q", received)
-			want := consumer.NewMessage(rawOf(rec), "https://sqs.example/q", received)
+			want := delivery.New(rawOf(rec), "https://sqs.example/q", received)
 			if got.ID != want.ID || got.Body != want.Body || got.ReceiveCount != want.ReceiveCount ||
 				!got.SentAt.Equal(want.SentAt) || got.GroupID != want.GroupID || got.DeduplicationID != want.DeduplicationID ||
 				got.Key() != want.Key() || got.QueueURL != want.QueueURL || !got.ReceivedAt.Equal(received) ||

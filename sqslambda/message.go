@@ -8,7 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/internal/delivery"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // toMessage converts an event record to the consumer's Message, as if the
@@ -17,7 +18,7 @@ import (
 // number, binary and list values) and system attributes
 // (ApproximateReceiveCount, SentTimestamp, MessageGroupId,
 // MessageDeduplicationId, ...) are all kept.
-func toMessage(rec events.SQSMessage, queueURL string, receivedAt time.Time) *consumer.Message {
+func toMessage(rec events.SQSMessage, queueURL string, receivedAt time.Time) *sqsmsg.Message {
 	raw := types.Message{
 		MessageId:     aws.String(rec.MessageId),
 		ReceiptHandle: aws.String(rec.ReceiptHandle),
@@ -52,11 +53,11 @@ func toMessage(rec events.SQSMessage, queueURL string, receivedAt time.Time) *co
 			raw.MessageAttributes[name] = v
 		}
 	}
-	return consumer.NewMessage(raw, queueURL, receivedAt)
+	return delivery.New(raw, queueURL, receivedAt)
 }
 
 // systemTime reads a system attribute holding milliseconds since the epoch.
-func systemTime(msg *consumer.Message, name string) (time.Time, bool) {
+func systemTime(msg *sqsmsg.Message, name string) (time.Time, bool) {
 	ms, err := strconv.ParseInt(msg.SystemAttributes[name], 10, 64)
 	if err != nil {
 		return time.Time{}, false

@@ -15,19 +15,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/heartbeat"
 	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
+	"github.com/sqsonce/sqsonce/internal/telemetry"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
-
-// lent is the consumer's per-message path, its settled log line and its
-// OpenTelemetry adapter, shared so that a record runs exactly as a
-// message received by a worker (see internal/pipeline).
-var lent = pipeline.Get[consumer.Config, *consumer.Message, consumer.Result]()
 
 // SQSAPI is the part of the SQS client the adapter uses. *sqs.Client
 // satisfies it; tests pass fakes.
@@ -54,19 +50,19 @@ type Config struct {
 	// retries, the heartbeat, and the queue look-ups. Required.
 	Client SQSAPI
 	// Handler handles one message. Required.
-	Handler consumer.Handler
+	Handler sqsmsg.Handler
 	// Middleware wraps Handler, the first outermost (put the dedupe
 	// middleware here). Panic recovery always wraps the whole chain.
 	// Defaults to none.
-	Middleware []consumer.Middleware
+	Middleware []sqsmsg.Middleware
 	// Classifier is asked first; the errors it leaves undecided get the
 	// consumer's classification with Backoff and MaxAttempts (see
 	// consumer.Config.Classifier). Defaults to nil: that classification
 	// alone.
-	Classifier consumer.Classifier
+	Classifier sqsmsg.Classifier
 	// Backoff is the retry policy for transient failures. Defaults to
 	// consumer.Backoff{} (1s base, 15m cap, full jitter).
-	Backoff consumer.Backoff
+	Backoff sqsmsg.Backoff
 	// MaxAttempts dead-letters a message (class "max_attempts") when a
 	// transient failure happens on its MaxAttempts-th receive. Defaults to
 	// 0: no limit (the queue's RedrivePolicy maxReceiveCount still
@@ -74,7 +70,7 @@ type Config struct {
 	MaxAttempts int
 	// KeyFunc sets each message's dedupe key. Defaults to nil:
 	// consumer.DefaultKey (the sqsonce-id attribute, else the MessageId).
-	KeyFunc consumer.KeyFunc
+	KeyFunc sqsmsg.KeyFunc
 	// QueueURL is the URL of the queue the function consumes. Defaults to
 	// "": each record's eventSourceARN (arn:aws:sqs:REGION:ACCOUNT:NAME) is
 	// turned into a URL with GetQueueUrl, once per queue. Set it to let
@@ -117,11 +113,11 @@ type Config struct {
 	FunctionTimeout time.Duration
 	// Logger logs panics, failed settles and the timeout check, and one
 	// debug line per settled record (as consumer.Config.Logger describes;
-	// build it with consumer.NewLogger to keep every line). Defaults to a
-	// no-op logger.
+	// build it without sampling to keep every line). Defaults to a no-op
+	// logger.
 	Logger *zap.Logger
 	// Observer receives metrics events. Defaults to consumer.NopObserver.
-	Observer consumer.Observer
+	Observer sqsmsg.Observer
 	// TracerProvider and MeterProvider, when set, give each record a
 	// process span (parented to the producer's trace context in its
 	// attributes) and record the consumer's metrics, as in a worker.
@@ -136,7 +132,7 @@ type Config struct {
 	// event source mapping deletes the message after the invocation
 	// returns, so an S3 lifecycle rule removes the objects. Defaults to
 	// no S3 client and a 64 MiB cap.
-	Payload consumer.PayloadConfig
+	Payload sqsmsg.PayloadConfig
 }
 
 // Handler adapts a sqsonce Handler (with its middleware, classifier and
@@ -147,9 +143,9 @@ type Handler struct {
 	cfg     Config
 	client  SQSAPI
 	log     *zap.Logger
-	obs     consumer.Observer
+	obs     sqsmsg.Observer
 	now     func() time.Time
-	process func(context.Context, *consumer.Message) consumer.Result
+	process func(context.Context, *sqsmsg.Message) sqsmsg.Result
 
 	mu      sync.Mutex
 	queues  map[string]*queue // by eventSourceARN
@@ -208,7 +204,7 @@ func New(cfg Config) (*Handler, error) {
 		h.log = zap.NewNop()
 	}
 	if h.obs == nil {
-		h.obs = consumer.NopObserver{}
+		h.obs = sqsmsg.NopObserver{}
 	}
 	if h.now == nil {
 		h.now = time.Now
@@ -216,22 +212,21 @@ func New(cfg Config) (*Handler, error) {
 	// The record's path is configured as a worker's would be, with the
 	// same telemetry (no queue name in the metrics: one function may
 	// consume several queues).
-	pcfg := lent.Guard(lent.Instrument(consumer.Config{
-		Handler:        cfg.Handler,
-		Middleware:     cfg.Middleware,
-		Classifier:     cfg.Classifier,
-		Backoff:        cfg.Backoff,
-		MaxAttempts:    cfg.MaxAttempts,
-		KeyFunc:        cfg.KeyFunc,
-		Logger:         h.log,
-		Observer:       h.obs,
-		TracerProvider: cfg.TracerProvider,
-		MeterProvider:  cfg.MeterProvider,
-		Payload:        cfg.Payload,
-	}, ""))
+	pcfg := pipeline.Instrument(pipeline.Config{
+		Handler:     cfg.Handler,
+		Middleware:  cfg.Middleware,
+		Classifier:  cfg.Classifier,
+		Backoff:     cfg.Backoff,
+		MaxAttempts: cfg.MaxAttempts,
+		KeyFunc:     cfg.KeyFunc,
+		Logger:      h.log,
+		Observer:    h.obs,
+		Payload:     cfg.Payload,
+	}, telemetry.NewConsumer(cfg.TracerProvider, cfg.MeterProvider, ""))
 	// Every Observer call, here and in the path, recovers a panic in it.
+	pcfg.Observer = pipeline.Guard(pcfg.Observer, h.log)
 	h.obs = pcfg.Observer
-	h.process = lent.New(pcfg)
+	h.process = pipeline.New(pcfg).Process
 	return h, nil
 }
 
@@ -240,7 +235,7 @@ type record struct {
 	ev     *events.SQSMessage
 	q      *queue
 	url    string // "" when the queue URL could not be resolved
-	msg    *consumer.Message
+	msg    *sqsmsg.Message
 	hb     *heartbeat.Heartbeat
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -409,12 +404,12 @@ func (h *Handler) lanes(recs []*record) [][]*record {
 // order (settle.Behind).
 func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 	stopped := false
-	var stop consumer.Result // the result that stopped the lane
+	var stop sqsmsg.Result // the result that stopped the lane
 	for _, r := range lane {
-		var o consumer.Outcome
+		var o sqsmsg.Outcome
 		switch {
 		case stopped:
-			act := settle.Behind(settle.Outcome(stop.Outcome), stop.Delay, r.received, h.now())
+			act := settle.Behind(stop.Outcome, stop.Delay, r.received, h.now())
 			o = h.skipFor(ctx, r, ErrGroupStopped, act.Visibility)
 		case r.url == "":
 			o = h.skip(ctx, r, fmt.Errorf("sqslambda: not run: the URL of queue %s is unknown", r.q.arn))
@@ -425,24 +420,24 @@ func (h *Handler) runLane(ctx, hctx context.Context, lane []*record) {
 		case r.hb != nil && !r.hb.Tracked(r.ev.ReceiptHandle):
 			// Lost in the same heartbeat round as a record that ended
 			// because of it, and its own lost callback has not run yet.
-			o = h.skip(ctx, r, fmt.Errorf("%w: its visibility was lost before it started", consumer.ErrLeaseLost))
+			o = h.skip(ctx, r, fmt.Errorf("%w: its visibility was lost before it started", sqsmsg.ErrLeaseLost))
 		default:
 			stop = h.run(ctx, r)
 			o = stop.Outcome
 		}
-		if settle.StopsGroup(settle.Outcome(o)) {
+		if settle.StopsGroup(o) {
 			stopped = true
 		}
 	}
 }
 
 // run processes one record and settles it.
-func (h *Handler) run(ctx context.Context, r *record) consumer.Result {
+func (h *Handler) run(ctx context.Context, r *record) sqsmsg.Result {
 	res := h.process(r.ctx, r.msg)
 	if !h.leaveLost(r, &res) {
 		h.settle(ctx, r, &res)
 	}
-	lent.LogSettled(h.log, r.msg, res)
+	pipeline.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
 	return res
 }
@@ -452,8 +447,8 @@ func (h *Handler) run(ctx context.Context, r *record) consumer.Result {
 // another consumer, it is reported as a failure (so that Lambda does not
 // delete it) without a dead letter or a visibility change, and res
 // becomes a release. It reports whether it did.
-func (h *Handler) leaveLost(r *record, res *consumer.Result) bool {
-	if !settle.LeaveLost(settle.Outcome(res.Outcome)) {
+func (h *Handler) leaveLost(r *record, res *sqsmsg.Result) bool {
+	if !settle.LeaveLost(res.Outcome) {
 		return false
 	}
 	lost := h.lost(r)
@@ -464,7 +459,7 @@ func (h *Handler) leaveLost(r *record, res *consumer.Result) bool {
 		r.hb.Remove(r.ev.ReceiptHandle)
 	}
 	r.failed = true
-	*res = consumer.Result{Outcome: consumer.OutcomeRelease, Err: fmt.Errorf("%w; left alone (the handler returned: %w)", lost, res.Err), Duration: res.Duration}
+	*res = sqsmsg.Result{Outcome: sqsmsg.OutcomeRelease, Err: fmt.Errorf("%w; left alone (the handler returned: %w)", lost, res.Err), Duration: res.Duration}
 	return true
 }
 
@@ -473,28 +468,28 @@ func (h *Handler) leaveLost(r *record, res *consumer.Result) bool {
 // no longer tracks its handle (found lost in a round whose callbacks have
 // not all run yet).
 func (h *Handler) lost(r *record) error {
-	if cause := context.Cause(r.ctx); errors.Is(cause, consumer.ErrLeaseLost) {
+	if cause := context.Cause(r.ctx); errors.Is(cause, sqsmsg.ErrLeaseLost) {
 		return cause
 	}
 	if r.hb != nil && !r.hb.Tracked(r.ev.ReceiptHandle) {
-		return fmt.Errorf("%w: its visibility was lost while it ran", consumer.ErrLeaseLost)
+		return fmt.Errorf("%w: its visibility was lost while it ran", sqsmsg.ErrLeaseLost)
 	}
 	return nil
 }
 
 // skip reports a record that was not run as a failure and makes it
 // visible again at once.
-func (h *Handler) skip(ctx context.Context, r *record, cause error) consumer.Outcome {
+func (h *Handler) skip(ctx context.Context, r *record, cause error) sqsmsg.Outcome {
 	return h.skipFor(ctx, r, cause, 0)
 }
 
 // skipFor reports a record that was not run as a failure and makes it
 // visible again after secs.
-func (h *Handler) skipFor(ctx context.Context, r *record, cause error, secs int32) consumer.Outcome {
-	res := consumer.Result{Outcome: consumer.OutcomeRelease, Err: cause, Delay: time.Duration(secs) * time.Second}
+func (h *Handler) skipFor(ctx context.Context, r *record, cause error, secs int32) sqsmsg.Outcome {
+	res := sqsmsg.Result{Outcome: sqsmsg.OutcomeRelease, Err: cause, Delay: time.Duration(secs) * time.Second}
 	r.failed = true
 	h.changeVisibility(ctx, r, secs)
-	lent.LogSettled(h.log, r.msg, res)
+	pipeline.LogSettled(h.log, r.msg, res)
 	h.obs.Settled(r.msg, res)
 	return res.Outcome
 }
@@ -506,14 +501,14 @@ func (h *Handler) skipFor(ctx context.Context, r *record, cause error, secs int3
 // heartbeat: Lambda deletes it only when the invocation returns, and until
 // then it must not become visible again, however long the rest of the
 // batch runs. A failure leaves the heartbeat before its visibility is set.
-func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
-	if res.Outcome == consumer.OutcomeDeadLetter {
+func (h *Handler) settle(ctx context.Context, r *record, res *sqsmsg.Result) {
+	if res.Outcome == sqsmsg.OutcomeDeadLetter {
 		dlq, err := h.deadLetter(ctx, r, *res)
 		h.obs.DeadLettered(r.msg, err)
 		if err != nil {
 			// Not dead-lettered, so not deleted: retry it later instead, as
 			// the consumer does.
-			res.Outcome = consumer.OutcomeRetry
+			res.Outcome = sqsmsg.OutcomeRetry
 			res.Err = fmt.Errorf("%w (dead-letter send failed: %v)", res.Err, err)
 			var refused bool
 			res.Delay, refused = settle.DeadLetterFailed(h.log, "sqslambda", settleMessage(r.msg), dlq, err, h.cfg.Backoff)
@@ -522,7 +517,7 @@ func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
 			}
 		}
 	}
-	act := settle.Decide(settle.Outcome(res.Outcome), res.Delay, r.received, h.now())
+	act := settle.Decide(res.Outcome, res.Delay, r.received, h.now())
 	if act.Done {
 		return
 	}
@@ -532,7 +527,7 @@ func (h *Handler) settle(ctx context.Context, r *record, res *consumer.Result) {
 
 // deadLetter sends r to the dead-letter queue and returns the queue's URL
 // ("" when it could not be found).
-func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result) (string, error) {
+func (h *Handler) deadLetter(ctx context.Context, r *record, res sqsmsg.Result) (string, error) {
 	dlq, fifo, maxSize, err := h.deadLetterQueue(ctx, r.q)
 	if err != nil {
 		return "", err
@@ -544,7 +539,7 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res consumer.Result
 }
 
 // settleMessage is what a dead letter needs of m.
-func settleMessage(m *consumer.Message) settle.Message {
+func settleMessage(m *sqsmsg.Message) settle.Message {
 	return settle.Message{ID: m.ID, Body: m.WireBody(), Key: m.Key(), GroupID: m.GroupID, ReceiveCount: m.ReceiveCount, Attributes: m.Attributes}
 }
 
@@ -578,7 +573,7 @@ func (h *Handler) changeVisibility(ctx context.Context, r *record, secs int32) {
 // kept: r's handler context is cancelled.
 func (h *Handler) lostFunc(r *record) func(error) {
 	return func(err error) {
-		cause := fmt.Errorf("%w: %w", consumer.ErrLeaseLost, err)
+		cause := fmt.Errorf("%w: %w", sqsmsg.ErrLeaseLost, err)
 		h.obs.LeaseLost(r.msg, cause)
 		h.log.Warn("sqslambda: visibility lost while the handler runs; cancelling it",
 			zap.String("message_id", r.msg.ID), zap.Error(err))
@@ -627,7 +622,7 @@ func (h *Handler) prepare(ctx context.Context, q *queue) *heartbeat.Heartbeat {
 // is somewhere before now, and now is returned with false (now bounds
 // the visibility's end from above, and SQS's 12 hours are counted from
 // it); so is a first receive without the stamp.
-func receivedAt(msg *consumer.Message, now time.Time) (time.Time, bool) {
+func receivedAt(msg *sqsmsg.Message, now time.Time) (time.Time, bool) {
 	if msg.ReceiveCount == 1 {
 		if t, ok := systemTime(msg, "ApproximateFirstReceiveTimestamp"); ok {
 			if t.After(now) {

@@ -24,12 +24,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
 
-	"github.com/sqsonce/sqsonce/awsconfig"
-	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/awsconfig/s3client"
 	"github.com/sqsonce/sqsonce/deadletter"
 	"github.com/sqsonce/sqsonce/internal/payload"
 	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/redrive"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 const usage = `sqs-redrive: look at and safely move the messages of SQS dead-letter queues.
@@ -289,7 +289,7 @@ func (a *app) redriver(ctx context.Context) (*redrive.Redriver, error) {
 	})
 	a.region = cfg.Region
 	if a.s3 == nil {
-		a.s3 = awsconfig.S3(cfg)
+		a.s3 = s3client.New(cfg)
 	}
 	a.endpoint = aws.ToString(client.Options().BaseEndpoint)
 	if a.endpoint == "" {
@@ -499,7 +499,7 @@ func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool, fetched ...st
 	m := e.Message
 	esc := printable.Escape
 	fmt.Fprintf(w, "--- %d/%d  %s  age %s\n", k, n, esc(m.ID), age(e.Age))
-	if id := m.Attribute(consumer.AttrID); id != "" {
+	if id := m.Attribute(sqsmsg.AttrID); id != "" {
 		fmt.Fprintf(w, "id:        %s\n", esc(id))
 	}
 	fmt.Fprintf(w, "class:     %s\n", esc(e.Class()))
@@ -543,7 +543,7 @@ func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool, fetched ...st
 
 // pointerOf returns the S3 object a message's body is in, with the size
 // its attribute gives ("?" when it gives none).
-func pointerOf(m *consumer.Message) (payload.Pointer, string, bool) {
+func pointerOf(m *sqsmsg.Message) (payload.Pointer, string, bool) {
 	if !payload.IsPointer(m.Attributes) {
 		return payload.Pointer{}, "", false
 	}
@@ -563,7 +563,7 @@ func pointerOf(m *consumer.Message) (payload.Pointer, string, bool) {
 
 // fetchBody reads the body of a message stored in S3 or compressed, at
 // most 64 MiB of it.
-func (a *app) fetchBody(ctx context.Context, m *consumer.Message) (string, error) {
+func (a *app) fetchBody(ctx context.Context, m *sqsmsg.Message) (string, error) {
 	res, err := payload.Decoder{S3: a.s3}.Decode(ctx, m.Body, m.Attributes)
 	if err != nil {
 		return "", err

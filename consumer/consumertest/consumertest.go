@@ -26,12 +26,10 @@ import (
 
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/settle"
 )
-
-// lent is the consumer's per-message path (see internal/pipeline).
-var lent = pipeline.Get[consumer.Config, *consumer.Message, consumer.Result]()
 
 // Default queue URLs used when a Harness leaves them empty.
 const (
@@ -91,7 +89,7 @@ func NewMessage(body string, opts ...MessageOption) *consumer.Message {
 	for _, o := range opts {
 		o(&raw)
 	}
-	return consumer.NewMessage(raw, DefaultQueueURL, time.Now())
+	return delivery.New(raw, DefaultQueueURL, time.Now())
 }
 
 // Harness runs messages through the consumer's per-message path,
@@ -125,7 +123,17 @@ type Result struct {
 // consumer.ErrShutdown to see a release).
 func (h *Harness) Process(ctx context.Context, msg *consumer.Message) Result {
 	cfg := h.Config
-	res := Result{Result: lent.New(cfg)(ctx, msg)}
+	res := Result{Result: pipeline.New(pipeline.Config{
+		Handler:     cfg.Handler,
+		Middleware:  cfg.Middleware,
+		Classifier:  cfg.Classifier,
+		Backoff:     cfg.Backoff,
+		MaxAttempts: cfg.MaxAttempts,
+		KeyFunc:     cfg.KeyFunc,
+		Logger:      cfg.Logger,
+		Observer:    cfg.Observer,
+		Payload:     cfg.Payload,
+	}).Process(ctx, msg)}
 	if res.Outcome == consumer.OutcomeDeadLetter {
 		now := time.Now
 		if cfg.NowFunc != nil {
@@ -172,5 +180,5 @@ func DeadLetter(r Result) *consumer.Message {
 	if g := aws.ToString(r.DeadLetter.MessageGroupId); g != "" {
 		raw.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)] = g
 	}
-	return consumer.NewMessage(raw, aws.ToString(r.DeadLetter.QueueUrl), time.Now())
+	return delivery.New(raw, aws.ToString(r.DeadLetter.QueueUrl), time.Now())
 }

@@ -14,11 +14,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/dynamohttp"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
 	"github.com/sqsonce/sqsonce/internal/steprec"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // DynamoDB's TransactWriteItems limits.
@@ -37,14 +37,14 @@ const (
 // overlapping the first delivery, and for every duplicate of a message
 // already committed unless [TxOptions].SkipCompleted is set. Only one
 // run's writes ever commit.
-type TxFunc func(ctx context.Context, msg *consumer.Message) ([]types.TransactWriteItem, error)
+type TxFunc func(ctx context.Context, msg *sqsmsg.Message) ([]types.TransactWriteItem, error)
 
 // TxOptions configures [Transactional]; nil or a zero field takes the
 // default.
 type TxOptions struct {
 	// FingerprintFunc fingerprints a message: the same key with a different
 	// fingerprint is key reuse. Defaults to dedupe.Fingerprint of the body.
-	FingerprintFunc func(*consumer.Message) string
+	FingerprintFunc func(*sqsmsg.Message) string
 	// ConflictRetries is how many times a transaction cancelled by a
 	// TransactionConflict is resubmitted at once (with a short jittered
 	// pause) before the message is retried with backoff. Defaults to 3.
@@ -87,7 +87,7 @@ type TxOptions struct {
 // TooLargeError reports a transaction over DynamoDB's limits: more than
 // [MaxTransactItems] writes (the dedupe record included) or more than
 // [MaxTransactBytes]. Retrying cannot fix it: [Transactional] returns it
-// wrapped in consumer.Permanent.
+// wrapped in sqsmsg.Permanent.
 type TooLargeError struct {
 	Items int // writes, the dedupe record included
 	Bytes int // estimated request size
@@ -152,13 +152,13 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 // instead: the record's update to COMPLETED, fenced by the claim's token,
 // commits with fn's writes (a lost claim: [dedupe.ErrNotOwner], nothing
 // committed).
-func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
+func Transactional(store *Store, fn TxFunc, opts *TxOptions) sqsmsg.Handler {
 	var o TxOptions
 	if opts != nil {
 		o = *opts
 	}
 	if o.FingerprintFunc == nil {
-		o.FingerprintFunc = func(m *consumer.Message) string { return dedupe.Fingerprint(m.Body) }
+		o.FingerprintFunc = func(m *sqsmsg.Message) string { return dedupe.Fingerprint(m.Body) }
 	}
 	if o.ConflictRetries == 0 {
 		o.ConflictRetries = 3
@@ -175,7 +175,7 @@ type txHandler struct {
 	testHook func(point, key string)
 }
 
-func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
+func (h *txHandler) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 	key := msg.Key()
 	fp := h.opts.FingerprintFunc(msg)
 	// Built only when something is logged: With encodes its fields at once.
@@ -199,7 +199,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 		return err
 	}
 	if n, size := len(writes)+1, estimateSize(writes); n > MaxTransactItems || size > MaxTransactBytes {
-		return consumer.Permanent(&TooLargeError{Items: n, Bytes: size})
+		return sqsmsg.Permanent(&TooLargeError{Items: n, Bytes: size})
 	}
 	if claim != nil {
 		return claim.Completing(func() (bool, error) {
@@ -231,7 +231,7 @@ func (h *txHandler) commitLoop(ctx context.Context, key, fp string, writes []typ
 		var can *types.TransactionCanceledException
 		if !errors.As(err, &can) {
 			if isValidation(err) {
-				return consumer.Permanent(fmt.Errorf("dedupedynamo: transaction rejected: %w", err))
+				return sqsmsg.Permanent(fmt.Errorf("dedupedynamo: transaction rejected: %w", err))
 			}
 			return fmt.Errorf("dedupedynamo: transaction: %w", err)
 		}
@@ -266,7 +266,7 @@ func (h *txHandler) commitLoop(ctx context.Context, key, fp string, writes []typ
 			continue
 		case c.rejected >= 0:
 			msg := aws.ToString(can.CancellationReasons[c.rejected].Message)
-			return consumer.Permanent(fmt.Errorf("dedupedynamo: transaction rejected: %s: %w", msg, err))
+			return sqsmsg.Permanent(fmt.Errorf("dedupedynamo: transaction rejected: %s: %w", msg, err))
 		}
 		return fmt.Errorf("dedupedynamo: transaction cancelled: %w", err)
 	}
@@ -301,10 +301,10 @@ func (h *txHandler) blocked(c dedupe.Claim, key, fp string, now time.Time, log f
 		kerr := &dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint}
 		log().WithOptions(noStack).Error("dedupedynamo: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
-		return consumer.Permanent(kerr)
+		return sqsmsg.Permanent(kerr)
 	default:
 		wait := max(c.LeaseUntil.Sub(now), time.Second)
-		return consumer.RetryAfter(&dedupe.InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
+		return sqsmsg.RetryAfter(&dedupe.InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer/consumertest"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
+	"github.com/sqsonce/sqsonce/internal/delivery"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
@@ -84,8 +85,8 @@ func (l *ledger) balance(t *testing.T, account string) int {
 }
 
 func msg(id, key, body string) *consumer.Message {
-	m := consumer.NewMessage(sqstypes.Message{MessageId: aws.String(id), Body: aws.String(body)}, "queue", time.Now())
-	m.SetKey(key)
+	m := delivery.New(sqstypes.Message{MessageId: aws.String(id), Body: aws.String(body)}, "queue", time.Now())
+	delivery.SetKey(m, key)
 	return m
 }
 

@@ -11,25 +11,25 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
 	"github.com/sqsonce/sqsonce/internal/pgutil"
 	"github.com/sqsonce/sqsonce/internal/steprec"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
 // TxFunc applies a message's effect with tx, the transaction that also
 // holds the message's dedupe row. It must not commit or roll back tx. It
 // runs again, in a new transaction, when a transaction fails transiently;
 // only one run's statements ever commit.
-type TxFunc func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error
+type TxFunc func(ctx context.Context, tx pgx.Tx, msg *sqsmsg.Message) error
 
 // TxOptions configures [Transactional]; nil or a zero field takes the
 // default.
 type TxOptions struct {
 	// FingerprintFunc fingerprints a message: the same key with a different
 	// fingerprint is key reuse. Defaults to dedupe.Fingerprint of the body.
-	FingerprintFunc func(*consumer.Message) string
+	FingerprintFunc func(*sqsmsg.Message) string
 	// TxOptions is the transaction's isolation and access mode. Defaults
 	// to PostgreSQL's (READ COMMITTED, read-write).
 	TxOptions pgx.TxOptions
@@ -69,7 +69,7 @@ type TxOptions struct {
 //     of the same body whose lease ended). A concurrent delivery of the same key blocks on
 //     the row until this transaction ends, then sees it.
 //   - A live record → [consumer.ErrDuplicate] (acked, fn not run), or key
-//     reuse ([consumer.Permanent] with a [*dedupe.KeyReuseError]), or a
+//     reuse ([sqsmsg.Permanent] with a [*dedupe.KeyReuseError]), or a
 //     lease-mode claim in progress ([consumer.RetryAfter] its lease). A
 //     duplicate thus costs a transaction that is rolled back, not a run
 //     of fn; with [TxOptions].SkipCompleted one SELECT before it acks the
@@ -87,13 +87,13 @@ type TxOptions struct {
 // step), it completes the middleware's claim instead: the row is updated
 // to COMPLETED in the transaction, fenced by the claim's token (a lost
 // claim: [dedupe.ErrNotOwner], nothing committed), before fn runs.
-func Transactional(store *Store, fn TxFunc, opts *TxOptions) consumer.Handler {
+func Transactional(store *Store, fn TxFunc, opts *TxOptions) sqsmsg.Handler {
 	var o TxOptions
 	if opts != nil {
 		o = *opts
 	}
 	if o.FingerprintFunc == nil {
-		o.FingerprintFunc = func(m *consumer.Message) string { return dedupe.Fingerprint(m.Body) }
+		o.FingerprintFunc = func(m *sqsmsg.Message) string { return dedupe.Fingerprint(m.Body) }
 	}
 	switch {
 	case o.Retries == 0:
@@ -114,7 +114,7 @@ type txHandler struct {
 // attempt runs again.
 var errLost = errors.New("dedupepg: dedupe record changed during the claim")
 
-func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
+func (h *txHandler) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 	key := msg.Key()
 	fp := h.opts.FingerprintFunc(msg)
 	if h.opts.SkipCompleted && steprec.ClaimFrom(ctx, h.s) == nil {
@@ -151,7 +151,7 @@ func (h *txHandler) Handle(ctx context.Context, msg *consumer.Message) error {
 }
 
 // attempt runs one transaction.
-func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *consumer.Message) (err error) {
+func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *sqsmsg.Message) (err error) {
 	tx, err := h.s.db.BeginTx(ctx, h.opts.TxOptions)
 	if err != nil {
 		return fmt.Errorf("dedupepg: begin: %w", err)
@@ -196,7 +196,7 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *consumer.M
 // runs, and both commit together. A record already completed by this
 // token is a commit of an earlier attempt whose answer was lost: done. It
 // reports whether it committed. A rollback is the caller's.
-func (h *txHandler) completeClaim(ctx context.Context, tx pgx.Tx, c *steprec.Claim, pk string, msg *consumer.Message) (bool, error) {
+func (h *txHandler) completeClaim(ctx context.Context, tx pgx.Tx, c *steprec.Claim, pk string, msg *sqsmsg.Message) (bool, error) {
 	tag, err := tx.Exec(ctx, completeSQL, pk, c.Token, h.s.now().Add(h.s.ttl))
 	if err != nil {
 		return false, fmt.Errorf("postgres: complete the dedupe row: %w", err)
@@ -243,10 +243,10 @@ func (h *txHandler) conflict(ctx context.Context, tx pgx.Tx, key, pk, fp string,
 	case dedupe.KeyReused:
 		h.s.log.WithOptions(noStack).Error("dedupepg: KEY REUSE: the same dedupe key arrived with a different body; dead-lettering it",
 			zap.String("dedupe_key", key), zap.String("fingerprint", fp), zap.String("stored_fingerprint", c.Fingerprint))
-		return consumer.Permanent(&dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint})
+		return sqsmsg.Permanent(&dedupe.KeyReuseError{Key: key, Fingerprint: fp, Stored: c.Fingerprint})
 	default:
 		wait := max(c.LeaseUntil.Sub(now), time.Second)
-		return consumer.RetryAfter(&dedupe.InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
+		return sqsmsg.RetryAfter(&dedupe.InProgressError{Key: key, LeaseUntil: c.LeaseUntil}, wait)
 	}
 }
 

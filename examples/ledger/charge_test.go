@@ -304,10 +304,9 @@ func TestWorkBankParkResolveRedrive(t *testing.T) {
 					t.Fatalf("the DLQ held %d messages, want %d", moved, sent.Distinct)
 				}
 				for _, m := range out.Messages {
-					msg := consumer.NewMessage(m, dlq, time.Now())
-					f, ok := deadletter.ParseFailure(msg.Attributes)
+					f, ok := deadletter.ParseFailure(m.MessageAttributes)
 					if !ok || f.Class != consumer.ClassOutcomeUnknown || f.Step != stepCharge {
-						t.Fatalf("dead letter %s: failure %+v, want class outcome_unknown, step charge", msg.ID, f)
+						t.Fatalf("dead letter %s: failure %+v, want class outcome_unknown, step charge", aws.ToString(m.MessageId), f)
 					}
 					attrs := map[string]sqstypes.MessageAttributeValue{}
 					for k, v := range m.MessageAttributes {

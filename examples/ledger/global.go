@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sqsonce/sqsonce/awsconfig"
+	"github.com/sqsonce/sqsonce/awsconfig/dynamoclient"
+	"github.com/sqsonce/sqsonce/awsconfig/s3client"
 )
 
 // global holds the flags every subcommand takes.
@@ -174,7 +176,7 @@ func newClients(ctx context.Context) (clients, error) {
 	if err != nil {
 		return clients{}, err
 	}
-	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions), s3: awsconfig.S3(cfg), region: cfg.Region}, nil
+	return clients{sqs: sqs.NewFromConfig(cfg), ddb: dynamodb.NewFromConfig(cfg, dynamoclient.Options), s3: s3client.New(cfg), region: cfg.Region}, nil
 }
 
 func (c clients) queueURL(ctx context.Context, name string) (string, error) {

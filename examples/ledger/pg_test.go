@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -71,10 +73,10 @@ func TestPostgresNotSetUp(t *testing.T) {
 	}
 }
 
-// A request whose credit committed but whose response was never stored
-// (the process died between the two) runs again when the key is retried:
-// it answers the same credit and writes no second outbox event.
-func TestPostgresServeRerunAfterLostResponse(t *testing.T) {
+// A key used again after its Idempotency-Key record expired (and was
+// pruned) finds the credit it made: the same credit answers it, with no
+// second outbox event; another credit under it is refused.
+func TestPostgresServeKeyAfterRecordExpired(t *testing.T) {
 	t.Parallel()
 	l := newLedgerCLIStore(t, false, storePostgres)
 	ctx := context.Background()
@@ -87,27 +89,42 @@ func TestPostgresServeRerunAfterLostResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.close()
-	_, h, err := postgresCredits(ctx, n, c, 0)
+	keys, h, err := postgresCredits(ctx, n, c, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No middleware: no response is stored, as after a crash.
-	do := func(body string) (int, creditResponse) {
+	mw, err := idempotency.New(idempotency.Config{Store: keys, BeginTxFunc: keys.BeginTx, ScopeFunc: caller})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := mw.Wrap(h)
+	do := func(body string) (int, bool, creditResponse) {
 		req := httptest.NewRequest(http.MethodPost, "/credits", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer alice")
 		req.Header.Set(idempotency.HeaderKey, "k1")
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		api.ServeHTTP(rec, req)
 		var cr creditResponse
 		_ = json.Unmarshal(rec.Body.Bytes(), &cr)
-		return rec.Code, cr
+		return rec.Code, rec.Header().Get(idempotency.HeaderReplayed) == "true", cr
 	}
-	code1, first := do(`{"account":"acct-1","amount":5}`)
-	code2, again := do(`{"account":"acct-1","amount":5}`)
-	if code1 != http.StatusCreated || code2 != http.StatusCreated || first != again || first.CreditID == "" {
-		t.Fatalf("first %d %+v, again %d %+v; want the same 201 twice", code1, first, code2, again)
+	expire := func() {
+		t.Helper()
+		if _, err := c.pg.Exec(ctx, `DELETE FROM `+pgIdempotencyTable); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if code, _ := do(`{"account":"acct-1","amount":6}`); code != http.StatusConflict {
+	code1, _, first := do(`{"account":"acct-1","amount":5}`)
+	code2, replayed, again := do(`{"account":"acct-1","amount":5}`)
+	if code1 != http.StatusCreated || code2 != http.StatusCreated || !replayed || first != again || first.CreditID == "" {
+		t.Fatalf("first %d %+v, retry %d replayed=%v %+v; want one 201, replayed", code1, first, code2, replayed, again)
+	}
+	expire()
+	if code, replayed, after := do(`{"account":"acct-1","amount":5}`); code != http.StatusCreated || replayed || after != first {
+		t.Fatalf("the key again after its record expired: %d replayed=%v %+v; want the first credit %+v", code, replayed, after, first)
+	}
+	expire()
+	if code, _, _ := do(`{"account":"acct-1","amount":6}`); code != http.StatusConflict {
 		t.Errorf("the key's record gone, another credit: %d, want 409", code)
 	}
 	var rep outboxReport
@@ -117,4 +134,91 @@ func TestPostgresServeRerunAfterLostResponse(t *testing.T) {
 	if rep.Pending != 1 {
 		t.Errorf("outbox holds %d events, want 1 (one credit)", rep.Pending)
 	}
+}
+
+// A request whose API process is SIGKILLed while it holds its key frees
+// the key as soon as PostgreSQL ends the dead connection's transaction:
+// the client's retry to another server runs the credit (201, not 409 for
+// a lease), and the credit is made once.
+func TestPostgresServeKilledRequestFreesKey(t *testing.T) {
+	t.Parallel()
+	l := newLedgerCLIStore(t, false, storePostgres)
+	n := l.names()
+	ctx := context.Background()
+	// The handler sleeps an hour, holding the key, until it is killed.
+	s1 := l.start(t, "serve", "-addr", "127.0.0.1:0", "-handler-delay", "1h", "-lease", "30s")
+	s2 := l.start(t, "serve", "-addr", "127.0.0.1:0")
+	body := `{"account":"acct-1","amount":5}`
+	sent := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, s1.url+"/credits", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer alice")
+		req.Header.Set(idempotency.HeaderKey, "k1")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %d", resp.StatusCode)
+		}
+		sent <- err
+	}()
+	// Wait for s1 to hold the key: an IN_PROGRESS record (a lease), or an
+	// advisory lock held by a server's session (the request's transaction).
+	pg := l.pgConn()
+	app := "ledger serve " + n.Queue
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var held bool
+		err := pg.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+pgIdempotencyTable+` WHERE status = 'IN_PROGRESS')
+			OR EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+				WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = $1)`, app).Scan(&held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first request did not take its key within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The key is taken: a retry meanwhile gets 409.
+	if a := post(t, s2.url, "alice", "k1", body); a.status != http.StatusConflict {
+		t.Fatalf("a retry while the first request sleeps: %+v, want 409", a)
+	}
+	s1.kill()
+	if err := <-sent; err == nil || strings.Contains(err.Error(), "answered") {
+		t.Fatalf("the killed request: %v, want a broken connection", err)
+	}
+	// Wait for PostgreSQL to end the killed process's sessions (it does as
+	// soon as it reads the closed socket); a lease would hold the key 30 s.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		var open int
+		if err := pg.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, app).Scan(&open); err != nil {
+			t.Fatal(err)
+		}
+		if open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions of the killed server still in a transaction", open)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if a := post(t, s2.url, "alice", "k1", body); a.status != http.StatusCreated || a.replayed {
+		t.Fatalf("the client's next retry after the kill: %+v, want 201 (the key freed by the dead transaction)", a)
+	}
+	var credits int
+	if err := pg.QueryRow(ctx, `SELECT count(*) FROM `+tableAPICredits).Scan(&credits); err != nil {
+		t.Fatal(err)
+	}
+	var rep outboxReport
+	if err := json.Unmarshal([]byte(l.ok("outbox", "-json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if credits != 1 || rep.Pending != 1 {
+		t.Errorf("%d credits, %d outbox events; want 1 and 1", credits, rep.Pending)
+	}
+	s2.stop(t)
 }

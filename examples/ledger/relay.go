@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxpg"
 	"github.com/sqsonce/sqsonce/producer"
@@ -28,7 +27,7 @@ func cmdRelay(ctx context.Context, g *global, args []string, stdout, stderr io.W
 		return err
 	}
 	defer c.close()
-	logger, err := consumer.NewLogger(level)
+	logger, err := newLogger(level)
 	if err != nil {
 		return err
 	}

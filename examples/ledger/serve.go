@@ -16,9 +16,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
+	"github.com/sqsonce/sqsonce/idempotency/idempg"
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
 )
@@ -41,7 +41,7 @@ func cmdServe(ctx context.Context, g *global, args []string, stdout, stderr io.W
 	fs := g.flagSet("serve", stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen on `HOST:PORT` (port 0 picks a free one)")
 	handlerDelay := fs.Duration("handler-delay", 0, "sleep after the key is claimed, to make \"in progress\" observable")
-	lease := fs.Duration("lease", 10*time.Second, "how long a running request holds its Idempotency-Key")
+	lease := fs.Duration("lease", 10*time.Second, "how long a running request holds its Idempotency-Key (dynamodb; on postgres the request's transaction holds it)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	var level zapcore.Level
 	n, c, err := g.open(ctx, fs, args, func() error {
@@ -57,31 +57,35 @@ func cmdServe(ctx context.Context, g *global, args []string, stdout, stderr io.W
 		return err
 	}
 	defer c.close()
-	logger, err := consumer.NewLogger(level)
+	logger, err := newLogger(level)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = logger.Sync() }()
 	logger = logger.With(zap.String("ledger", n.Queue))
 
-	var (
-		keys    idempotency.Store
-		credits http.Handler
-	)
+	cfg := idempotency.Config{
+		ScopeFunc: caller,
+		Lease:     *lease,
+		Logger:    logger,
+	}
+	var credits http.Handler
 	if n.Store == storePostgres {
+		var keys *idempg.Store
 		keys, credits, err = postgresCredits(ctx, n, c, *handlerDelay)
+		if keys != nil {
+			// Each request runs in a transaction that holds its key (no
+			// lease): the credit, its outbox event and the stored
+			// response commit together.
+			cfg.Store, cfg.BeginTxFunc = keys, keys.BeginTx
+		}
 	} else {
-		keys, credits, err = dynamoCredits(ctx, n, c, logger, *handlerDelay)
+		cfg.Store, credits, err = dynamoCredits(ctx, n, c, logger, *handlerDelay)
 	}
 	if err != nil {
 		return err
 	}
-	mw, err := idempotency.New(idempotency.Config{
-		Store:     keys,
-		ScopeFunc: caller,
-		Lease:     *lease,
-		Logger:    logger,
-	})
+	mw, err := idempotency.New(cfg)
 	if err != nil {
 		return err
 	}

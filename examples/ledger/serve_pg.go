@@ -15,17 +15,18 @@ import (
 	"github.com/sqsonce/sqsonce/idempotency/idempg"
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxpg"
-	"github.com/sqsonce/sqsonce/pgstore"
 )
 
 // creditNamespace derives an API credit's id from its Idempotency-Key
-// record (UUID v5), so that running a request again yields the same
-// credit.
+// record (UUID v5), so that a key used again after its record expired
+// names the credit it made before.
 var creditNamespace = uuid.MustParse("1b4e28ba-2fa1-11d2-883f-0016d3cca427")
 
 // postgresCredits opens the PostgreSQL idempotency store and outbox and
-// returns the credits handler on them.
-func postgresCredits(ctx context.Context, n names, c clients, delay time.Duration) (idempotency.Store, http.Handler, error) {
+// returns the credits handler on them. The handler runs in the
+// middleware's transactional mode: set idempotency.Config.BeginTxFunc to
+// the store's BeginTx.
+func postgresCredits(ctx context.Context, n names, c clients, delay time.Duration) (*idempg.Store, http.Handler, error) {
 	if err := checkPostgres(ctx, c.pg, n.Schema); err != nil {
 		return nil, nil, err
 	}
@@ -37,52 +38,46 @@ func postgresCredits(ctx context.Context, n names, c clients, delay time.Duratio
 	if err != nil {
 		return nil, nil, err
 	}
-	return keys, creditsHandlerPostgres(c, box, delay), nil
+	return keys, creditsHandlerPostgres(box, delay), nil
 }
 
 // errKeyTaken is a record key whose credit has another account or amount:
 // the key was used again after its record expired.
 var errKeyTaken = errors.New("this Idempotency-Key already created another credit")
 
-// creditsHandlerPostgres accepts a credit: the credit's row, one per
-// Idempotency-Key record, and its outbox event commit in one PostgreSQL
-// transaction. The middleware stores the response after that commit, in a
-// write of its own; if the process dies between the two, the key's next
-// request runs again, finds the credit's row and answers the same credit,
-// with no second event: the effect stays once.
-func creditsHandlerPostgres(c clients, box *outboxpg.Store, delay time.Duration) http.Handler {
+// creditsHandlerPostgres accepts a credit in the transaction the
+// idempotency middleware opened for the request (BeginTxFunc): the
+// credit's row, its outbox event and the stored 201 commit together, or
+// none of them does. The transaction holds the key while it runs, so a
+// retry meanwhile gets 409, and a request whose process dies frees its key
+// at once: nothing of it committed, and the retry runs it again.
+func creditsHandlerPostgres(box *outboxpg.Store, delay time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		account, amount, ok := readCredit(w, r, delay)
 		if !ok {
 			return
 		}
+		tx := idempg.TxFromContext(r.Context())
 		scope, err := caller(r)
 		key, ok := idempotency.ParseKey(r.Header.Get(idempotency.HeaderKey))
-		if err != nil || !ok {
-			// The middleware refuses such requests before they get here.
-			idempotency.Release(r.Context())
-			http.Error(w, "no caller or Idempotency-Key", http.StatusBadRequest)
+		if tx == nil || err != nil || !ok {
+			// The middleware, in its transactional mode, refuses such
+			// requests before they get here.
+			http.Error(w, "ledger: no request transaction, caller or Idempotency-Key", http.StatusInternalServerError)
 			return
 		}
 		rk := idempotency.RecordKey(scope, key)
 		resp := creditResponse{CreditID: uuid.NewSHA1(creditNamespace, []byte(rk)).String(), Account: account, Amount: amount}
 		payload, _ := json.Marshal(map[string]any{"id": resp.CreditID, "account": account, "amount": amount})
 		ev := outbox.WithTraceContext(r.Context(), outbox.Event{ID: resp.CreditID, Entity: account, Type: "credit", Payload: string(payload)})
-		for attempt := 0; ; attempt++ {
-			err = pgx.BeginFunc(r.Context(), c.pg, func(tx pgx.Tx) error {
-				return putCredit(r.Context(), tx, box, rk, resp, ev)
-			})
-			if err == nil || !pgstore.IsTransient(err) || attempt == 2 {
-				break
-			}
-		}
+		err = putCredit(r.Context(), tx, box, rk, resp, ev)
 		switch {
 		case errors.Is(err, errKeyTaken):
-			idempotency.Release(r.Context())
+			idempotency.Release(r.Context()) // rolls back; not stored
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		case err != nil:
-			idempotency.Release(r.Context())
+			// A 5xx rolls the transaction back: the retry runs again.
 			http.Error(w, "ledger: the credit was not stored", http.StatusInternalServerError)
 			return
 		}
@@ -92,8 +87,10 @@ func creditsHandlerPostgres(c clients, box *outboxpg.Store, delay time.Duration)
 	})
 }
 
-// putCredit writes the credit's row and, the first time only, its outbox
-// event, in tx.
+// putCredit writes the credit's row and its outbox event in tx. A row of
+// the record key already there was committed by a request of the same key
+// whose Idempotency-Key record has since expired: the same credit answers
+// it again, without a second event; another credit is errKeyTaken.
 func putCredit(ctx context.Context, tx pgx.Tx, box *outboxpg.Store, rk string, resp creditResponse, ev outbox.Event) error {
 	tag, err := tx.Exec(ctx, `INSERT INTO `+tableAPICredits+` (record_key, credit_id, account, amount)
 		VALUES ($1, $2, $3, $4) ON CONFLICT (record_key) DO NOTHING`, rk, resp.CreditID, resp.Account, resp.Amount)
@@ -103,7 +100,6 @@ func putCredit(ctx context.Context, tx pgx.Tx, box *outboxpg.Store, rk string, r
 	if tag.RowsAffected() == 1 {
 		return box.Put(ctx, tx, ev)
 	}
-	// A run of this key committed before: its response was not stored.
 	var account string
 	var amount int64
 	if err := tx.QueryRow(ctx, `SELECT account, amount FROM `+tableAPICredits+` WHERE record_key = $1`, rk).Scan(&account, &amount); err != nil {

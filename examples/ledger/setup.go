@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sqsonce/sqsonce/awsconfig"
+	"github.com/sqsonce/sqsonce/awsconfig/s3client"
 	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/idempotency/idemdynamo"
 	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
@@ -39,7 +39,7 @@ func cmdSetup(ctx context.Context, g *global, args []string, stdout, stderr io.W
 		return err
 	}
 	// Credits sent with a memo too large for a message go to S3.
-	if err := awsconfig.EnsureBucket(ctx, c.s3, n.Bucket, c.region); err != nil {
+	if err := s3client.EnsureBucket(ctx, c.s3, n.Bucket, c.region); err != nil {
 		return err
 	}
 	if n.Store == storePostgres {

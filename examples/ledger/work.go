@@ -75,7 +75,7 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		return err
 	}
 	defer c.close()
-	logger, err := consumer.NewLogger(level)
+	logger, err := newLogger(level)
 	if err != nil {
 		return err
 	}

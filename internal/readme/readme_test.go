@@ -75,6 +75,7 @@ var imports = map[string]string{
 	"pgxpool":      "github.com/jackc/pgx/v5/pgxpool",
 	"producer":     "github.com/sqsonce/sqsonce/producer",
 	"signal":       "os/signal",
+	"s3client":     "github.com/sqsonce/sqsonce/awsconfig/s3client",
 	"sqs":          "github.com/aws/aws-sdk-go-v2/service/sqs",
 	"sqslambda":    "github.com/sqsonce/sqsonce/sqslambda",
 	"syscall":      "syscall",

@@ -15,19 +15,19 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
-// Outcome is how a processed message ends. Its values are those of
-// consumer.Outcome.
-type Outcome int
+// Outcome is how a processed message ends: [sqsmsg.Outcome].
+type Outcome = sqsmsg.Outcome
 
-// The outcomes, numbered as consumer.Outcome.
+// The outcomes, by their short names here.
 const (
-	Ack Outcome = iota + 1
-	Duplicate
-	Retry
-	DeadLetter
-	Release
+	Ack        = sqsmsg.OutcomeAck
+	Duplicate  = sqsmsg.OutcomeDuplicate
+	Retry      = sqsmsg.OutcomeRetry
+	DeadLetter = sqsmsg.OutcomeDeadLetter
+	Release    = sqsmsg.OutcomeRelease
 )
 
 // Action is how to settle a message.

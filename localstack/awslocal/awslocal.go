@@ -2,7 +2,7 @@
 // the AWS SDK configuration from the standard variables.
 //
 // Deprecated: use github.com/sqsonce/sqsonce/awsconfig: awslocal.Config
-// is awsconfig.Load, awslocal.DynamoDBOptions is awsconfig.DynamoDBOptions.
+// is awsconfig.Load, awslocal.DynamoDBOptions is dynamoclient.Options.
 package awslocal
 
 import (
@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sqsonce/sqsonce/awsconfig"
+	"github.com/sqsonce/sqsonce/awsconfig/dynamoclient"
 )
 
 // Config is [awsconfig.Load].
@@ -22,7 +23,7 @@ func Config(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws
 	return awsconfig.Load(ctx, optFns...)
 }
 
-// DynamoDBOptions is [awsconfig.DynamoDBOptions].
+// DynamoDBOptions is [dynamoclient.Options].
 //
-// Deprecated: use awsconfig.DynamoDBOptions.
-func DynamoDBOptions(o *dynamodb.Options) { awsconfig.DynamoDBOptions(o) }
+// Deprecated: use dynamoclient.Options.
+func DynamoDBOptions(o *dynamodb.Options) { dynamoclient.Options(o) }

@@ -31,6 +31,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/awsconfig"
+	"github.com/sqsonce/sqsonce/awsconfig/dynamoclient"
+	"github.com/sqsonce/sqsonce/awsconfig/s3client"
 	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 )
 
@@ -65,10 +67,10 @@ func run(ctx context.Context, stdout io.Writer) error {
 	// DynamoDBOptions: DynamoDB Local sends no CRC32 header on error
 	// responses (such as "table exists"), which makes the SDK log a
 	// checksum warning.
-	if err := dedupedynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, awsconfig.DynamoDBOptions), dedupedynamo.DefaultTable); err != nil {
+	if err := dedupedynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg, dynamoclient.Options), dedupedynamo.DefaultTable); err != nil {
 		return err
 	}
-	if err := awsconfig.EnsureBucket(ctx, awsconfig.S3(cfg), DemoBucket, cfg.Region); err != nil {
+	if err := s3client.EnsureBucket(ctx, s3client.New(cfg), DemoBucket, cfg.Region); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "setup: queues sqsonce-demo, sqsonce-demo-dlq, sqsonce-demo.fifo, sqsonce-demo-dlq.fifo, table sqsonce-dedupe and bucket "+DemoBucket+" are ready")

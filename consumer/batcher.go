@@ -40,8 +40,8 @@ const (
 	redeleteMax   = time.Minute
 )
 
-// settleOp is one delete (visibility < 0) or visibility change.
-type settleOp struct {
+// batchOp is one delete (visibility < 0) or visibility change.
+type batchOp struct {
 	handle     string
 	msg        *Message
 	visibility int32  // seconds; -1 means delete
@@ -54,23 +54,25 @@ type settleOp struct {
 }
 
 // retried reports whether op is a delete tried again after a failed round.
-func (op settleOp) retried() bool { return op.tries > 0 }
+func (op batchOp) retried() bool { return op.tries > 0 }
 
-// settler batches deletes and visibility changes: a batch is sent when it
-// holds 10 entries or when the oldest entry has waited FlushInterval.
+// batcher makes the calls that carry out settles decided elsewhere (by
+// internal/settle): it batches deletes and visibility changes. A batch is
+// sent when it holds 10 entries or when the oldest entry has waited
+// FlushInterval.
 // Entries that fail in a batch are retried one by one, each call with its
 // own timeout. A delete that still fails is logged, counted in the
 // Observer, handed back to the heartbeat (when hold is set) and tried
-// again later, until it succeeds, its handle is gone, or the settler
+// again later, until it succeeds, its handle is gone, or the batcher
 // closes.
 //
 // An op joins its batch in the caller's goroutine, under one short lock:
 // no goroutine is woken per message (BenchmarkSettle: 182 ns an op, where
-// handing each op to a settler goroutine took 531). The caller that fills
+// handing each op to a batcher goroutine took 531). The caller that fills
 // a batch hands it to a sender (see slots), waiting while parallel calls
 // are in flight; a timer sends a partial batch once its oldest op has
 // waited the interval.
-type settler struct {
+type batcher struct {
 	client   SQSAPI
 	queueURL string
 	interval time.Duration
@@ -97,8 +99,8 @@ type settler struct {
 	batchDone func()
 
 	qmu    sync.Mutex
-	dels   []settleOp  // the delete batch being filled
-	vis    []settleOp  // the visibility batch being filled
+	dels   []batchOp   // the delete batch being filled
+	vis    []batchOp   // the visibility batch being filled
 	timer  *time.Timer // sends the partial batches; nil while both are empty
 	armed  uint64      // counts the timers made: a stale one sends nothing
 	closed bool        // by close: nothing is handed to the senders after it
@@ -115,7 +117,7 @@ type settler struct {
 	// grows it again on its next call), and the rest are never started.
 	slots chan struct{} // one per call in flight: cap is parallel
 	smu   sync.Mutex
-	idleS []chan []settleOp
+	idleS []chan []batchOp
 	wg    sync.WaitGroup // the senders
 
 	mu      sync.Mutex
@@ -124,14 +126,14 @@ type settler struct {
 }
 
 type pendingOp struct {
-	op  settleOp
+	op  batchOp
 	due time.Time
 }
 
-// newSettler makes a settler that makes up to parallel calls at once;
+// newBatcher makes a batcher that makes up to parallel calls at once;
 // run must run until close.
-func newSettler(client SQSAPI, queueURL string, interval time.Duration, parallel int, log *zap.Logger) *settler {
-	return &settler{
+func newBatcher(client SQSAPI, queueURL string, interval time.Duration, parallel int, log *zap.Logger) *batcher {
+	return &batcher{
 		client:      client,
 		queueURL:    queueURL,
 		interval:    interval,
@@ -147,27 +149,27 @@ func newSettler(client SQSAPI, queueURL string, interval time.Duration, parallel
 
 // delete queues a delete; done (when not nil) is called once it is
 // resolved.
-func (s *settler) delete(handle string, msg *Message, done func()) {
-	s.queue(settleOp{handle: handle, msg: msg, visibility: -1, done: done})
+func (s *batcher) delete(handle string, msg *Message, done func()) {
+	s.queue(batchOp{handle: handle, msg: msg, visibility: -1, done: done})
 }
 
 // changeVisibility queues a visibility change; done (when not nil) is
 // called after it was sent.
-func (s *settler) changeVisibility(handle string, msg *Message, secs int32, done func()) {
-	s.queue(settleOp{handle: handle, msg: msg, visibility: max(secs, 0), done: done})
+func (s *batcher) changeVisibility(handle string, msg *Message, secs int32, done func()) {
+	s.queue(batchOp{handle: handle, msg: msg, visibility: max(secs, 0), done: done})
 }
 
 // queue adds op to its batch, and sends the batch once it is full (or
 // both partial ones, when idle says no more ops are coming soon).
-func (s *settler) queue(op settleOp) {
-	var full []settleOp
+func (s *batcher) queue(op batchOp) {
+	var full []batchOp
 	s.qmu.Lock()
 	b := &s.vis
 	if op.visibility < 0 {
 		b = &s.dels
 	}
 	if *b == nil {
-		*b = make([]settleOp, 0, sqslimits.MaxBatchEntries)
+		*b = make([]batchOp, 0, sqslimits.MaxBatchEntries)
 	}
 	*b = append(*b, op)
 	if len(*b) == sqslimits.MaxBatchEntries {
@@ -189,7 +191,7 @@ func (s *settler) queue(op settleOp) {
 // nudge sends the partial batches at once when idle says no more ops are
 // coming soon: called as an op is queued, and once idle may have turned
 // true after the last op was.
-func (s *settler) nudge() {
+func (s *batcher) nudge() {
 	if s.idle != nil && s.idle() {
 		s.flush(0)
 	}
@@ -197,7 +199,7 @@ func (s *settler) nudge() {
 
 // flush sends both partial batches: those of the timer armed (the
 // armed-th made), or, for 0, whatever is queued.
-func (s *settler) flush(armed uint64) {
+func (s *batcher) flush(armed uint64) {
 	s.qmu.Lock()
 	if armed != 0 && armed != s.armed {
 		s.qmu.Unlock()
@@ -211,9 +213,9 @@ func (s *settler) flush(armed uint64) {
 }
 
 // take empties the batch *b and returns it, counted in s.inflight, for
-// send; nil when it is empty or the settler is closed. s.qmu is held (so
+// send; nil when it is empty or the batcher is closed. s.qmu is held (so
 // close, which waits for s.inflight, cannot miss a batch taken).
-func (s *settler) take(b *[]settleOp) []settleOp {
+func (s *batcher) take(b *[]batchOp) []batchOp {
 	ops := *b
 	if len(ops) == 0 || s.closed {
 		return nil
@@ -224,7 +226,7 @@ func (s *settler) take(b *[]settleOp) []settleOp {
 }
 
 // disarm stops the timer once both batches are empty; s.qmu is held.
-func (s *settler) disarm() {
+func (s *batcher) disarm() {
 	if s.timer != nil && len(s.dels)+len(s.vis) == 0 {
 		s.timer.Stop()
 		s.timer = nil
@@ -233,7 +235,7 @@ func (s *settler) disarm() {
 
 // run tries the deletes that failed again when they are due, until close
 // is called.
-func (s *settler) run() {
+func (s *batcher) run() {
 	defer close(s.done)
 	var later *time.Timer
 	var laterC <-chan time.Time
@@ -264,7 +266,7 @@ func (s *settler) run() {
 
 // due takes the pending deletes due at now and returns them with the time
 // the next one is due (zero when none is pending).
-func (s *settler) due(now time.Time) (due []settleOp, next time.Time) {
+func (s *batcher) due(now time.Time) (due []batchOp, next time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rest := s.pending[:0]
@@ -286,13 +288,13 @@ func (s *settler) due(now time.Time) (due []settleOp, next time.Time) {
 // finish runs at close, once every queued op was handed to a sender: it
 // waits for the calls in flight, then makes one last attempt at every
 // pending delete, now, and waits for those.
-func (s *settler) finish() {
+func (s *batcher) finish() {
 	s.inflight.Wait()
 	s.mu.Lock()
 	pending := s.pending
 	s.pending = nil
 	s.mu.Unlock()
-	ops := make([]settleOp, len(pending))
+	ops := make([]batchOp, len(pending))
 	for i, p := range pending {
 		ops[i] = p.op
 		ops[i].final = true
@@ -304,7 +306,7 @@ func (s *settler) finish() {
 // sendAll sends deletes outside the batches being filled (those tried
 // again), ten to a call, each batch counted in s.inflight first; run does
 // so before close, which waits for run, then finish.
-func (s *settler) sendAll(ops []settleOp) {
+func (s *batcher) sendAll(ops []batchOp) {
 	for len(ops) > 0 {
 		n := min(len(ops), sqslimits.MaxBatchEntries)
 		s.inflight.Add(1)
@@ -316,7 +318,7 @@ func (s *settler) sendAll(ops []settleOp) {
 // close sends what is queued, makes a last attempt at every delete
 // still pending, waits for every call to return and stops the senders; no
 // op may be queued after it.
-func (s *settler) close() {
+func (s *batcher) close() {
 	s.qmu.Lock()
 	dels, vis := s.take(&s.dels), s.take(&s.vis)
 	s.closed = true
@@ -341,12 +343,12 @@ func (s *settler) close() {
 // send hands ops (all deletes or all visibility changes, counted in
 // s.inflight) to the sender that finished last, or to a new one, waiting
 // while parallel calls are in flight.
-func (s *settler) send(ops []settleOp) {
+func (s *batcher) send(ops []batchOp) {
 	if len(ops) == 0 {
 		return
 	}
 	s.slots <- struct{}{}
-	var c chan []settleOp
+	var c chan []batchOp
 	s.smu.Lock()
 	if n := len(s.idleS); n > 0 {
 		c = s.idleS[n-1]
@@ -354,14 +356,14 @@ func (s *settler) send(ops []settleOp) {
 	}
 	s.smu.Unlock()
 	if c == nil {
-		c = make(chan []settleOp, 1)
+		c = make(chan []batchOp, 1)
 		s.wg.Go(func() { s.sender(c) })
 	}
 	c <- ops
 }
 
 // sender makes the calls of the batches sent on c until c is closed.
-func (s *settler) sender(c chan []settleOp) {
+func (s *batcher) sender(c chan []batchOp) {
 	for ops := range c {
 		s.call(ops)
 		s.smu.Lock()
@@ -374,16 +376,16 @@ func (s *settler) sender(c chan []settleOp) {
 
 // call makes one batch call for ops, then calls the done functions of
 // those resolved.
-func (s *settler) call(ops []settleOp) {
+func (s *batcher) call(ops []batchOp) {
 	if s.batchDone != nil {
 		defer s.batchDone()
 	}
-	if ops[0].visibility < 0 && s.hold != nil && slices.ContainsFunc(ops, settleOp.retried) {
+	if ops[0].visibility < 0 && s.hold != nil && slices.ContainsFunc(ops, batchOp.retried) {
 		// A delete tried again: take its handle back from the heartbeat.
 		// A handle the heartbeat dropped meanwhile (its visibility ran
 		// out) is gone: nothing is left to delete with it. (A batch of
 		// first tries, the usual one, skips this and copies nothing.)
-		live := make([]settleOp, 0, len(ops))
+		live := make([]batchOp, 0, len(ops))
 		for _, op := range ops {
 			if op.retried() && !s.hold.Suspend(op.handle) {
 				s.log.Warn("consumer: delete given up: the message's visibility ran out before it could be deleted",
@@ -407,7 +409,7 @@ func (s *settler) call(ops []settleOp) {
 
 // resolved ends ops: the handles of deletes are forgotten, under one hold
 // of the heartbeat's lock, then each op's done is called.
-func (s *settler) resolved(ops ...settleOp) {
+func (s *batcher) resolved(ops ...batchOp) {
 	if s.hold != nil {
 		var buf [sqslimits.MaxBatchEntries]string
 		handles := buf[:0]
@@ -427,7 +429,7 @@ func (s *settler) resolved(ops ...settleOp) {
 	}
 }
 
-func (s *settler) deleteBatch(ops []settleOp) {
+func (s *batcher) deleteBatch(ops []batchOp) {
 	in := &sqs.DeleteMessageBatchInput{QueueUrl: &s.queueURL, Entries: make([]types.DeleteMessageBatchRequestEntry, len(ops))}
 	for i := range ops {
 		in.Entries[i] = types.DeleteMessageBatchRequestEntry{Id: batchIDs[i], ReceiptHandle: &ops[i].handle}
@@ -440,10 +442,10 @@ func (s *settler) deleteBatch(ops []settleOp) {
 		failed = out.Failed
 	}
 	retry := s.failed(ops, failed, err, "delete batch")
-	var buf [sqslimits.MaxBatchEntries]settleOp
+	var buf [sqslimits.MaxBatchEntries]batchOp
 	deleted := buf[:0]
 	for _, op := range ops {
-		if !slices.ContainsFunc(retry, func(r settleOp) bool { return r.handle == op.handle }) {
+		if !slices.ContainsFunc(retry, func(r batchOp) bool { return r.handle == op.handle }) {
 			deleted = append(deleted, op)
 		}
 	}
@@ -456,7 +458,7 @@ func (s *settler) deleteBatch(ops []settleOp) {
 		})
 		if err == nil {
 			s.resolved(op)
-			s.deleteObjects([]settleOp{op})
+			s.deleteObjects([]batchOp{op})
 			continue
 		}
 		s.deleteFailed(op, err)
@@ -466,7 +468,7 @@ func (s *settler) deleteBatch(ops []settleOp) {
 // deleteFailed handles a delete that failed after its retries: it is
 // logged and counted, and, unless this was the last attempt, its message
 // is handed back to the heartbeat and the delete tried again later.
-func (s *settler) deleteFailed(op settleOp, err error) {
+func (s *batcher) deleteFailed(op batchOp, err error) {
 	s.obs.SettleFailed(op.msg, "delete", err)
 	if op.final || s.hold == nil || !s.hold.Resume(op.handle) {
 		s.log.Error("consumer: delete failed; the message will be received again",
@@ -487,7 +489,7 @@ func (s *settler) deleteFailed(op settleOp, err error) {
 	}
 }
 
-func (s *settler) visibilityBatch(ops []settleOp) {
+func (s *batcher) visibilityBatch(ops []batchOp) {
 	in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &s.queueURL, Entries: make([]types.ChangeMessageVisibilityBatchRequestEntry, len(ops))}
 	for i := range ops {
 		in.Entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: batchIDs[i], ReceiptHandle: &ops[i].handle, VisibilityTimeout: ops[i].visibility}
@@ -518,12 +520,12 @@ func (s *settler) visibilityBatch(ops []settleOp) {
 
 // failed returns the ops to retry one by one: all of them when the call
 // failed, else the failed entries.
-func (s *settler) failed(ops []settleOp, failed []types.BatchResultErrorEntry, err error, what string) []settleOp {
+func (s *batcher) failed(ops []batchOp, failed []types.BatchResultErrorEntry, err error, what string) []batchOp {
 	if err != nil {
 		s.log.Warn("consumer: "+what+" failed; retrying entries one by one", zap.Int("entries", len(ops)), zap.Error(err))
 		return ops
 	}
-	var retry []settleOp
+	var retry []batchOp
 	for _, f := range failed {
 		i, convErr := strconv.Atoi(aws.ToString(f.Id))
 		if convErr != nil || i < 0 || i >= len(ops) {
@@ -537,7 +539,7 @@ func (s *settler) failed(ops []settleOp, failed []types.BatchResultErrorEntry, e
 // retry makes a single-entry call up to 3 times, each with its own
 // timeout, stopping early when SQS says the handle can no longer be used
 // (then the op is done: nil is returned). It returns the last error.
-func (s *settler) retry(op settleOp, what string, call func(context.Context) error) error {
+func (s *batcher) retry(op batchOp, what string, call func(context.Context) error) error {
 	var err error
 	for attempt := range 3 {
 		if attempt > 0 {

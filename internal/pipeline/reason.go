@@ -1,19 +1,21 @@
-package consumer
+package pipeline
 
 import (
 	"errors"
 	"strings"
+
+	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
-// handlerText returns err's text without the prefixes of sqsonce's own
+// HandlerText returns err's text without the prefixes of sqsonce's own
 // control-flow wrappers: Permanent(fmt.Errorf("charge o7: %w", e)) reads
 // "charge o7: 422 ...", not "permanent: charge o7: 422 ...", and
 // RetryAfter(e, d) reads as e. The class and the delay are recorded beside
-// the text (in the dead letter's [Failure] and the settled log line), so
-// the prefix would only repeat them. A wrapper anywhere in err's chain is
+// the text (in the dead letter's deadletter.Failure and the settled log
+// line), so the prefix would only repeat them. A wrapper anywhere in err's chain is
 // replaced by its inner error's text, so context the handler added around
 // it ("order o7: permanent: ...") stays, without the prefix.
-func handlerText(err error) string {
+func HandlerText(err error) string {
 	if err == nil {
 		return ""
 	}
@@ -27,14 +29,15 @@ func handlerText(err error) string {
 	return text
 }
 
-// visitWrappers calls fn for each [PermanentError] and [RetryError] in
-// err's tree, outermost first, with the error it wraps.
+// visitWrappers calls fn for each [sqsmsg.PermanentError] and
+// [sqsmsg.RetryError] in err's tree, outermost first, with the error it
+// wraps.
 func visitWrappers(err error, fn func(w, inner error)) {
 	for err != nil {
 		switch e := err.(type) {
-		case *PermanentError:
+		case *sqsmsg.PermanentError:
 			fn(e, e.Err)
-		case *RetryError:
+		case *sqsmsg.RetryError:
 			fn(e, e.Err)
 		}
 		switch u := err.(type) {
@@ -47,4 +50,12 @@ func visitWrappers(err error, fn func(w, inner error)) {
 			err = errors.Unwrap(err)
 		}
 	}
+}
+
+// errString is err's text; "<nil>" for nil.
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
 }

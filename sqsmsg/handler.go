@@ -1,4 +1,4 @@
-package consumer
+package sqsmsg
 
 import (
 	"context"

@@ -1,4 +1,8 @@
-package awsconfig
+// Package s3client builds S3 clients from an SDK configuration (see
+// package awsconfig), addressing buckets path-style on an emulator, and
+// creates buckets. It is apart from awsconfig so that an application
+// without S3 does not link its SDK.
+package s3client
 
 import (
 	"context"
@@ -12,21 +16,21 @@ import (
 	"github.com/aws/smithy-go"
 )
 
-// S3Options addresses buckets path-style (http://host:port/bucket/key)
+// Options addresses buckets path-style (http://host:port/bucket/key)
 // when S3 is an emulator (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL is
 // set): fauxqs and LocalStack serve S3 on one host name, where the
 // SDK's default virtual-hosted style (http://bucket.host:port/key)
 // names a host that does not resolve. Against AWS it changes nothing.
-func S3Options(o *s3.Options) {
+func Options(o *s3.Options) {
 	if os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != "" {
 		o.UsePathStyle = true
 	}
 }
 
-// S3 builds an S3 client from cfg with [S3Options] and any other
+// New builds an S3 client from cfg with [Options] and any other
 // options given.
-func S3(cfg aws.Config, optFns ...func(*s3.Options)) *s3.Client {
-	return s3.NewFromConfig(cfg, append([]func(*s3.Options){S3Options}, optFns...)...)
+func New(cfg aws.Config, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.NewFromConfig(cfg, append([]func(*s3.Options){Options}, optFns...)...)
 }
 
 // BucketAPI is the S3 call [EnsureBucket] makes. *s3.Client satisfies it.
@@ -51,5 +55,5 @@ func EnsureBucket(ctx context.Context, client BucketAPI, name, region string) er
 	case errors.As(err, &ae) && ae.ErrorCode() == "BucketAlreadyOwnedByYou":
 		return nil
 	}
-	return fmt.Errorf("awsconfig: create bucket %s: %w", name, err)
+	return fmt.Errorf("s3client: create bucket %s: %w", name, err)
 }

@@ -1,4 +1,4 @@
-package awsconfig_test
+package s3client_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sqsonce/sqsonce/awsconfig"
+	"github.com/sqsonce/sqsonce/awsconfig/s3client"
 	"github.com/sqsonce/sqsonce/internal/testenv"
 )
 
@@ -20,11 +21,11 @@ func TestS3OnLocalStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := awsconfig.S3(cfg)
+	client := s3client.New(cfg)
 	ctx := context.Background()
 	bucket := strings.ToLower(testenv.Name("awsconfig"))
 	for range 2 {
-		if err := awsconfig.EnsureBucket(ctx, client, bucket, cfg.Region); err != nil {
+		if err := s3client.EnsureBucket(ctx, client, bucket, cfg.Region); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,7 +1,8 @@
-package consumer
+package sqsmsg
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sqsonce/sqsonce/deadletter"
@@ -78,4 +79,64 @@ type ClassifierFunc func(ctx context.Context, msg *Message, err error) (Verdict,
 // Classify calls f.
 func (f ClassifierFunc) Classify(ctx context.Context, msg *Message, err error) (Verdict, bool) {
 	return f(ctx, msg, err)
+}
+
+// ClassifierChain returns a Classifier that asks each classifier in turn;
+// the first that returns ok=true decides. Nil entries are skipped. When
+// none decides, the chain has no opinion either, and the runtime's own
+// classification decides with its Backoff and MaxAttempts (see
+// consumer.Config.Classifier): a chain needs no catch-all at its end.
+func ClassifierChain(cs ...Classifier) Classifier {
+	return ClassifierFunc(func(ctx context.Context, msg *Message, err error) (Verdict, bool) {
+		for _, c := range cs {
+			if c == nil {
+				continue
+			}
+			if v, ok := c.Classify(ctx, msg, err); ok {
+				return v, true
+			}
+		}
+		return Verdict{}, false
+	})
+}
+
+// FailureClasser is implemented by errors that name their own dead-letter
+// class (the dedupe middleware's key-reuse error returns [ClassKeyReuse]).
+// The runtimes' classification dead-letters any error whose chain has one.
+type FailureClasser interface {
+	FailureClass() string
+}
+
+// PanicError is the failure a recovered handler panic becomes. It counts as
+// a transient failure (class [ClassPanic]).
+type PanicError struct {
+	// Value is what the handler panicked with.
+	Value any
+	// Stack is the goroutine's stack at the panic.
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// Result is what processing one message decided.
+type Result struct {
+	// Outcome is how the message must be settled.
+	Outcome Outcome
+	// Delay is the visibility timeout to set for OutcomeRetry; for
+	// OutcomeRelease, the one the consumer set (0, or an earlier retried
+	// message's delay for a FIFO group's later messages).
+	Delay time.Duration
+	// Err is the handler's error (nil for a plain ack).
+	Err error
+	// Class is the failure class: for OutcomeDeadLetter the class recorded
+	// in the dead letter ("permanent", "max_attempts", "key_reuse", ...);
+	// for a retried panic "panic"; otherwise empty.
+	Class string
+	// Reason is the text recorded as the Error of the dead letter's
+	// [deadletter.Failure]: the handler's error text, without the
+	// "permanent: " or "retry after" prefix of [Permanent] and
+	// [RetryAfter] (the class says it).
+	Reason string
+	// Duration is how long the middleware chain and handler ran.
+	Duration time.Duration
 }

@@ -10,12 +10,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// TestSettlerSendsOnNudge: ops queued before the count of unsettled
+// TestBatcherSendsOnNudge: ops queued before the count of unsettled
 // messages reaches zero go out in one batch at once when the last one's
 // nudge comes, not after the flush interval (an hour here).
-func TestSettlerSendsOnNudge(t *testing.T) {
+func TestBatcherSendsOnNudge(t *testing.T) {
 	t.Parallel()
-	f, s, settle, resolved := idleSettler(3)
+	f, s, settle, resolved := idleBatcher(3)
 	defer s.close()
 	for i := range 3 {
 		settle(i)
@@ -23,16 +23,16 @@ func TestSettlerSendsOnNudge(t *testing.T) {
 	wantOneBatch(t, f, resolved, 3)
 }
 
-// TestSettlerIdleRace: the ops of one FIFO receive, queued by several
+// TestBatcherIdleRace: the ops of one FIFO receive, queued by several
 // workers at once, each lowering the count of unsettled messages only
 // after its op is queued, go out in one delete call. Two calls would
 // unlock the receive's groups in two parts, so that the next receives
 // come back short, one after another.
-func TestSettlerIdleRace(t *testing.T) {
+func TestBatcherIdleRace(t *testing.T) {
 	t.Parallel()
 	for range 200 {
 		const n = 9
-		f, s, settle, resolved := idleSettler(n)
+		f, s, settle, resolved := idleBatcher(n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() { settle(i) })
@@ -43,13 +43,13 @@ func TestSettlerIdleRace(t *testing.T) {
 	}
 }
 
-// idleSettler runs a settler for a FIFO receive of n messages, idle once
+// idleBatcher runs a batcher for a FIFO receive of n messages, idle once
 // none is unsettled, with an hour's flush interval. settle(i) does what
 // the runner does for message i: queue its delete, then count it as
-// settled, nudging the settler when it was the last.
-func idleSettler(n int64) (f *nopSettleSQS, s *settler, settle func(i int), resolved *atomic.Int64) {
+// settled, nudging the batcher when it was the last.
+func idleBatcher(n int64) (f *nopSettleSQS, s *batcher, settle func(i int), resolved *atomic.Int64) {
 	f = &nopSettleSQS{}
-	s = newSettler(f, "https://sqs.test/123456789012/q.fifo", time.Hour, 8, zap.NewNop())
+	s = newBatcher(f, "https://sqs.test/123456789012/q.fifo", time.Hour, 8, zap.NewNop())
 	var unsettled atomic.Int64
 	unsettled.Store(n)
 	resolved = new(atomic.Int64)

@@ -1,11 +1,12 @@
-package consumer
+package sqsmsg
 
 import "time"
 
-// Observer receives the consumer's metrics events. Every method must return
-// quickly and be safe for concurrent use. Embed [NopObserver] to implement
-// only the methods you need. A panic in a method is recovered and logged
-// at error level with its stack; the consumer goes on.
+// Observer receives a runtime's metrics events (the long-poll consumer's
+// and the Lambda adapter's). Every method must return quickly and be safe
+// for concurrent use. Embed [NopObserver] to implement only the methods
+// you need. A panic in a method is recovered and logged at error level
+// with its stack; the runtime goes on.
 type Observer interface {
 	// Received is called once per message received from SQS.
 	Received(msg *Message)
@@ -37,7 +38,7 @@ type Observer interface {
 	// ReceiveFailed is called when a ReceiveMessage call failed (not when
 	// shutdown cut it short), with its error. The consumer retries after
 	// a short backoff; receives that keep failing with an error retrying
-	// cannot heal stop Run after [Config.ReceiveErrorGrace].
+	// cannot heal stop Run after consumer.Config.ReceiveErrorGrace.
 	ReceiveFailed(err error)
 }
 

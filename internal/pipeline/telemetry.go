@@ -1,0 +1,98 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"github.com/sqsonce/sqsonce/internal/telemetry"
+	"github.com/sqsonce/sqsonce/sqsmsg"
+)
+
+// Instrument returns cfg with the OpenTelemetry instrumentation of the
+// path (the instruments are in internal/telemetry): a process span per
+// message, started by a middleware put before cfg.Middleware, and the
+// metrics, fed by a wrapper of cfg.Observer that also ends the spans.
+// With a nil t (neither provider set) it returns cfg unchanged, so
+// telemetry off costs nothing.
+//
+// It is the one adapter from the path's events to OpenTelemetry, for
+// the consumer and the Lambda adapter alike, so a metric or span
+// attribute is defined once. (The consumer also counts and times its SQS
+// calls with t.)
+func Instrument(cfg Config, t *telemetry.Consumer) Config {
+	if t == nil {
+		return cfg
+	}
+	cfg.Middleware = append([]sqsmsg.Middleware{traceMiddleware(t)}, cfg.Middleware...)
+	next := cfg.Observer
+	if next == nil {
+		next = sqsmsg.NopObserver{}
+	}
+	cfg.Observer = &tracedObserver{next: next, t: t}
+	return cfg
+}
+
+// traceMiddleware starts each message's process span, parented to the
+// trace context in its attributes.
+func traceMiddleware(t *telemetry.Consumer) sqsmsg.Middleware {
+	return func(next sqsmsg.Handler) sqsmsg.Handler {
+		return sqsmsg.HandlerFunc(func(ctx context.Context, msg *sqsmsg.Message) error {
+			ctx = t.Start(ctx, msg, msg.QueueURL, msg.Attributes, msg.ID, msg.Key(), msg.ReceiveCount)
+			return next.Handle(ctx, msg)
+		})
+	}
+}
+
+// tracedObserver feeds the metrics and ends the spans, then calls next.
+type tracedObserver struct {
+	next sqsmsg.Observer
+	t    *telemetry.Consumer
+}
+
+func (o *tracedObserver) Received(msg *sqsmsg.Message) {
+	o.t.Received(context.Background())
+	o.next.Received(msg)
+}
+
+func (o *tracedObserver) HandlerDone(msg *sqsmsg.Message, d time.Duration, err error) {
+	o.t.HandlerDone(context.Background(), d)
+	o.next.HandlerDone(msg, d, err)
+}
+
+func (o *tracedObserver) Settled(msg *sqsmsg.Message, res sqsmsg.Result) {
+	o.t.Settled(context.Background(), msg, res.Outcome.String(), res.Class, res.Err)
+	o.next.Settled(msg, res)
+}
+
+func (o *tracedObserver) HeartbeatFailed(n int, err error) {
+	o.t.HeartbeatFailed(context.Background(), n)
+	o.next.HeartbeatFailed(n, err)
+}
+
+func (o *tracedObserver) LeaseLost(msg *sqsmsg.Message, err error) {
+	o.t.LeaseLost(context.Background(), msg, err)
+	o.next.LeaseLost(msg, err)
+}
+
+func (o *tracedObserver) DeadLettered(msg *sqsmsg.Message, err error) {
+	result := "sent"
+	if err != nil {
+		result = "failed"
+	}
+	o.t.DeadLettered(context.Background(), msg, result, err)
+	o.next.DeadLettered(msg, err)
+}
+
+func (o *tracedObserver) DeadLetterRefused(msg *sqsmsg.Message, err error) {
+	o.t.DeadLettered(context.Background(), msg, "refused", err)
+	o.next.DeadLetterRefused(msg, err)
+}
+
+func (o *tracedObserver) SettleFailed(msg *sqsmsg.Message, op string, err error) {
+	o.t.SettleFailed(context.Background(), op)
+	o.next.SettleFailed(msg, op, err)
+}
+
+// ReceiveFailed passes the failure on: the metrics counted it already,
+// as a failed ReceiveMessage call (the consumer's traced client).
+func (o *tracedObserver) ReceiveFailed(err error) { o.next.ReceiveFailed(err) }
