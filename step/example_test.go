@@ -2,7 +2,6 @@ package step_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -13,14 +12,18 @@ import (
 	"github.com/sqsonce/sqsonce/step"
 )
 
-// A handler of two steps, "reserve" and "charge", whose worker dies
-// (here: its handler stops with an error) after the first. The message's
-// next delivery resumes after the completed step: "reserve" does not run
-// again, its recorded result comes back, and only "charge" runs.
+// A handler of two steps, "reserve" and "charge", whose worker is killed
+// (simulated here by a panic, which leaves the message's record claimed,
+// as a killed process does) after the first. Once the dead worker's lease
+// has ended, the next delivery takes the record over and resumes after
+// the completed step: "reserve" does not run again, its recorded result
+// comes back, and only "charge" runs.
 func ExampleRun_resume() {
-	store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "orders"})
-	mw, _ := dedupe.New(dedupe.Config{Store: store})
-	crash := true
+	now := time.Now()
+	clock := func() time.Time { return now }
+	store := dedupe.NewMemory(dedupe.MemoryConfig{Namespace: "orders", NowFunc: clock})
+	mw, _ := dedupe.New(dedupe.Config{Store: store, Lease: time.Minute, NowFunc: clock})
+	killed := false
 	handler := consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 		seat, err := step.Run(ctx, "reserve", step.Options{Policy: step.Park}, func(context.Context) ([]byte, error) {
 			fmt.Println("reserving a seat")
@@ -29,9 +32,9 @@ func ExampleRun_resume() {
 		if err != nil {
 			return err
 		}
-		if crash {
-			crash = false
-			return errors.New("worker died") // a crash, as far as the record can tell
+		if !killed {
+			killed = true
+			panic("worker killed") // nothing after this point runs, nothing is released
 		}
 		_, err = step.Run(ctx, "charge", step.Options{Policy: step.Rerun}, func(context.Context) ([]byte, error) {
 			fmt.Printf("charging for %s\n", seat)
@@ -40,14 +43,18 @@ func ExampleRun_resume() {
 		return err
 	})
 	p := consumertest.New(consumer.Config{Handler: handler, Middleware: []consumer.Middleware{mw.Wrap}})
-	msg := func() *consumer.Message {
-		return consumertest.NewMessage(`{"order":42}`, consumertest.WithAttribute(consumer.AttrID, "order-42"))
+	deliver := func() {
+		msg := consumertest.NewMessage(`{"order":42}`, consumertest.WithAttribute(consumer.AttrID, "order-42"))
+		fmt.Println(p.Process(context.Background(), msg).Outcome)
 	}
-	fmt.Println(p.Process(context.Background(), msg()).Outcome)
-	fmt.Println(p.Process(context.Background(), msg()).Outcome)
-	fmt.Println(p.Process(context.Background(), msg()).Outcome)
+	deliver()                      // killed after "reserve"
+	deliver()                      // the dead worker's lease still holds the record
+	now = now.Add(2 * time.Minute) // its lease has ended
+	deliver()                      // taken over: resumes after "reserve"
+	deliver()                      // a redelivery of a completed message
 	// Output:
 	// reserving a seat
+	// retry
 	// retry
 	// charging for seat 12A
 	// ack
