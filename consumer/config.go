@@ -143,9 +143,9 @@ type Config struct {
 	// debug level one line is written per settled message: message
 	// [SettledMessage] ("settled") with fields message_id (the SQS
 	// MessageId), key (the dedupe key, without namespace), outcome (ack,
-	// duplicate, retry, dead_letter or release), receive_count (an
+	// duplicate, retry, dead_letter, release or hold), receive_count (an
 	// integer) and duration (the handler's run time), plus delay, class
-	// and error when they apply (the error's text without the prefix of
+	// and error when they apply (and not_before and resent for a hold) (the error's text without the prefix of
 	// [Permanent] or [RetryAfter], which the class or delay already says);
 	// never the body. At warning level each dead letter is logged once
 	// ("consumer: dead-lettered") with its class and reason (the error's
@@ -188,9 +188,17 @@ type Config struct {
 	// message with an S3 pointer is dead-lettered with a reason that says
 	// to set Payload.S3Client.
 	Payload PayloadConfig
-	// NowFunc returns the current time (failed_at of dead letters).
-	// Defaults to time.Now.
+	// NowFunc returns the current time (failed_at of dead letters, and
+	// whether a message with a not-before time is due). Defaults to
+	// time.Now.
 	NowFunc func() time.Time
+	// HoldHop is for tests: it caps both how long a message received
+	// before its not-before time ([AttrNotBefore]) is held by its
+	// visibility and the delay of a copy re-sent to hold it, so that a
+	// test sees a delay's hops in seconds. Whole seconds. Defaults to 0:
+	// SQS's own limits, 12 hours of visibility from the receive and 15
+	// minutes of delay.
+	HoldHop time.Duration
 
 	// receiveAhead is how many slots receive-ahead may add on top of
 	// Prefetch (see capacity); set by withDefaults when Prefetch is left
@@ -288,6 +296,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Backoff.Base < 0 || cfg.Backoff.Cap < 0 || (cfg.Backoff.Base > 0 && cfg.Backoff.Cap > 0 && cfg.Backoff.Cap < cfg.Backoff.Base) {
 		bad("Backoff: Base (%s) and Cap (%s) must be positive with Cap ≥ Base", cfg.Backoff.Base, cfg.Backoff.Cap)
 	}
+	if cfg.HoldHop < 0 || cfg.HoldHop%time.Second != 0 {
+		bad("HoldHop %s must be whole seconds (0 for SQS's limits)", cfg.HoldHop)
+	}
 	if cfg.ShutdownTimeout < 0 || cfg.FlushInterval < 0 {
 		bad("ShutdownTimeout (%s) and FlushInterval (%s) must not be negative", cfg.ShutdownTimeout, cfg.FlushInterval)
 	}
@@ -328,5 +339,6 @@ func (cfg Config) processing() pipeline.Config {
 		Logger:      cfg.Logger,
 		Observer:    cfg.Observer,
 		Payload:     cfg.Payload,
+		NowFunc:     cfg.NowFunc,
 	}
 }

@@ -967,6 +967,11 @@ func (r *runner) process(worker int, m *inflight) Result {
 		return res
 	}
 
+	if res.Outcome == OutcomeHold {
+		res = r.hold(m, res)
+		r.settled(m, res, true)
+		return res
+	}
 	if res.Outcome == OutcomeDeadLetter {
 		if err := r.deadLetter(m, res); err != nil {
 			// Not dead-lettered, so not deleted: retry it later instead.

@@ -1,8 +1,9 @@
 // Package consumer is sqsonce's SQS consumer: it long-polls a standard or
 // FIFO queue, runs a Handler for each message with bounded concurrency,
 // keeps in-flight messages invisible with a heartbeat, and settles each
-// message in exactly one way: ack, retry with backoff, dead-letter, or
-// release.
+// message in exactly one way: ack, retry with backoff, dead-letter,
+// release, or, for a message received before its not-before time
+// ([AttrNotBefore]), hold.
 //
 // A worker:
 //

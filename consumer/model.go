@@ -16,6 +16,11 @@ import (
 // ([sqsmsg.AttrID]).
 const AttrID = sqsmsg.AttrID
 
+// AttrNotBefore is the message attribute that carries a message's
+// not-before time; a message received before it is held
+// ([sqsmsg.AttrNotBefore]).
+const AttrNotBefore = sqsmsg.AttrNotBefore
+
 // Message is one received SQS message ([sqsmsg.Message]).
 type Message = sqsmsg.Message
 
@@ -82,6 +87,7 @@ const (
 	OutcomeRetry      = sqsmsg.OutcomeRetry
 	OutcomeDeadLetter = sqsmsg.OutcomeDeadLetter
 	OutcomeRelease    = sqsmsg.OutcomeRelease
+	OutcomeHold       = sqsmsg.OutcomeHold
 )
 
 // Failure classes recorded in a dead letter's deadletter.Failure.Class

@@ -31,6 +31,16 @@ type Event struct {
 	Payload string
 	// CreatedAt is when the event was written. Set by the writer.
 	CreatedAt time.Time
+	// NotBefore, when set, is the time before which the event must not
+	// be handled: the relay sends it as soon as it is committed, as
+	// producer.Message.NotBefore (SQS delays it up to 15 minutes; the
+	// consumer holds it the rest of the way), so it must be within the
+	// queue's MessageRetentionPeriod of the send, and the queue a
+	// standard one: otherwise the send is refused and the event parked
+	// (see [Store.Failed]). Events of one entity still leave in commit
+	// order; a consumer applies each at its own time. Stores keep it to
+	// the millisecond. Defaults to zero: handled when received.
+	NotBefore time.Time
 	// Trace is the writer's W3C trace context (traceparent, tracestate),
 	// set by [WithTraceContext]. The relay sends it as message attributes,
 	// so the consumer's span joins the writer's trace. Defaults to none.
@@ -72,8 +82,8 @@ var (
 // (only a dead event is never in a relay's hands).
 var ErrNotDead = errors.New("outbox: no dead event has that id")
 
-// Prepare checks ev and fills ID and CreatedAt, as every writer does before
-// storing an event.
+// Prepare checks ev, fills ID and CreatedAt and cuts NotBefore to the
+// millisecond, as every writer does before storing an event.
 func Prepare(ev *Event, now time.Time) error {
 	if ev.Entity == "" {
 		return ErrNoEntity
@@ -87,6 +97,8 @@ func Prepare(ev *Event, now time.Time) error {
 	if ev.CreatedAt.IsZero() {
 		ev.CreatedAt = now
 	}
+	// Kept to the millisecond by every store.
+	ev.NotBefore = ev.NotBefore.Truncate(time.Millisecond)
 	return nil
 }
 

@@ -233,7 +233,7 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 	}
 	msgs := make([]producer.Message, len(evs))
 	for i, ev := range evs {
-		msgs[i] = producer.Message{ID: ev.ID, Body: ev.Payload, GroupID: ev.Entity}
+		msgs[i] = producer.Message{ID: ev.ID, Body: ev.Payload, GroupID: ev.Entity, NotBefore: ev.NotBefore}
 		attrs := map[string]types.MessageAttributeValue{}
 		if ev.Type != "" {
 			attrs[AttrType] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(ev.Type)}

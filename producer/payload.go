@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sqsonce/sqsonce/internal/hold"
 	"github.com/sqsonce/sqsonce/internal/payload"
 )
 
@@ -163,10 +164,10 @@ func withAttr(attrs map[string]types.MessageAttributeValue, name string, v types
 }
 
 // reservedAttr returns the first attribute of attrs that the payload
-// settings write, or "".
+// settings or a NotBefore write, or "".
 func reservedAttr(attrs map[string]types.MessageAttributeValue) string {
 	for name := range attrs {
-		if payload.Reserved(name) {
+		if payload.Reserved(name) || hold.Reserved(name) {
 			return name
 		}
 	}

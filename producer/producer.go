@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/hold"
 	"github.com/sqsonce/sqsonce/internal/sdkhttp"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
@@ -127,6 +128,11 @@ type Config struct {
 	// bodies (see [PayloadConfig]). Defaults to neither: a message too
 	// large for the queue fails with ErrTooLarge.
 	Payload PayloadConfig
+	// DelayHop is for tests: the longest DelaySeconds a message with a
+	// NotBefore is sent with (a consumer holds it the rest of the way),
+	// so that a test sees its hops in seconds. Defaults to 15 minutes,
+	// SQS's most.
+	DelayHop time.Duration
 }
 
 // Message is one message to send.
@@ -152,6 +158,20 @@ type Message struct {
 	// Delay postpones delivery (standard queues only; whole seconds up to
 	// 15 minutes).
 	Delay time.Duration
+	// NotBefore, when set, is the time before which the message must not
+	// run: any time within the queue's MessageRetentionPeriod (less a
+	// minute), read once with GetQueueAttributes; a later one fails with
+	// [ErrBeyondRetention]. SQS delays it as long as it can (15 minutes),
+	// and a consumer built with sqsonce (the consumer, the Lambda adapter)
+	// holds it the rest of the way by SQS's own means, then runs it at
+	// its time with its body, attributes and id as sent. It travels in
+	// [AttrNotBefore] (one of the 10 attributes; the message is sized
+	// with the attribute as long as a re-sent copy carries it). Standard
+	// queues only: SQS takes no per-message delay on a FIFO queue, where
+	// it is refused ([ErrInvalid]). Not with Delay. A time already past
+	// sends the message at once, as a plain one. See "Delays beyond 15
+	// minutes" in the README.
+	NotBefore time.Time
 }
 
 // Result is what happened to one message, at the same index as the
@@ -177,8 +197,9 @@ type Producer struct {
 	fifo bool
 	send sender
 
-	limitMu sync.Mutex
-	limit   int // the largest message the queue takes; 0 until read
+	limitMu   sync.Mutex
+	limit     int           // the largest message the queue takes; 0 until read
+	retention time.Duration // the queue's MessageRetentionPeriod; 0 until read
 }
 
 // New checks cfg and fills its defaults.
@@ -191,6 +212,9 @@ func New(cfg Config) (*Producer, error) {
 	}
 	if cfg.MaxAttempts < 0 || cfg.Concurrency < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 {
 		return nil, errors.New("producer: MaxAttempts, Concurrency and the backoff bounds must not be negative")
+	}
+	if cfg.DelayHop < 0 || cfg.DelayHop%time.Second != 0 {
+		return nil, errors.New("producer: Config.DelayHop must be whole seconds (0 for 15 minutes)")
 	}
 	if cfg.MaxMessageBytes != 0 && (cfg.MaxMessageBytes < MinMessageBytes || cfg.MaxMessageBytes > MaxMessageBytes) {
 		return nil, fmt.Errorf("producer: Config.MaxMessageBytes must be the queue's MaximumMessageSize, %d to %d (or 0 to read it from the queue)", MinMessageBytes, MaxMessageBytes)
@@ -230,10 +254,13 @@ func (p *Producer) MaxMessageBytes(ctx context.Context) (int, error) {
 	}
 	out, err := p.cfg.Client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(p.cfg.QueueURL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize, types.QueueAttributeNameMessageRetentionPeriod},
 	}, sdkhttp.SQS)
 	if err != nil {
 		return 0, fmt.Errorf("producer: read the queue's MaximumMessageSize (allow sqs:GetQueueAttributes, or set Config.MaxMessageBytes): %w", err)
+	}
+	if p.retention == 0 {
+		_ = p.keepRetention(out.Attributes) // read here for a NotBefore, else when one needs it
 	}
 	raw := out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)]
 	n, err := strconv.Atoi(raw)
@@ -283,9 +310,14 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 		return results
 	}
 	var pending []int
+	now := time.Now()
 	for i, m := range msgs {
 		if name := reservedAttr(m.Attributes); name != "" {
-			results[i].Err = invalidError{fmt.Errorf("producer: the message attribute %s is reserved: sqsonce writes it for a body in S3 or compressed (Config.Payload)", name)}
+			results[i].Err = invalidError{fmt.Errorf("producer: the message attribute %s is reserved: sqsonce writes it for a body in S3 or compressed (Config.Payload) or a NotBefore", name)}
+			continue
+		}
+		if msgs[i], err = p.notBefore(ctx, m, now); err != nil {
+			results[i].Err = err
 			continue
 		}
 		if p.cfg.Payload.on() {
@@ -415,13 +447,20 @@ func (invalidError) Is(target error) bool { return target == ErrInvalid }
 
 // messageSize is the size SQS counts, as the message is sent with
 // sqsonce-id id: the body plus each attribute's name, data type and value.
+//
+// The not-before attribute counts as long as a re-sent copy's can be
+// (hold.MaxLen), so that the copies a consumer sends fit too.
 func messageSize(m Message, id string) int {
 	n := len(m.Body)
 	for name, v := range m.Attributes {
 		if name == AttrID {
 			continue
 		}
-		n += attrSize(name, aws.ToString(v.DataType), aws.ToString(v.StringValue), v.BinaryValue)
+		str := aws.ToString(v.StringValue)
+		if name == AttrNotBefore {
+			n += max(len(str), hold.MaxLen) - len(str)
+		}
+		n += attrSize(name, aws.ToString(v.DataType), str, v.BinaryValue)
 	}
 	return n + attrSize(AttrID, "String", id, nil)
 }

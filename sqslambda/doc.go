@@ -14,7 +14,11 @@
 //   - FIFO: a message group's records run one at a time in order; once one
 //     is retried or released, the group's later records are reported as
 //     failures without running (behind a retry, kept invisible for its
-//     delay), other groups go on.
+//     delay), other groups go on;
+//   - a record received before its not-before time (producer's
+//     Message.NotBefore): not run but held as the consumer holds it, a
+//     failure with its visibility set to the time left, or a fresh
+//     delayed copy sent and success.
 //
 // The handlers' context ends DeadlineMargin before the invocation's
 // deadline, so a dedupe lease (capped at the context's deadline) never

@@ -126,6 +126,12 @@ type Config struct {
 	MeterProvider  metric.MeterProvider
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
+	// HoldHop is for tests: it caps both how long a record received
+	// before its not-before time (sqsmsg.AttrNotBefore) is held by its
+	// visibility and the delay of a copy re-sent to hold it, as
+	// consumer.Config.HoldHop does. Whole seconds. Defaults to 0: SQS's
+	// own limits, 12 hours of visibility and 15 minutes of delay.
+	HoldHop time.Duration
 	// Payload reads bodies stored in S3 (AWS's extended client format) or
 	// compressed before the handler runs, as in the consumer (see
 	// consumer.PayloadConfig). DeleteAfterAck is not supported here: the
@@ -183,6 +189,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Payload.DeleteAfterAck {
 		return nil, errors.New("sqslambda: Config.Payload.DeleteAfterAck is not supported (the event source mapping deletes the message after the invocation): set an S3 lifecycle rule on the bucket instead")
 	}
+	if cfg.HoldHop < 0 || cfg.HoldHop%time.Second != 0 {
+		return nil, fmt.Errorf("sqslambda: Config.HoldHop %s must be whole seconds (0 for SQS's limits)", cfg.HoldHop)
+	}
 	if cfg.Payload.MaxBytes < 0 {
 		return nil, fmt.Errorf("sqslambda: Config.Payload.MaxBytes %d is negative", cfg.Payload.MaxBytes)
 	}
@@ -222,6 +231,7 @@ func New(cfg Config) (*Handler, error) {
 		Logger:      h.log,
 		Observer:    h.obs,
 		Payload:     cfg.Payload,
+		NowFunc:     h.now,
 	}, telemetry.NewConsumer(cfg.TracerProvider, cfg.MeterProvider, ""))
 	// Every Observer call, here and in the path, recovers a panic in it.
 	pcfg.Observer = pipeline.Guard(pcfg.Observer, h.log)
@@ -266,7 +276,12 @@ var (
 //     backoff delay): never lost;
 //   - release, and records not run (a FIFO group stopped by an earlier
 //     failure, or no time left): failure, visibility set to 0, or, behind
-//     a retried record of their FIFO group, to that retry's delay.
+//     a retried record of their FIFO group, to that retry's delay;
+//   - hold, a record received before its not-before time
+//     (consumer.AttrNotBefore), not run: held as the consumer holds it
+//     (settle.Hold), either reported as a failure with its visibility
+//     set to the time left, or sent again as a fresh delayed copy and
+//     reported as a success (Lambda deletes the record).
 //
 // On a FIFO queue a message group's records run one at a time, in order;
 // once one of them is retried or released, the group's later records in
@@ -517,6 +532,10 @@ func (h *Handler) settle(ctx context.Context, r *record, res *sqsmsg.Result) {
 			}
 		}
 	}
+	if res.Outcome == sqsmsg.OutcomeHold {
+		h.hold(ctx, r, res)
+		return
+	}
 	act := settle.Decide(res.Outcome, res.Delay, r.received, h.now())
 	if act.Done {
 		return
@@ -632,4 +651,36 @@ func receivedAt(msg *sqsmsg.Message, now time.Time) (time.Time, bool) {
 		}
 	}
 	return now, false
+}
+
+// hold settles r, received before its not-before time (res is the
+// pipeline's OutcomeHold), as the consumer does (settle.Hold): a batch
+// item failure with its visibility set to the time left, or a fresh
+// copy sent and r reported as a success, so that the event source mapping
+// deletes it. A copy that cannot be sent is held by its visibility
+// instead. res records what was done.
+func (h *Handler) hold(ctx context.Context, r *record, res *sqsmsg.Result) {
+	r.q.mu.Lock()
+	maxReceives := settle.MaxReceiveCount(r.q.redrive)
+	r.q.mu.Unlock()
+	now := h.now()
+	act := settle.Hold(res.NotBefore, r.msg.ReceiveCount, maxReceives, h.cfg.HoldHop, r.received, now)
+	if act.Resend {
+		err := settle.Resend(ctx, h.client, settle.Copy{
+			QueueURL: r.url, Body: r.ev.Body, Attributes: r.msg.Raw.MessageAttributes,
+			MessageID: r.ev.MessageId, SentAt: r.msg.SentAt, Delay: act.Seconds,
+		})
+		if err == nil {
+			res.Resent, res.Delay = true, time.Duration(act.Seconds)*time.Second
+			return
+		}
+		act.Seconds = settle.HoldFallback(res.NotBefore, h.cfg.HoldHop, r.received, now)
+		res.Err = err
+		h.log.Warn("sqslambda: re-sending a held message failed; it is held by its visibility instead",
+			zap.String("message_id", r.msg.ID), zap.Time("not_before", res.NotBefore),
+			zap.Int32("visibility_seconds", act.Seconds), zap.Error(err))
+	}
+	res.Delay = time.Duration(act.Seconds) * time.Second
+	r.failed = true
+	h.changeVisibility(ctx, r, act.Seconds)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/hold"
 	"github.com/sqsonce/sqsonce/internal/msgstate"
 )
 
@@ -17,13 +18,25 @@ import (
 // dead letter carries one.
 const AttrID = deadletter.AttrID
 
+// AttrNotBefore is the message attribute that carries a message's
+// not-before time (producer.Message.NotBefore; see "Delays beyond 15
+// minutes" in docs/large-messages.md). A message received before that
+// time is not run but held ([OutcomeHold]): its visibility is set to the
+// time left, at most once per copy, or a fresh copy is sent delayed by
+// up to 15 minutes and this one deleted. It runs once received at or
+// after its time, its handler seeing it as first sent: the body and
+// attributes as sent, [Message.ID] and [Message.SentAt] the first copy's.
+const AttrNotBefore = hold.Attr
+
 // state is embedded in Message under an unexported name: what only the
 // runtimes write (see internal/msgstate).
 type state = msgstate.State
 
 // Message is one received SQS message.
 type Message struct {
-	// ID is the SQS MessageId.
+	// ID is the SQS MessageId. For a message held past its not-before
+	// time by re-sending it ([AttrNotBefore]), it is the first copy's, as
+	// the producer's Result named it ([Message.Raw] is the copy received).
 	ID string
 	// Body is the message body as its producer sent it. For a message
 	// whose body was stored in S3 or compressed (see [PayloadConfig]) it
@@ -41,7 +54,8 @@ type Message struct {
 	// waited behind an earlier message of its group and did not run:
 	// [Message.Attempt] leaves those out.
 	ReceiveCount int
-	// SentAt is SentTimestamp; zero when SQS did not send it.
+	// SentAt is SentTimestamp; zero when SQS did not send it. For a
+	// re-sent copy of a held message, the first copy's.
 	SentAt time.Time
 	// GroupID is the FIFO MessageGroupId; empty on standard queues.
 	GroupID string
@@ -77,7 +91,10 @@ func (m *Message) WireBody() string {
 // process that put the message back knows: one received next by another
 // process, or after a restart, counts those receives as attempts, as
 // ReceiveCount does. Outside the consumer (the Lambda adapter,
-// consumertest) it is ReceiveCount. It is at least 1.
+// consumertest) it is ReceiveCount. In both, the receive in which a copy
+// was held until its not-before time ([AttrNotBefore]; its
+// ApproximateFirstReceiveTimestamp is before that time) is left out. It
+// is at least 1.
 func (m *Message) Attempt() int { return max(m.ReceiveCount-msgstate.Unrun(&m.state), 1) }
 
 // Key is the message's dedupe id, as the consumer's KeyFunc returned it

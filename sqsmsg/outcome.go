@@ -27,10 +27,15 @@ const (
 	// group's later messages after an earlier one was retried: they come
 	// back with it).
 	OutcomeRelease
+	// OutcomeHold: received before its not-before time (see
+	// [AttrNotBefore]), not run, and held by SQS until then: its
+	// visibility set to the time left, or a fresh copy sent delayed and
+	// this one deleted once it was sent (see [Result.Resent]).
+	OutcomeHold
 )
 
-// String returns the outcome as logged: ack, duplicate, retry, dead_letter
-// or release.
+// String returns the outcome as logged: ack, duplicate, retry,
+// dead_letter, release or hold.
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeAck:
@@ -43,6 +48,8 @@ func (o Outcome) String() string {
 		return "dead_letter"
 	case OutcomeRelease:
 		return "release"
+	case OutcomeHold:
+		return "hold"
 	}
 	return "unknown"
 }
@@ -139,4 +146,11 @@ type Result struct {
 	Reason string
 	// Duration is how long the middleware chain and handler ran.
 	Duration time.Duration
+	// NotBefore is, for OutcomeHold, the message's not-before time: when
+	// it runs.
+	NotBefore time.Time
+	// Resent is set, for OutcomeHold, when the message was held by
+	// sending a fresh copy (delayed by Delay) and deleting it; otherwise
+	// its visibility was set to Delay.
+	Resent bool
 }

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"time"
 )
 
-// credit is one ledger message: credit Amount to Account, once per ID.
+// credit is one ledger message: credit Amount to Account, once per ID,
+// and not before NotBefore when it is set (`send -not-before`).
 type credit struct {
-	ID      string
-	Account string
-	Amount  int64
+	ID        string
+	Account   string
+	Amount    int64
+	NotBefore time.Time
 }
 
 // errMalformed is wrapped by every parse error: the message can never be
@@ -24,7 +27,8 @@ var jsonInteger = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 
 // parseCredit reads a credit body: a JSON object with non-empty string
 // fields "id" and "account" and "amount" a JSON integer (no fraction, no
-// exponent, no quotes) within int64. Other fields are ignored.
+// exponent, no quotes) within int64, and optionally "not_before", an RFC
+// 3339 time. Other fields are ignored.
 func parseCredit(body string) (credit, error) {
 	fields, err := decodeObject(body)
 	if err != nil {
@@ -36,6 +40,15 @@ func parseCredit(body string) (credit, error) {
 	}
 	if c.Account, c.Amount, err = accountAmount(fields); err != nil {
 		return credit{}, err
+	}
+	if _, ok := fields["not_before"]; ok {
+		s, err := stringField(fields, "not_before")
+		if err != nil {
+			return credit{}, err
+		}
+		if c.NotBefore, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return credit{}, fmt.Errorf("%w: \"not_before\" is not an RFC 3339 time", errMalformed)
+		}
 	}
 	return c, nil
 }

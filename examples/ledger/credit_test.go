@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -13,14 +14,15 @@ func TestParseCredit(t *testing.T) {
 		body string
 		want credit
 	}{
-		{`{"id":"c1","account":"a1","amount":12}`, credit{"c1", "a1", 12}},
-		{`{"id":"c1","account":"a1","amount":-5,"note":"x"}`, credit{"c1", "a1", -5}},
-		{` {"amount":0,"account":"a","id":"i"} `, credit{"i", "a", 0}},
-		{`{"id":"c","account":"a","amount":9223372036854775807}`, credit{"c", "a", 9223372036854775807}},
+		{`{"id":"c1","account":"a1","amount":12}`, credit{"c1", "a1", 12, time.Time{}}},
+		{`{"id":"c1","account":"a1","amount":-5,"note":"x"}`, credit{"c1", "a1", -5, time.Time{}}},
+		{` {"amount":0,"account":"a","id":"i"} `, credit{"i", "a", 0, time.Time{}}},
+		{`{"id":"c","account":"a","amount":9223372036854775807}`, credit{"c", "a", 9223372036854775807, time.Time{}}},
+		{`{"id":"c","account":"a","amount":1,"not_before":"2026-03-01T09:30:00.250Z"}`, credit{"c", "a", 1, time.Date(2026, 3, 1, 9, 30, 0, 250e6, time.UTC)}},
 	}
 	for _, tc := range good {
 		got, err := parseCredit(tc.body)
-		if err != nil || got != tc.want {
+		if err != nil || got.ID != tc.want.ID || got.Account != tc.want.Account || got.Amount != tc.want.Amount || !got.NotBefore.Equal(tc.want.NotBefore) {
 			t.Errorf("parseCredit(%s) = %+v, %v; want %+v", tc.body, got, err, tc.want)
 		}
 	}
@@ -31,6 +33,7 @@ func TestParseCredit(t *testing.T) {
 		`{"id":"c","account":"a"}`, `{"id":"c","account":"a","amount":12.5}`, `{"id":"c","account":"a","amount":"12"}`,
 		`{"id":"c","account":"a","amount":1e3}`, `{"id":"c","account":"a","amount":9223372036854775808}`,
 		`{"id":"c","account":"a","amount":null}`, `{"id":"c","account":"a","amount":true}`, `{"id":"c","account":"a","amount":-0.0}`,
+		`{"id":"c","account":"a","amount":1,"not_before":"tomorrow"}`, `{"id":"c","account":"a","amount":1,"not_before":1}`,
 	}
 	for _, body := range bad {
 		if c, err := parseCredit(body); !errors.Is(err, errMalformed) {

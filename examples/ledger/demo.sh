@@ -6,8 +6,9 @@
 # same Idempotency-Keys, which a relay publishes from the outbox; two workers
 # consume everything. One worker, one server and the relay are killed with
 # SIGKILL mid-way and restarted. At the end every distinct credit (message
-# id or API key) must have been applied exactly once and the DLQ must hold
-# exactly the malformed messages. It ends by starting the web console on the
+# id or API key) must have been applied exactly once, the credits sent due a
+# minute later at or after their time, and the DLQ must hold exactly the
+# malformed messages. It ends by starting the web console on the
 # ledger's queues, outbox and Idempotency-Keys, left running with the stack
 # (`make stack-down` stops both), and prints its URL last.
 set -euo pipefail
@@ -44,6 +45,13 @@ packed=$(ledger send -n "$LARGE" -accounts 50 -memo-bytes 10240 -compress -json)
 distinct=$((distinct + $(field distinct <<<"$large") + $(field distinct <<<"$packed")))
 expected=$((expected + $(field total <<<"$large") + $(field total <<<"$packed")))
 echo "sent $(field distinct <<<"$large") credits of 2 MiB (bodies in S3, pointers in SQS) and $(field distinct <<<"$packed") compressed ones"
+
+DELAYED=${DEMO_DELAYED_CREDITS:-20}
+step "ledger send -n $DELAYED -not-before 1m -hop 20s (credits due in a minute: SQS delays them 20 s, the workers hold them the rest of the way)"
+later=$(ledger send -n "$DELAYED" -accounts 50 -not-before 1m -hop 20s -json)
+distinct=$((distinct + $(field distinct <<<"$later")))
+expected=$((expected + $(field total <<<"$later")))
+echo "sent $(field distinct <<<"$later") credits due at $(sed -n 's/.*"not_before":"\([^"]*\)".*/\1/p' <<<"$later")"
 
 workers=()
 servers=()
@@ -133,11 +141,14 @@ dlq=$(ledger status -json | field dlq_visible)
 audit=$(ledger audit -json)
 twice=$(field applied_twice <<<"$audit")
 journal=$(field credits <<<"$audit")
+delayed=$(field delayed <<<"$audit")
+early=$(field early <<<"$audit")
 printf 'API keys sent:            %s (201s: %s, replays: %s, 409s: %s, 422s: %s)\n' "$(field keys <<<"$posted")" "$(field created <<<"$posted")" "$(field replays <<<"$posted")" "$(field conflict <<<"$posted")" "$(field reused <<<"$posted")"
 printf 'credits sent (distinct):  %s (queue and API)\n' "$distinct"
 printf 'total expected:           %s\n' "$expected"
 printf 'total in DynamoDB:        %s\n' "$total"
 printf 'credits in the journal:   %s (applied more than once: %s)\n' "$journal" "$twice"
+printf 'delayed credits applied:  %s of %s (before their time: %s)\n' "$delayed" "$DELAYED" "$early"
 printf 'malformed messages sent:  %s\n' "$malformed"
 printf 'messages in the DLQ:      %s\n' "$dlq"
 
@@ -148,10 +159,11 @@ echo
 if [ "$dlq" -gt "$malformed" ]; then
 	echo "note: a worker killed between a DLQ send and its delete leaves a second copy in the DLQ ($dlq > $malformed); each copy carries the same sqsonce-id"
 fi
-if [ "$total" = "$expected" ] && [ "$journal" = "$distinct" ] && [ "$twice" = 0 ] && [ "$dlq" -ge "$malformed" ]; then
-	echo "PASS: every distinct credit applied exactly once ($distinct credits, total $total; $dlq malformed in the DLQ)"
+if [ "$total" = "$expected" ] && [ "$journal" = "$distinct" ] && [ "$twice" = 0 ] && [ "$dlq" -ge "$malformed" ] &&
+	[ "$delayed" = "$DELAYED" ] && [ "$early" = 0 ]; then
+	echo "PASS: every distinct credit applied exactly once ($distinct credits, total $total; $dlq malformed in the DLQ; the $delayed delayed ones at or after their time)"
 else
-	echo "FAIL: every distinct credit applied exactly once: expected total $expected, got $total; journal $journal of $distinct, $twice applied twice; DLQ holds $dlq, expected at least $malformed"
+	echo "FAIL: every distinct credit applied exactly once: expected total $expected, got $total; journal $journal of $distinct, $twice applied twice; DLQ holds $dlq, expected at least $malformed; delayed credits applied $delayed of $DELAYED, $early before their time"
 	exit 1
 fi
 echo "The stack stays up: source .stack/env to explore (ledger: $bin/ledger -queue $name ...); make stack-down stops it."

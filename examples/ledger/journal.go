@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,8 +22,22 @@ import (
 const journalPrefix = "~credit#"
 
 // creditWrites are a credit's effects: the account's balance and its
-// journal row, for one TransactWriteItems with the dedupe record.
-func creditWrites(table string, c credit) []ddbtypes.TransactWriteItem {
+// journal row, for one TransactWriteItems with the dedupe record. The
+// row keeps when the credit was first applied (now, the handler's time:
+// the transaction commits after it) and, for a delayed credit, its
+// not-before time, so that `ledger audit` can tell one applied early.
+func creditWrites(table string, c credit, now time.Time) []ddbtypes.TransactWriteItem {
+	set := "ADD applied :one SET credit_account = :account, amount = :amount, applied_at = if_not_exists(applied_at, :now)"
+	values := map[string]ddbtypes.AttributeValue{
+		":one":     &ddbtypes.AttributeValueMemberN{Value: "1"},
+		":account": &ddbtypes.AttributeValueMemberS{Value: c.Account},
+		":amount":  &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(c.Amount, 10)},
+		":now":     &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
+	}
+	if !c.NotBefore.IsZero() {
+		set += ", not_before = :nb"
+		values[":nb"] = &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(c.NotBefore.UnixMilli(), 10)}
+	}
 	return []ddbtypes.TransactWriteItem{
 		{Update: &ddbtypes.Update{
 			TableName:                 aws.String(table),
@@ -31,14 +46,10 @@ func creditWrites(table string, c credit) []ddbtypes.TransactWriteItem {
 			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":amount": &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(c.Amount, 10)}},
 		}},
 		{Update: &ddbtypes.Update{
-			TableName:        aws.String(table),
-			Key:              map[string]ddbtypes.AttributeValue{"account": &ddbtypes.AttributeValueMemberS{Value: journalPrefix + c.ID}},
-			UpdateExpression: aws.String("ADD applied :one SET credit_account = :account, amount = :amount"),
-			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
-				":one":     &ddbtypes.AttributeValueMemberN{Value: "1"},
-				":account": &ddbtypes.AttributeValueMemberS{Value: c.Account},
-				":amount":  &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(c.Amount, 10)},
-			},
+			TableName:                 aws.String(table),
+			Key:                       map[string]ddbtypes.AttributeValue{"account": &ddbtypes.AttributeValueMemberS{Value: journalPrefix + c.ID}},
+			UpdateExpression:          aws.String(set),
+			ExpressionAttributeValues: values,
 		}},
 	}
 }
@@ -49,6 +60,24 @@ type auditReport struct {
 	Total        int64    `json:"total"`         // their amounts added up once each
 	AppliedTwice int      `json:"applied_twice"` // credits applied more than once
 	Examples     []string `json:"examples,omitempty"`
+	// Delayed counts the credits sent with -not-before; Early those of
+	// them first applied before their time (EarlyExamples names some).
+	Delayed       int      `json:"delayed"`
+	Early         int      `json:"early"`
+	EarlyExamples []string `json:"early_examples,omitempty"`
+}
+
+// delayed records a journal row's not-before time and first application
+// (milliseconds; notBefore 0 for a credit sent without one).
+func (r *auditReport) delayed(id string, notBefore, appliedAt int64) {
+	if notBefore == 0 {
+		return
+	}
+	r.Delayed++
+	if appliedAt < notBefore {
+		r.Early++
+		r.EarlyExamples = append(r.EarlyExamples, id)
+	}
 }
 
 func cmdAudit(ctx context.Context, g *global, args []string, stdout, stderr io.Writer) error {
@@ -84,20 +113,24 @@ func cmdAudit(ctx context.Context, g *global, args []string, stdout, stderr io.W
 				rep.AppliedTwice++
 				rep.Examples = append(rep.Examples, strings.TrimPrefix(id.Value, journalPrefix))
 			}
+			rep.delayed(strings.TrimPrefix(id.Value, journalPrefix), number(item["not_before"]), number(item["applied_at"]))
 		}
 	}
 	return printAudit(stdout, rep, *asJSON)
 }
 
 func printAudit(stdout io.Writer, rep auditReport, asJSON bool) error {
-	sort.Strings(rep.Examples)
-	if len(rep.Examples) > 10 {
-		rep.Examples = rep.Examples[:10]
+	for _, ex := range []*[]string{&rep.Examples, &rep.EarlyExamples} {
+		sort.Strings(*ex)
+		if len(*ex) > 10 {
+			*ex = (*ex)[:10]
+		}
 	}
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
-	fmt.Fprintf(stdout, "%d credits applied (total %d); %d applied more than once %v\n", rep.Credits, rep.Total, rep.AppliedTwice, rep.Examples)
+	fmt.Fprintf(stdout, "%d credits applied (total %d); %d applied more than once %v; %d delayed, %d of them applied before their time %v\n",
+		rep.Credits, rep.Total, rep.AppliedTwice, rep.Examples, rep.Delayed, rep.Early, rep.EarlyExamples)
 	return nil
 }
 

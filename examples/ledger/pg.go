@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,6 +45,9 @@ CREATE TABLE IF NOT EXISTS ` + tableJournal + ` (
     amount    bigint NOT NULL,
     applied   bigint NOT NULL
 );
+-- When a credit was first applied, and the time a delayed one was due.
+ALTER TABLE ` + tableJournal + ` ADD COLUMN IF NOT EXISTS applied_at timestamptz,
+    ADD COLUMN IF NOT EXISTS not_before timestamptz;
 CREATE TABLE IF NOT EXISTS ` + tableAPICredits + ` (
     record_key text        PRIMARY KEY, -- idempotency.RecordKey(scope, key)
     credit_id  text        NOT NULL UNIQUE,
@@ -130,15 +134,21 @@ func checkPostgres(ctx context.Context, pool *pgxpool.Pool, schema string) error
 const (
 	creditBalanceSQL = `INSERT INTO ` + tableAccounts + ` AS a (account, balance) VALUES ($1, $2)
 ON CONFLICT (account) DO UPDATE SET balance = a.balance + excluded.balance`
-	creditJournalSQL = `INSERT INTO ` + tableJournal + ` AS j (credit_id, account, amount, applied) VALUES ($1, $2, $3, 1)
+	creditJournalSQL = `INSERT INTO ` + tableJournal + ` AS j (credit_id, account, amount, applied, applied_at, not_before) VALUES ($1, $2, $3, 1, $4, $5)
 ON CONFLICT (credit_id) DO UPDATE SET applied = j.applied + 1`
 )
 
+// applyCreditTx applies c in tx, noting the handler's time (the
+// transaction commits after it) as when it was first applied.
 func applyCreditTx(ctx context.Context, tx pgx.Tx, c credit) error {
 	if _, err := tx.Exec(ctx, creditBalanceSQL, c.Account, c.Amount); err != nil {
 		return fmt.Errorf("balance of %s: %w", c.Account, err)
 	}
-	if _, err := tx.Exec(ctx, creditJournalSQL, c.ID, c.Account, c.Amount); err != nil {
+	var notBefore *time.Time
+	if !c.NotBefore.IsZero() {
+		notBefore = &c.NotBefore
+	}
+	if _, err := tx.Exec(ctx, creditJournalSQL, c.ID, c.Account, c.Amount, time.Now(), notBefore); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil
@@ -179,14 +189,17 @@ func balancesPostgres(ctx context.Context, pool *pgxpool.Pool) (map[string]int64
 // auditPostgres reads the journal; a malformed row is an error.
 func auditPostgres(ctx context.Context, pool *pgxpool.Pool) (auditReport, error) {
 	var rep auditReport
-	rows, err := pool.Query(ctx, `SELECT credit_id, amount::text, applied::text FROM `+tableJournal+` ORDER BY credit_id`)
+	rows, err := pool.Query(ctx, `SELECT credit_id, amount::text, applied::text,
+	coalesce(floor(extract(epoch FROM not_before) * 1000)::bigint, 0), coalesce(floor(extract(epoch FROM applied_at) * 1000)::bigint, 0)
+	FROM `+tableJournal+` ORDER BY credit_id`)
 	if err != nil {
 		return rep, fmt.Errorf("postgres: read %s: %w (run `ledger -store postgres setup` first)", tableJournal, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id, amount, applied *string
-		if err := rows.Scan(&id, &amount, &applied); err != nil {
+		var notBefore, appliedAt int64
+		if err := rows.Scan(&id, &amount, &applied, &notBefore, &appliedAt); err != nil {
 			return rep, fmt.Errorf("postgres: read %s: %w", tableJournal, err)
 		}
 		if id == nil || amount == nil || applied == nil {
@@ -203,6 +216,7 @@ func auditPostgres(ctx context.Context, pool *pgxpool.Pool) (auditReport, error)
 			rep.AppliedTwice++
 			rep.Examples = append(rep.Examples, *id)
 		}
+		rep.delayed(*id, notBefore, appliedAt)
 	}
 	if err := rows.Err(); err != nil {
 		return rep, fmt.Errorf("postgres: read %s: %w", tableJournal, err)

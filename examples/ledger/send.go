@@ -10,6 +10,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/sqsonce/sqsonce/producer"
 )
@@ -21,6 +22,9 @@ type sendReport struct {
 	Duplicates int   `json:"duplicates"` // extra messages repeating a credit's id
 	Malformed  int   `json:"malformed"`  // messages that must end in the DLQ
 	Messages   int   `json:"messages"`   // messages sent in all
+	// NotBefore is the time the credits are due (-not-before), RFC 3339;
+	// empty when they are due at once.
+	NotBefore string `json:"not_before,omitempty"`
 	// Accounts is the balance each account must gain.
 	Accounts map[string]int64 `json:"accounts"`
 }
@@ -46,6 +50,8 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	memoBytes := fs.Int("memo-bytes", 0, "add a memo of `N` bytes of text to each credit; a credit too large for a message goes to S3 (the ledger's bucket) behind a pointer")
 	compress := fs.Bool("compress", false, "compress credits over 1 KiB with zstd (sqsonce-encoding)")
+	notBefore := fs.Duration("not-before", 0, "schedule the credits `D` in the future (e.g. 2h, up to the queue's retention): each is applied at or after its time, once; standard queues only")
+	hop := fs.Duration("hop", 0, "for tests and the demo: the longest DelaySeconds of a delayed credit, whole seconds (default 15m, SQS's most); the worker holds it the rest of the way")
 	names, c, err := g.open(ctx, fs, args, func() error {
 		switch {
 		case *n < 0:
@@ -58,6 +64,10 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 			return usagef("send: -bad-rate must be between 0 and 1")
 		case *memoBytes < 0 || *memoBytes > maxMemoBytes:
 			return usagef("send: -memo-bytes must be between 0 and %d", maxMemoBytes)
+		case *notBefore < 0:
+			return usagef("send: -not-before must not be negative")
+		case *hop < 0 || *hop > 15*time.Minute || *hop%time.Second != 0:
+			return usagef("send: -hop must be whole seconds up to 15m")
 		}
 		return nil
 	})
@@ -74,7 +84,15 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	_, _ = rand.Read(run)
 	prefix := hex.EncodeToString(run)
 	rep := sendReport{Accounts: map[string]int64{}}
-	type outgoing struct{ id, account, body string }
+	var due time.Time
+	if *notBefore > 0 {
+		due = time.Now().Add(*notBefore).Truncate(time.Millisecond)
+		rep.NotBefore = due.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	}
+	type outgoing struct {
+		id, account, body string
+		due               time.Time
+	}
 	var msgs []outgoing
 	for i := range *n {
 		id := fmt.Sprintf("credit-%s-%06d", prefix, i)
@@ -84,8 +102,13 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		if *memoBytes > 0 {
 			fields["memo"] = memo(*memoBytes)
 		}
+		if !due.IsZero() {
+			// In the body too: the worker's journal records it beside
+			// when the credit was applied (ledger audit).
+			fields["not_before"] = rep.NotBefore
+		}
 		body, _ := json.Marshal(fields)
-		msgs = append(msgs, outgoing{id, account, string(body)})
+		msgs = append(msgs, outgoing{id, account, string(body), due})
 		rep.Distinct++
 		rep.Total += amount
 		rep.Accounts[account] += amount
@@ -98,7 +121,7 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	rep.Malformed = int(math.Round(float64(*n) * *badRate))
 	for i := range rep.Malformed {
 		id := fmt.Sprintf("bad-%s-%06d", prefix, i)
-		msgs = append(msgs, outgoing{id, "acct-bad", fmt.Sprintf(malformedBodies[i%len(malformedBodies)], id)})
+		msgs = append(msgs, outgoing{id, "acct-bad", fmt.Sprintf(malformedBodies[i%len(malformedBodies)], id), time.Time{}})
 	}
 	mrand.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
 	rep.Messages = len(msgs)
@@ -107,14 +130,14 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	if *compress {
 		pc.CompressAbove = 1024
 	}
-	p, err := producer.New(producer.Config{Client: c.sqs, QueueURL: queueURL, Concurrency: 8, Payload: pc})
+	p, err := producer.New(producer.Config{Client: c.sqs, QueueURL: queueURL, Concurrency: 8, Payload: pc, DelayHop: *hop})
 	if err != nil {
 		return err
 	}
 	out := make([]producer.Message, len(msgs))
 	for i, m := range msgs {
 		// The id is the credit's: a duplicate is the same job sent again.
-		out[i] = producer.Message{ID: m.id, Body: m.body}
+		out[i] = producer.Message{ID: m.id, Body: m.body, NotBefore: m.due}
 		if names.FIFO {
 			// The group keeps one account's credits in order; a unique
 			// deduplication id lets every duplicate through SQS, so that
@@ -133,6 +156,9 @@ func cmdSend(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	}
 	fmt.Fprintf(stdout, "sent %d distinct valid credits totalling %d (+%d duplicates, %d malformed; %d messages) to %s\n",
 		rep.Distinct, rep.Total, rep.Duplicates, rep.Malformed, rep.Messages, names.Queue)
+	if rep.NotBefore != "" {
+		fmt.Fprintf(stdout, "the credits are due at %s\n", rep.NotBefore)
+	}
 	return nil
 }
 

@@ -115,7 +115,8 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		ShutdownTimeout:   *shutdown,
 		Logger:            logger,
 		// Credits sent with -memo-bytes or -compress (bodies in S3,
-		// compressed bodies) are read before the handler: no flag.
+		// compressed bodies) are read before the handler, and those sent
+		// with -not-before are held until their time: no flag.
 		Payload: consumer.PayloadConfig{S3Client: c.s3},
 	})
 	if err != nil {
@@ -153,7 +154,7 @@ func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, 
 		if err := sleep(ctx, delay); err != nil {
 			return nil, err
 		}
-		return creditWrites(n.Ledger, cr), nil
+		return creditWrites(n.Ledger, cr, time.Now()), nil
 	}
 	tx := dedupedynamo.Transactional(store, apply, nil)
 	if ch != nil {

@@ -35,6 +35,9 @@ type Config struct {
 	Logger      *zap.Logger
 	Observer    sqsmsg.Observer
 	Payload     sqsmsg.PayloadConfig
+	// NowFunc tells whether a message with a not-before time is due.
+	// Defaults to time.Now.
+	NowFunc func() time.Time
 }
 
 // Processor is the per-message path configured from a [Config]: it sets
@@ -52,6 +55,7 @@ type Processor struct {
 	logger      *zap.Logger
 	observer    sqsmsg.Observer
 	payload     payload.Decoder
+	now         func() time.Time
 }
 
 // New configures the path from cfg; a nil Logger or Observer does
@@ -69,6 +73,10 @@ func New(cfg Config) *Processor {
 		logger:      cfg.Logger,
 		observer:    cfg.Observer,
 		payload:     decoder(cfg.Payload),
+		now:         cfg.NowFunc,
+	}
+	if p.now == nil {
+		p.now = time.Now
 	}
 	if p.handler == nil {
 		p.handler = sqsmsg.HandlerFunc(func(context.Context, *sqsmsg.Message) error { return errors.New("consumer: no handler") })
@@ -80,11 +88,18 @@ func New(cfg Config) *Processor {
 	return p
 }
 
-// Process runs msg through the path and returns its Result. When the
+// Process runs msg through the path and returns its Result. A message
+// received before its not-before time is not run: its outcome is
+// OutcomeHold, and the caller holds it (settle.Hold). When the
 // handler fails after ctx was cancelled with cause [sqsmsg.ErrShutdown],
 // the outcome is OutcomeRelease. A handler that returns nil is acked even
 // if ctx was cancelled.
 func (p *Processor) Process(ctx context.Context, msg *sqsmsg.Message) sqsmsg.Result {
+	// A message not yet due is held, not run: before its body is
+	// fetched (a copy sent again carries the pointer, never the body).
+	if res, held := p.hold(ctx, msg); held {
+		return res
+	}
 	// The body first: a KeyFunc and the handler see the body as sent.
 	// A body that cannot be had is classified as a handler's error
 	// would be (the handler does not run).
@@ -206,8 +221,11 @@ func LogSettled(logger *zap.Logger, msg *sqsmsg.Message, res sqsmsg.Result) {
 		zap.String("outcome", res.Outcome.String()),
 		zap.Int("receive_count", msg.ReceiveCount),
 		zap.Duration("duration", res.Duration))
-	if res.Outcome == sqsmsg.OutcomeRetry {
+	if res.Outcome == sqsmsg.OutcomeRetry || res.Outcome == sqsmsg.OutcomeHold {
 		fields = append(fields, zap.Duration("delay", res.Delay))
+	}
+	if res.Outcome == sqsmsg.OutcomeHold {
+		fields = append(fields, zap.Time("not_before", res.NotBefore), zap.Bool("resent", res.Resent))
 	}
 	if res.Class != "" {
 		fields = append(fields, zap.String("class", res.Class))

@@ -61,6 +61,18 @@ func (o *tracedObserver) HandlerDone(msg *sqsmsg.Message, d time.Duration, err e
 
 func (o *tracedObserver) Settled(msg *sqsmsg.Message, res sqsmsg.Result) {
 	o.t.Settled(context.Background(), msg, res.Outcome.String(), res.Class, res.Err)
+	// The held messages and the next one due (DefaultKey: the KeyFunc
+	// has not run on a held message).
+	switch _, marked := msg.Attributes[sqsmsg.AttrNotBefore]; {
+	case res.Outcome == sqsmsg.OutcomeHold:
+		how := "visibility"
+		if res.Resent {
+			how = "resend"
+		}
+		o.t.Held(context.Background(), sqsmsg.DefaultKey(msg), how, res.NotBefore)
+	case marked:
+		o.t.HeldRan(context.Background(), sqsmsg.DefaultKey(msg))
+	}
 	o.next.Settled(msg, res)
 }
 

@@ -28,6 +28,9 @@ const (
 	Retry      = sqsmsg.OutcomeRetry
 	DeadLetter = sqsmsg.OutcomeDeadLetter
 	Release    = sqsmsg.OutcomeRelease
+	// Held: received before its not-before time and held (see [Hold]);
+	// the runtimes settle it themselves, never through [Decide].
+	Held = sqsmsg.OutcomeHold
 )
 
 // Action is how to settle a message.

@@ -97,11 +97,19 @@ type Consumer struct {
 	system []attribute.KeyValue
 
 	received, settled, deadLetters, leaseLost, hbFailed, calls, errs, settleFailed metric.Int64Counter
+	held                                                                           metric.Int64Counter
+	nextDue                                                                        metric.Float64Gauge
 	inFlight                                                                       metric.Int64UpDownCounter
 	processDur, callDur                                                            metric.Float64Histogram
 	batch                                                                          metric.Int64Histogram
 
 	spans sync.Map // message key (pointer) → trace.Span
+
+	// due holds the not-before times of the messages this process held,
+	// by dedupe key, while they are ahead (see Held).
+	dueMu sync.Mutex
+	due   map[string]time.Time
+	next  time.Time // the earliest of due while ahead; zero when unknown
 
 	// Attribute sets and span names, built once: building them for every
 	// message cost more than recording the measurements.
@@ -140,6 +148,8 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.settleFailed, _ = m.Int64Counter("sqsonce.settle.failures", metric.WithDescription("Deletes and visibility changes still failing after their retries (the message stays invisible and is retried)."), metric.WithUnit("{message}"))
 	c.calls, _ = m.Int64Counter("sqsonce.sqs.calls", metric.WithDescription("SQS API calls, by operation."), metric.WithUnit("{call}"))
 	c.errs, _ = m.Int64Counter("sqsonce.sqs.errors", metric.WithDescription("SQS API calls that failed, by operation."), metric.WithUnit("{call}"))
+	c.held, _ = m.Int64Counter("sqsonce.messages.held", metric.WithDescription("Messages received before their not-before time and held, by how (visibility, resend)."), metric.WithUnit("{message}"))
+	c.nextDue, _ = m.Float64Gauge("sqsonce.messages.held.next_due", metric.WithDescription("The earliest not-before time (Unix seconds) of the messages this process held that are not yet due, as of its last hold or held run; 0 when none."), metric.WithUnit("s"))
 	c.inFlight, _ = m.Int64UpDownCounter("sqsonce.messages.in_flight", metric.WithDescription("Messages received and not yet settled."), metric.WithUnit("{message}"))
 	c.processDur, _ = m.Float64Histogram("messaging.process.duration", metric.WithDescription("Time the middleware and handler took per message."), metric.WithUnit("s"))
 	c.callDur, _ = m.Float64Histogram("messaging.client.operation.duration", metric.WithDescription("Duration of SQS API calls."), metric.WithUnit("s"))
@@ -333,4 +343,101 @@ func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err err
 	if received >= 0 && err == nil {
 		c.batch.Record(ctx, int64(received), c.base)
 	}
+}
+
+// maxDue bounds the not-before times a Consumer keeps for its next_due
+// gauge: beyond it, a later time is not kept (the earliest are).
+const maxDue = 10000
+
+// Held counts a message held until notBefore (how: "visibility" or
+// "resend"; key is its dedupe key) and records the gauge of the next
+// time due.
+func (c *Consumer) Held(ctx context.Context, key, how string, notBefore time.Time) {
+	if c == nil || c.held == nil {
+		return
+	}
+	c.held.Add(ctx, 1, c.attrs("sqsonce.hold", how, "", ""))
+	c.dueMu.Lock()
+	defer c.dueMu.Unlock()
+	if c.due == nil {
+		c.due = map[string]time.Time{}
+	}
+	now := time.Now()
+	if _, ok := c.due[key]; !ok && len(c.due) >= maxDue {
+		c.pruneDue(now)
+		if len(c.due) >= maxDue {
+			latest, t := c.latestDue()
+			if !notBefore.Before(t) {
+				c.recordDue(ctx, now)
+				return
+			}
+			delete(c.due, latest)
+		}
+	}
+	c.due[key] = notBefore
+	if notBefore.Before(c.next) {
+		c.next = notBefore
+	}
+	c.recordDue(ctx, now)
+}
+
+// HeldRan records that a message that carried a not-before time (key is
+// its dedupe key) ran or otherwise settled: it is no longer held.
+func (c *Consumer) HeldRan(ctx context.Context, key string) {
+	if c == nil || c.held == nil {
+		return
+	}
+	c.dueMu.Lock()
+	defer c.dueMu.Unlock()
+	t, ok := c.due[key]
+	if !ok {
+		return
+	}
+	delete(c.due, key)
+	if t.Equal(c.next) {
+		c.next = time.Time{}
+	}
+	c.recordDue(ctx, time.Now())
+}
+
+// recordDue records the earliest kept time still ahead of now, 0 for
+// none: c.next, found again among the kept times (forgetting those past)
+// when it is unknown or past (c.dueMu held).
+func (c *Consumer) recordDue(ctx context.Context, now time.Time) {
+	if !c.next.After(now) {
+		c.pruneDue(now)
+		c.next = time.Time{}
+		for _, t := range c.due {
+			if c.next.IsZero() || t.Before(c.next) {
+				c.next = t
+			}
+		}
+	}
+	v := 0.0
+	if !c.next.IsZero() {
+		v = float64(c.next.UnixMilli()) / 1000
+	}
+	c.nextDue.Record(ctx, v, c.base)
+}
+
+// pruneDue forgets the times not after now (c.dueMu held).
+func (c *Consumer) pruneDue(now time.Time) {
+	for k, t := range c.due {
+		if !t.After(now) {
+			delete(c.due, k)
+		}
+	}
+}
+
+// latestDue returns the key and time of the latest kept time (c.dueMu
+// held, c.due not empty).
+func (c *Consumer) latestDue() (string, time.Time) {
+	var key string
+	var latest time.Time
+	for k, t := range c.due {
+		if key == "" || t.After(latest) {
+			key, latest = k, t
+		}
+	}
+	return key, latest
 }

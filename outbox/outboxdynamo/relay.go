@@ -200,8 +200,13 @@ func toEvent(item map[string]types.AttributeValue) outbox.Event {
 			tr[k] = str(m.Value, k)
 		}
 	}
+	var notBefore time.Time
+	if _, ok := item["not_before"]; ok {
+		notBefore = time.UnixMilli(num(item, "not_before"))
+	}
 	return outbox.Event{
 		Trace:     tr,
+		NotBefore: notBefore,
 		ID:        str(item, "id"),
 		Entity:    str(item, "entity"),
 		Type:      str(item, "type"),

@@ -179,6 +179,9 @@ func (st *Store) Put(evs ...outbox.Event) ([]types.TransactWriteItem, error) {
 		if ev.Type != "" {
 			item["type"] = s(ev.Type)
 		}
+		if !ev.NotBefore.IsZero() {
+			item["not_before"] = n(ev.NotBefore.UnixMilli())
+		}
 		if len(ev.Trace) > 0 {
 			tr := map[string]types.AttributeValue{}
 			for k, v := range ev.Trace {

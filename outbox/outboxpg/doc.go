@@ -21,7 +21,8 @@
 //
 //	sqsonce_outbox_entities  entity_key PK, seq            each entity's last sequence number
 //	sqsonce_outbox           (entity_key, seq) PK, id, entity, partition, type, payload,
-//	                         created_at, attempts, last_error, next_at, dead, trace (jsonb)
+//	                         created_at, attempts, last_error, next_at, dead, trace (jsonb),
+//	                         not_before
 //	                         index (partition, entity_key, seq); partial index on created_at WHERE dead
 //	sqsonce_outbox_leases    partition PK, owner, until    partitions held by relays
 //	sqsonce_outbox_relays    owner PK, until               live relays

@@ -98,7 +98,7 @@ func (l pgLeases) Take(ctx context.Context, owner string, n int, now, until time
 	return taken, nil
 }
 
-const eventColumns = `entity_key, seq, id, entity, type, payload, created_at, attempts, last_error, dead, trace`
+const eventColumns = `entity_key, seq, id, entity, type, payload, created_at, attempts, last_error, dead, trace, not_before`
 
 func scanEvents(rows pgx.Rows) ([]outbox.Event, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Event, error) {
@@ -107,7 +107,11 @@ func scanEvents(rows pgx.Rows) ([]outbox.Event, error) {
 			key string
 			seq int64
 		)
-		err := row.Scan(&key, &seq, &ev.ID, &ev.Entity, &ev.Type, &ev.Payload, &ev.CreatedAt, &ev.Attempts, &ev.LastError, &ev.Dead, &ev.Trace)
+		var notBefore *time.Time
+		err := row.Scan(&key, &seq, &ev.ID, &ev.Entity, &ev.Type, &ev.Payload, &ev.CreatedAt, &ev.Attempts, &ev.LastError, &ev.Dead, &ev.Trace, &notBefore)
+		if notBefore != nil {
+			ev.NotBefore = *notBefore
+		}
 		ev.Handle = handle(key, seq)
 		return ev, err
 	})
@@ -127,7 +131,7 @@ const dueSQL = `WITH RECURSIVE heads(partition, k) AS (
 		WHERE o.partition = h.partition AND o.entity_key > h.k ORDER BY o.entity_key LIMIT 1)
 	FROM heads h WHERE h.k IS NOT NULL
 )
-SELECT e.entity_key, e.seq, e.id, e.entity, e.type, e.payload, e.created_at, e.attempts, e.last_error, e.dead, e.trace
+SELECT e.entity_key, e.seq, e.id, e.entity, e.type, e.payload, e.created_at, e.attempts, e.last_error, e.dead, e.trace, e.not_before
 FROM heads h CROSS JOIN LATERAL (
 	SELECT * FROM ` + tableEvents + ` o WHERE o.partition = h.partition AND o.entity_key = h.k ORDER BY o.seq LIMIT 1
 ) e

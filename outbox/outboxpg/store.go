@@ -128,10 +128,10 @@ ON CONFLICT (entity_key) DO UPDATE SET seq = e.seq + excluded.seq
 RETURNING e.seq`
 
 const insertSQL = `INSERT INTO ` + tableEvents + `
-(entity_key, seq, id, entity, partition, type, payload, created_at, trace)
-SELECT k, s, i, e, p, t, pl, c, tr::jsonb
-FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
-AS u(k, s, i, e, p, t, pl, c, tr)`
+(entity_key, seq, id, entity, partition, type, payload, created_at, trace, not_before)
+SELECT k, s, i, e, p, t, pl, c, tr::jsonb, nb
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::text[], $7::text[], $8::timestamptz[], $9::text[], $10::timestamptz[])
+AS u(k, s, i, e, p, t, pl, c, tr, nb)`
 
 // Put writes evs in tx, the caller's transaction: they are published after
 // it commits, and never if it rolls back. It checks every event first
@@ -181,7 +181,8 @@ func (st *Store) Put(ctx context.Context, tx pgx.Tx, evs ...outbox.Event) error 
 		seqs                                  = make([]int64, n)
 		parts                                 = make([]int32, n)
 		created                               = make([]time.Time, n)
-		traces                                = make([]*string, n) // JSON; nil: none
+		traces                                = make([]*string, n)    // JSON; nil: none
+		notBefore                             = make([]*time.Time, n) // nil: none
 	)
 	for i, ev := range prepared {
 		k := entityKey(ev.Entity)
@@ -193,8 +194,11 @@ func (st *Store) Put(ctx context.Context, tx pgx.Tx, evs ...outbox.Event) error 
 			b, _ := json.Marshal(ev.Trace) // a map of strings always encodes
 			traces[i] = new(string(b))
 		}
+		if !ev.NotBefore.IsZero() {
+			notBefore[i] = new(ev.NotBefore)
+		}
 	}
-	if _, err := tx.Exec(ctx, insertSQL, ekeys, seqs, ids, entities, parts, types, payloads, created, traces); err != nil {
+	if _, err := tx.Exec(ctx, insertSQL, ekeys, seqs, ids, entities, parts, types, payloads, created, traces, notBefore); err != nil {
 		return fmt.Errorf("outboxpg: put: %w", err)
 	}
 	notify, args := `SELECT pg_notify((`+channelSQL+`), '')`, []any(nil)

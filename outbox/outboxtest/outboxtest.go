@@ -54,6 +54,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("ReleaseHandsOver", func(t *testing.T) { release(t, newHarness(t)) })
 	t.Run("StatsAndInvalid", func(t *testing.T) { statsAndInvalid(t, newHarness(t)) })
 	t.Run("TraceContextKept", func(t *testing.T) { traceKept(t, newHarness(t)) })
+	t.Run("NotBeforeKept", func(t *testing.T) { notBeforeKept(t, newHarness(t)) })
 }
 
 func ev(entity string, n int) outbox.Event {
@@ -397,5 +398,27 @@ func traceKept(t *testing.T, h Harness) {
 	}
 	if tr := got["b-000"]; len(tr) != 0 {
 		t.Fatalf("an event written without a trace context came back with %v", tr)
+	}
+}
+
+// notBeforeKept: an event's NotBefore comes back from Due as written (to
+// the millisecond), and does not hold the event back: the relay sends it
+// at once with that time, for the consumer to hold.
+func notBeforeKept(t *testing.T, h Harness) {
+	later := ev("a", 0)
+	later.NotBefore = h.Clock.Now().Add(2*time.Hour + 123456789)
+	commit(t, h, later, ev("b", 0))
+	got := map[string]time.Time{}
+	for _, e := range due(t, h, "r1") {
+		got[e.ID] = e.NotBefore
+	}
+	if len(got) != 2 {
+		t.Fatalf("Due returned %d events, want both, the one not before 2h from now included", len(got))
+	}
+	if nb := got["a-000"]; !nb.Equal(later.NotBefore.Truncate(time.Millisecond)) {
+		t.Fatalf("NotBefore %v, want %v", nb, later.NotBefore.Truncate(time.Millisecond))
+	}
+	if nb := got["b-000"]; !nb.IsZero() {
+		t.Fatalf("an event written without a NotBefore came back with %v", nb)
 	}
 }
