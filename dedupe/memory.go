@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqsonce/sqsonce/internal/memlease"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // MemoryConfig configures a [Memory] store.
@@ -34,7 +35,7 @@ type Memory struct {
 	s *memlease.Store[struct{}]
 }
 
-var _ Store = (*Memory)(nil)
+var _ StepStore = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory Store.
 func NewMemory(cfg MemoryConfig) *Memory {
@@ -57,7 +58,7 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	if err != nil {
 		return Claim{}, err
 	}
-	c := Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}
+	c := Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint, Steps: r.Steps}
 	switch r.Outcome {
 	case memlease.Claimed:
 		c.Status = Claimed
@@ -84,4 +85,19 @@ func (m *Memory) Complete(ctx context.Context, key, token string) error {
 // Release implements [Store].
 func (m *Memory) Release(ctx context.Context, key, token string) error {
 	return m.s.Release(ctx, key, token)
+}
+
+// SaveSteps implements [StepStore].
+func (m *Memory) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	return m.s.SaveSteps(ctx, key, token, steps)
+}
+
+// Unknown implements [StepStore].
+func (m *Memory) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	return m.s.Unknown(ctx, limit)
+}
+
+// Resolve implements [StepStore].
+func (m *Memory) Resolve(ctx context.Context, key, name string, applied bool) error {
+	return m.s.Resolve(ctx, key, name, applied)
 }

@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // This file is the middleware's decision, written once for both modes and
@@ -48,6 +50,9 @@ type ended struct {
 	over bool
 	// leaseLost: the middleware cancelled the handler, its lease lost.
 	leaseLost bool
+	// stepUnknown is the step (package step) whose outcome became unknown
+	// in this attempt, nil when none (the lease mode only).
+	stepUnknown *step.UnknownError
 	// releaseServerErrors is Config.ReleaseServerErrors.
 	releaseServerErrors bool
 
@@ -203,10 +208,37 @@ func decideAbandoned(f ended) action {
 	return a
 }
 
+// stepRetryAfter is the Retry-After of a 503 TypeStepOutcomeUnknown
+// whose step reconciles or reruns on the retry.
+const stepRetryAfter = 2
+
+// decideStepUnknown: one of the request's steps has an unknown outcome in
+// this attempt. The key is released with its steps kept (the retry
+// resumes from them), and the client gets 503 TypeStepOutcomeUnknown, not
+// the handler's response, which is neither sent nor stored.
+func decideStepUnknown(f ended) action {
+	u := f.stepUnknown
+	a := action{release: true, outcome: OutcomeStepUnknown, status: http.StatusServiceUnavailable}
+	if f.streamed {
+		// Too large to hold, it went out already: nothing else can be sent.
+		a.logs = []logLine{logError("idempotency: a step's outcome is unknown but the response was already streamed; the key is released", zap.String("step", u.Step))}
+		return a
+	}
+	a.problem = &problemReply{http.StatusServiceUnavailable, TypeStepOutcomeUnknown, fmt.Sprintf(
+		"the outcome of the request's step %q is unknown; nothing is replayed. Retry with the same key: the retry finds out and carries the request on", u.Step), stepRetryAfter}
+	if u.Policy == step.Park {
+		a.problem.retryAfter = 0
+		a.problem.detail = fmt.Sprintf("the outcome of the request's step %q is unknown and waits for an operator's decision; retries with the same key get this answer until then", u.Step)
+	}
+	return a
+}
+
 // decideLease decides the end of a request of the lease mode.
 func decideLease(f ended, maxResponseBytes int) action {
 	limit := zap.Int("max_response_bytes", maxResponseBytes)
 	switch {
+	case f.stepUnknown != nil:
+		return decideStepUnknown(f)
 	case f.discarded, f.over && f.work && !f.released:
 		return action{release: true,
 			logs:    []logLine{warn("idempotency: transactional response too large to store: nothing committed, key released", limit)},

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // verdict is an action as the table states it.
@@ -125,6 +127,9 @@ func committed(err error) func(*ended) {
 	return func(f *ended) { f.completed, f.committing, f.completeErr = true, true, err }
 }
 func kept(err error) func(*ended) { return func(f *ended) { f.keptStatus, f.keptErr = true, err } }
+func stepUnknown(p step.Policy) func(*ended) {
+	return func(f *ended) { f.stepUnknown = &step.UnknownError{Step: "charge", Policy: p} }
+}
 
 var (
 	panicked     = func(f *ended) { f.exit = exitPanicked }
@@ -172,6 +177,18 @@ var endTable = []struct {
 		verdict{next: callComplete}},
 	{"lease lost before completion: delivered, not run again", with(lease, completed(ErrNotOwner)),
 		verdict{deliver: true, outcome: OutcomeLeaseLost, status: 201, logs: []zapcore.Level{warnL}}},
+
+	// Lease mode: a step of unknown outcome (package step).
+	{"step unknown: 503, key released with its steps, response neither sent nor stored", with(lease, stepUnknown(step.Reconcile)),
+		verdict{release: true, problem: TypeStepOutcomeUnknown, retryAfter: 2, outcome: OutcomeStepUnknown, status: 503}},
+	{"step unknown, parked: 503 without Retry-After", with(lease, stepUnknown(step.Park)),
+		verdict{release: true, problem: TypeStepOutcomeUnknown, outcome: OutcomeStepUnknown, status: 503}},
+	{"step unknown, before any other rule", with(lease, stepUnknown(step.Rerun), released, work, over, leaseLost, status(500)),
+		verdict{release: true, problem: TypeStepOutcomeUnknown, retryAfter: 2, outcome: OutcomeStepUnknown, status: 503}},
+	{"step unknown after the response streamed: nothing more to send", with(lease, stepUnknown(step.Reconcile), streamed),
+		verdict{release: true, outcome: OutcomeStepUnknown, status: 503, logs: []zapcore.Level{errorL}}},
+	{"step unknown, but a panic: released as abandoned", with(lease, stepUnknown(step.Reconcile), panicked),
+		verdict{release: true, outcome: OutcomeReleased, status: 500}},
 
 	// Lease mode: responses not retained.
 	{"not stored: streamed, keep the status", with(lease, streamed),

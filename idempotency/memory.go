@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqsonce/sqsonce/internal/memlease"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // MemoryConfig configures a [Memory] store.
@@ -34,8 +35,8 @@ type Memory struct {
 }
 
 var (
-	_ Store    = (*Memory)(nil)
-	_ Lookuper = (*Memory)(nil)
+	_ StepStore = (*Memory)(nil)
+	_ Lookuper  = (*Memory)(nil)
 )
 
 // NewMemory returns an empty in-memory Store.
@@ -58,7 +59,7 @@ func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.
 	if err != nil {
 		return Claim{}, err
 	}
-	c := Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}
+	c := Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint, Steps: r.Steps}
 	switch r.Outcome {
 	case memlease.Claimed:
 		c.Status = Claimed
@@ -110,7 +111,7 @@ func (m *Memory) Lookup(ctx context.Context, key string) (Record, error) {
 	if !ok {
 		return Record{}, ErrNoRecord
 	}
-	rec := Record{Status: r.Status, Fingerprint: r.Fingerprint, ExpiresAt: r.ExpiresAt}
+	rec := Record{Status: r.Status, Fingerprint: r.Fingerprint, ExpiresAt: r.ExpiresAt, Steps: r.Steps}
 	if r.Status == StatusCompleted {
 		rec.Response = cloneResponse(r.Value)
 	} else {
@@ -122,4 +123,19 @@ func (m *Memory) Lookup(ctx context.Context, key string) (Record, error) {
 // Release implements [Store].
 func (m *Memory) Release(ctx context.Context, key, token string) error {
 	return m.s.Release(ctx, key, token)
+}
+
+// SaveSteps implements [StepStore].
+func (m *Memory) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	return m.s.SaveSteps(ctx, key, token, steps)
+}
+
+// Unknown implements [StepStore].
+func (m *Memory) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	return m.s.Unknown(ctx, limit)
+}
+
+// Resolve implements [StepStore].
+func (m *Memory) Resolve(ctx context.Context, key, name string, applied bool) error {
+	return m.s.Resolve(ctx, key, name, applied)
 }

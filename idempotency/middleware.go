@@ -20,7 +20,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/steprec"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Header names.
@@ -137,9 +139,14 @@ type Config struct {
 	// ObserveFunc, when set, is called once per request that takes a key,
 	// with its outcome. Defaults to nil.
 	ObserveFunc func(Event)
+	// ObserveStepFunc, when set, is called with every step event of the
+	// requests (package step: unknown outcomes, reconciles, parked
+	// steps). Defaults to nil.
+	ObserveStepFunc func(step.Event)
 	// MeterProvider, when set, counts every request that takes a key in
-	// sqsonce.idempotency.requests, by outcome (see
-	// docs/observability.md). Defaults to nil: nothing is measured.
+	// sqsonce.idempotency.requests, by outcome, and every step event in
+	// sqsonce.idempotency.steps, by event (see docs/observability.md).
+	// Defaults to nil: nothing is measured.
 	MeterProvider metric.MeterProvider
 	// Logger receives lost leases, store failures and responses too large
 	// to store. Keys and scopes are never logged. Defaults to zap.NewNop().
@@ -179,11 +186,15 @@ const (
 	// OutcomeCommitFailed: the transactional completion failed (nothing
 	// was committed) or its outcome is unknown.
 	OutcomeCommitFailed
+	// OutcomeStepUnknown: a step of the request (package step) has an
+	// outcome that is unknown: 503 TypeStepOutcomeUnknown, the key
+	// released with its steps kept, so that a retry resumes.
+	OutcomeStepUnknown
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{"rejected", "executed", "replayed", "in_progress", "key_reused",
-	"released", "not_stored", "lease_lost", "store_error", "commit_failed"}
+	"released", "not_stored", "lease_lost", "store_error", "commit_failed", "step_unknown"}
 
 // String returns the outcome as logged.
 func (o Outcome) String() string {
@@ -221,6 +232,7 @@ type Middleware struct {
 	fphdrs  []string
 	counts  [numOutcomes]atomic.Int64
 	metric  *telemetry.Results
+	steps   *telemetry.Results
 }
 
 // New returns the middleware, or an error naming the bad field.
@@ -253,6 +265,8 @@ func New(cfg Config) (*Middleware, error) {
 	m := &Middleware{cfg: cfg, methods: map[string]bool{}}
 	m.metric = telemetry.NewResults(cfg.MeterProvider, "sqsonce.idempotency.requests",
 		"Requests that took an Idempotency-Key, by outcome.", "{request}", "outcome", outcomeNames[:]...)
+	m.steps = telemetry.NewResults(cfg.MeterProvider, "sqsonce.idempotency.steps",
+		"Step events of requests (package step), by event.", "{event}", "event", step.EventKinds...)
 	for _, meth := range cfg.Methods {
 		m.methods[meth] = true
 	}
@@ -310,6 +324,17 @@ func (m *Middleware) observe(o Outcome, status int) {
 //   - In the transactional mode (Config.BeginTxFunc) the request's
 //     transaction claims and holds the key instead of a lease, and its
 //     rollback frees it.
+//   - In the lease mode, with a store that records steps ([StepStore]:
+//     every store of sqsonce), the handler's context carries a step
+//     recorder (package step). A request whose lease was taken over after
+//     its owner died, or that is retried, resumes after its last
+//     completed step. When a step's outcome is unknown in this attempt,
+//     the handler's response is not sent nor stored: the key is released
+//     with its steps kept and the client gets 503
+//     [TypeStepOutcomeUnknown] (with Retry-After unless the step is
+//     parked, which waits for a person); a retry reconciles, reruns or
+//     parks the step as its policy says. Never a replay of something that
+//     did not happen.
 //
 // Errors are application/problem+json (RFC 9457), with the Type* types.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
@@ -526,6 +551,17 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	// Whatever ends this function, runtime.Goexit in the handler
 	// included, the lease stops being extended.
 	defer stopKeeper()
+	var steps *steprec.Recorder
+	if ss, ok := m.cfg.Store.(StepStore); ok {
+		if len(c.Steps) > 0 {
+			m.log(rk).Debug("idempotency: resuming after the steps recorded", zap.Int("steps", len(c.Steps)))
+		}
+		token := c.Token
+		steps = steprec.New(c.Steps, func(ctx context.Context, s map[string]step.Record) error {
+			return ss.SaveSteps(ctx, rk, token, s)
+		}, func(e step.Event) { m.stepEvent(rk, e) })
+		ctx = step.WithRecorder(ctx, steps)
+	}
 	rec := newRecorder(w, st, m.cfg.MaxResponseBytes, m.replay)
 
 	exited := true
@@ -544,16 +580,20 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 		m.settle(w, r, rec, st, rk, c.Token, ended{exit: exitPanicked, leaseLost: leaseLost})
 		panic(panicked)
 	}
-	m.settle(w, r, rec, st, rk, c.Token, ended{exit: exitReturned, leaseLost: leaseLost})
+	f := ended{exit: exitReturned, leaseLost: leaseLost}
+	if steps != nil {
+		f.stepUnknown = steps.Blocked()
+	}
+	m.settle(w, r, rec, st, rk, c.Token, f)
 }
 
 // settle carries out [decide] for a claimed request whose handler has
 // ended, in either mode; f holds what the caller knows of the end (how
-// the handler exited, a lost lease), and settle adds the response and the
-// request's state. It makes the store calls the decision asks for, then
-// releases the key (or rolls the transaction back), logs, answers and
-// counts the outcome. The store calls are bounded by the settle timeout
-// even when the client has gone.
+// the handler exited, a lost lease, a step of unknown outcome), and settle
+// adds the response and the request's state. It makes the store calls
+// the decision asks for, then releases the key (or rolls the transaction
+// back), logs, answers and counts the outcome. The store calls are
+// bounded by the settle timeout even when the client has gone.
 func (m *Middleware) settle(w http.ResponseWriter, r *http.Request, rec *recorder, st *state, rk, token string, f ended) {
 	ctx, cancel := m.settleContext(r)
 	defer cancel()
@@ -707,5 +747,20 @@ func (m *Middleware) keep(rk, token string, until time.Time, cancel context.Canc
 		default:
 			m.log(rk).Warn("idempotency: extend failed; retrying on the next tick", zap.Error(err))
 		}
+	}
+}
+
+// stepEvent counts, logs and passes on one step event of record rk.
+func (m *Middleware) stepEvent(rk string, e step.Event) {
+	m.steps.Add(context.Background(), e.Kind, 1)
+	switch e.Kind {
+	case step.EventUnknown, step.EventParked, step.EventReconcileStillUnknown:
+		m.log(rk).Warn("idempotency: step outcome "+e.Kind,
+			zap.String("step", e.Step), zap.Stringer("policy", e.Policy), zap.Error(e.Err))
+	default:
+		m.log(rk).Info("idempotency: step "+e.Kind, zap.String("step", e.Step))
+	}
+	if m.cfg.ObserveStepFunc != nil {
+		m.cfg.ObserveStepFunc(e)
 	}
 }

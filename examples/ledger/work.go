@@ -15,6 +15,7 @@ import (
 	"github.com/sqsonce/sqsonce/consumer"
 	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // workShutdownTimeout bounds the drain after SIGTERM/SIGINT: under ECS's
@@ -30,7 +31,13 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error; debug logs one line per settled message")
 	shutdown := fs.Duration("shutdown-timeout", workShutdownTimeout, "how long the drain waits for running handlers")
 	wait := fs.Duration("wait", 0, "long-poll wait of each receive (whole seconds, 1s to 20s; 0: 20s)")
-	var level zapcore.Level
+	bankURL := fs.String("bank", "", "charge each credit at the bank at `URL` (ledger bank) before applying it, as a recorded step")
+	bankPolicy := fs.String("bank-policy", "", "with -bank: a charge whose outcome is unknown is reconciled (GET /charges/ID), rerun or parked (`P`: reconcile, rerun or park; default reconcile)")
+	lease := fs.Duration("lease", 0, "with -bank: the credit record's lease, after which a dead worker's credit is taken over (0: 1m)")
+	var (
+		level  zapcore.Level
+		policy = step.Reconcile
+	)
 	n, c, err := g.open(ctx, fs, args, func() error {
 		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 			return usagef("work: -log-level %q: use debug, info, warn or error", *logLevel)
@@ -43,6 +50,24 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		}
 		if *handlerDelay < 0 || *visibility < 0 || *shutdown <= 0 {
 			return usagef("work: -handler-delay and -visibility must not be negative, -shutdown-timeout must be positive")
+		}
+		if *bankURL == "" && (*bankPolicy != "" || *lease != 0) {
+			return usageError{errNoCharger}
+		}
+		if *bankPolicy != "" {
+			p, err := step.ParsePolicy(*bankPolicy)
+			if err != nil {
+				return usagef("work: -bank-policy %q: use reconcile, rerun or park", *bankPolicy)
+			}
+			policy = p
+		}
+		if *lease < 0 {
+			return usagef("work: -lease must not be negative")
+		}
+		if *bankURL != "" {
+			if _, err := newBankClient(*bankURL, *concurrency); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -62,11 +87,19 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		return err
 	}
 	delay := *handlerDelay
+	var ch *charger
+	if *bankURL != "" {
+		bank, err := newBankClient(*bankURL, *concurrency)
+		if err != nil {
+			return err
+		}
+		ch = &charger{bank: bank, policy: policy, lease: *lease, logger: logger}
+	}
 	var handler consumer.Handler
 	if n.Store == storePostgres {
-		handler, err = postgresHandler(ctx, n, c, logger, delay, *txDelay)
+		handler, err = postgresHandler(ctx, n, c, logger, delay, *txDelay, ch)
 	} else {
-		handler, err = dynamoHandler(ctx, n, c, logger, delay)
+		handler, err = dynamoHandler(ctx, n, c, logger, delay, ch)
 	}
 	if err != nil {
 		return err
@@ -89,7 +122,8 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	logger.Info("ledger worker starting", zap.Int("concurrency", *concurrency), zap.Duration("handler_delay", delay))
+	logger.Info("ledger worker starting", zap.Int("concurrency", *concurrency), zap.Duration("handler_delay", delay),
+		zap.Bool("bank", ch != nil), zap.Stringer("bank_policy", policy))
 	err = cons.Run(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		// Handlers still running at the shutdown timeout were cancelled and
@@ -101,8 +135,10 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 }
 
 // dynamoHandler applies a credit with one TransactWriteItems: the dedupe
-// record, the balance and the journal row.
-func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration) (consumer.Handler, error) {
+// record, the balance and the journal row. With a charger the credit is
+// charged first, under a claim of its record that the transaction then
+// completes.
+func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration, ch *charger) (consumer.Handler, error) {
 	store, err := dedupedynamo.New(dedupedynamo.Config{Client: c.ddb, Table: n.DedupeTable, Namespace: n.Queue, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -120,14 +156,20 @@ func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, 
 		}
 		return creditWrites(n.Ledger, cr, time.Now()), nil
 	}
-	return dedupedynamo.Transactional(store, apply, nil), nil
+	tx := dedupedynamo.Transactional(store, apply, nil)
+	if ch != nil {
+		return ch.wrap(store, tx)
+	}
+	return tx, nil
 }
 
 // postgresHandler applies a credit in one PostgreSQL transaction: the
 // dedupe row first, then the balance and the journal row. The handler
 // delay runs before the transaction, so a slow handler holds no
-// connection; txDelay runs inside it, after the credit's statements.
-func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay, txDelay time.Duration) (consumer.Handler, error) {
+// connection; txDelay runs inside it, after the credit's statements. With
+// a charger the credit is charged first, under a claim of its record that
+// the transaction then completes.
+func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay, txDelay time.Duration, ch *charger) (consumer.Handler, error) {
 	store, err := dedupepg.New(dedupepg.Config{DB: c.pg, Namespace: n.Queue, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -148,7 +190,7 @@ func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger
 		}
 		return sleep(ctx, txDelay)
 	}, nil)
-	return consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+	h := consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
 		if _, err := parseCredit(msg.Body); err != nil {
 			return consumer.Permanent(err) // no transaction for a message that can never apply
 		}
@@ -156,7 +198,11 @@ func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger
 			return err
 		}
 		return tx.Handle(ctx, msg)
-	}), nil
+	})
+	if ch != nil {
+		return ch.wrap(store, h)
+	}
+	return h, nil
 }
 
 // sleep waits d, or until ctx ends.

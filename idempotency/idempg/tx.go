@@ -83,7 +83,7 @@ func (t *requestTx) claim(ctx context.Context, key, fingerprint string) (idempot
 	// No lease: lease_until is now, and the transaction holds the key.
 	c, decided, err := t.s.claimOnce(ctx, t.tx, key, fingerprint, now, now)
 	if c.Status == idempotency.Claimed {
-		c.LeaseUntil = time.Time{}
+		c.LeaseUntil, c.Steps = time.Time{}, nil // the transactional mode records no steps
 	}
 	if err != nil || decided {
 		return c, err

@@ -2,7 +2,9 @@
 // idempotency memory stores share: one record per key, claimed under a
 // lease, fenced by the claim's token, then COMPLETED or released, and
 // forgotten once it expires, with the same rules as the DynamoDB record
-// (package dynamolease; docs/architecture.md describes the states).
+// (package dynamolease; docs/architecture.md describes the states). A
+// record keeps a handler's steps (package step) across a takeover and a
+// release.
 //
 // The stores keep their own public types; this package speaks in
 // [Result] and [Record], and each store maps them to its own names. What a
@@ -12,10 +14,15 @@ package memlease
 
 import (
 	"context"
+	"maps"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/steprec"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Record statuses as stored.
@@ -50,6 +57,10 @@ type Result[V any] struct {
 	Fingerprint string
 	// Value is the stored record's value (all but Claimed).
 	Value V
+	// Steps are the steps the record holds (Claimed): those of an earlier
+	// attempt, when this claim took over a record whose lease had ended
+	// or that was released. Nil for a fresh record.
+	Steps map[string]step.Record
 }
 
 // Record is a live record as stored.
@@ -61,6 +72,8 @@ type Record[V any] struct {
 	ExpiresAt  time.Time
 	// Value is what Complete stored (COMPLETED only).
 	Value V
+	// Steps are the steps the record holds, nil for none.
+	Steps map[string]step.Record
 }
 
 // Config is one store's rules.
@@ -132,14 +145,16 @@ func (s *Store[V]) Claim(ctx context.Context, key, fingerprint string, lease tim
 	r, ok := s.live(pk, now)
 	same := r.Fingerprint == fingerprint || (s.cfg.LenientFingerprint && (r.Fingerprint == "" || fingerprint == ""))
 	if !ok || (r.Status == StatusInProgress && r.LeaseUntil.Before(now) && same) {
+		// A takeover resumes from the steps recorded (none when absent).
 		r = record[V]{pk: pk, token: leasekey.NewToken(), Record: Record[V]{
 			Status:      StatusInProgress,
 			Fingerprint: fingerprint,
 			LeaseUntil:  now.Add(lease),
 			ExpiresAt:   now.Add(s.cfg.TTL),
+			Steps:       r.Steps,
 		}}
 		s.put(r)
-		return Result[V]{Outcome: Claimed, Token: r.token, LeaseUntil: r.LeaseUntil}, nil
+		return Result[V]{Outcome: Claimed, Token: r.token, LeaseUntil: r.LeaseUntil, Steps: maps.Clone(r.Steps)}, nil
 	}
 	res := Result[V]{Fingerprint: r.Fingerprint, Value: r.Value}
 	switch {
@@ -157,31 +172,108 @@ func (s *Store[V]) Claim(ctx context.Context, key, fingerprint string, lease tim
 // Extend moves the lease of the claim holding token to now+lease, and its
 // expiry to now+TTL.
 func (s *Store[V]) Extend(ctx context.Context, key, token string, lease time.Duration) error {
-	return s.fenced(ctx, key, token, func(r *record[V], now time.Time) {
+	return s.fenced(ctx, key, token, func(r *record[V], now time.Time) bool {
 		r.LeaseUntil = now.Add(lease)
 		r.ExpiresAt = now.Add(s.cfg.TTL)
+		return true
 	})
 }
 
 // Complete marks the claim holding token COMPLETED with v, expiring at
 // now+TTL.
 func (s *Store[V]) Complete(ctx context.Context, key, token string, v V) error {
-	return s.fenced(ctx, key, token, func(r *record[V], now time.Time) {
+	return s.fenced(ctx, key, token, func(r *record[V], now time.Time) bool {
 		r.Status = StatusCompleted
 		r.LeaseUntil = time.Time{}
 		r.ExpiresAt = now.Add(s.cfg.TTL)
 		r.Value = v
+		return true
 	})
 }
 
-// Release deletes the IN_PROGRESS claim holding token.
+// Release deletes the IN_PROGRESS claim holding token. A record that
+// holds steps is kept instead, its lease ended and its token retired: the
+// next claim takes it over at once and resumes from its steps.
 func (s *Store[V]) Release(ctx context.Context, key, token string) error {
-	return s.fenced(ctx, key, token, nil)
+	return s.fenced(ctx, key, token, func(r *record[V], _ time.Time) bool {
+		if len(r.Steps) == 0 {
+			return false
+		}
+		r.LeaseUntil = time.Time{}
+		r.token = leasekey.NewToken()
+		return true
+	})
+}
+
+// SaveSteps replaces the steps of the claim holding token, and moves its
+// expiry to now+TTL.
+func (s *Store[V]) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	return s.fenced(ctx, key, token, func(r *record[V], now time.Time) bool {
+		r.Steps = maps.Clone(steps)
+		r.ExpiresAt = now.Add(s.cfg.TTL)
+		return true
+	})
+}
+
+// Unknown lists up to limit (0: all) live records of the store's
+// namespace with a step whose outcome is unknown, by key.
+func (s *Store[V]) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []step.Unresolved
+	prefix := s.cfg.Namespace + "#"
+	for _, r := range s.records {
+		name := steprec.UnknownStep(r.Steps)
+		if name == "" || r.ExpiresAt.Before(now) || !strings.HasPrefix(r.pk, prefix) {
+			continue
+		}
+		out = append(out, step.Unresolved{
+			Key: strings.TrimPrefix(r.pk, prefix), Step: name, Record: r.Steps[name],
+			Held: r.Status == StatusInProgress && !r.LeaseUntil.Before(now),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Resolve records a person's decision on step name of key's record (see
+// step.Resolution): the record must be live and IN_PROGRESS with the
+// step resolvable ([step.ErrNotUnknown]), and its lease ended
+// ([step.ErrHeld]).
+func (s *Store[V]) Resolve(ctx context.Context, key, name string, applied bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.live(leasekey.PK(s.cfg.Namespace, key), now)
+	if !ok || r.Status != StatusInProgress || !step.Resolvable(r.Steps[name]) {
+		return step.ErrNotUnknown
+	}
+	if !r.LeaseUntil.Before(now) {
+		return step.ErrHeld
+	}
+	res := step.Resolution(r.Steps[name], applied)
+	res.At = now.UTC()
+	r.Steps = maps.Clone(r.Steps)
+	r.Steps[name] = res
+	r.ExpiresAt = now.Add(s.cfg.TTL)
+	s.put(r)
+	return nil
 }
 
 // fenced applies update to the live IN_PROGRESS record held by token, or
-// deletes it when update is nil; otherwise it returns ErrNotOwner.
-func (s *Store[V]) fenced(ctx context.Context, key, token string, update func(r *record[V], now time.Time)) error {
+// deletes the record when update returns false; otherwise it returns
+// ErrNotOwner.
+func (s *Store[V]) fenced(ctx context.Context, key, token string, update func(r *record[V], now time.Time) (keep bool)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -194,16 +286,16 @@ func (s *Store[V]) fenced(ctx context.Context, key, token string, update func(r 
 	if !ok || r.token != token || r.Status != StatusInProgress {
 		return s.cfg.ErrNotOwner
 	}
-	if update == nil {
+	if !update(&r, now) {
 		s.remove(s.index[pk])
 		return nil
 	}
-	update(&r, now)
 	s.put(r)
 	return nil
 }
 
-// Lookup returns the live record of key, without changing anything.
+// Lookup returns the live record of key, without changing anything. Its
+// steps are a copy.
 func (s *Store[V]) Lookup(ctx context.Context, key string) (Record[V], bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Record[V]{}, false, err
@@ -212,6 +304,7 @@ func (s *Store[V]) Lookup(ctx context.Context, key string) (Record[V], bool, err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.live(leasekey.PK(s.cfg.Namespace, key), now)
+	r.Steps = maps.Clone(r.Steps)
 	return r.Record, ok, nil
 }
 

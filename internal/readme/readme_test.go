@@ -1,7 +1,9 @@
 // Package readme_test compiles every Go snippet of the repository's
 // README.md and of its pages under docs/ (docs/*.md), so that what a
-// reader copies builds as written, and checks that the package table of
-// docs/architecture.md lists the packages the module has.
+// reader copies builds as written, checks that the package table of
+// docs/architecture.md lists the packages the module has, and that every
+// example file outside internal/ shows all it runs and imports nothing a
+// reader's module cannot (examples_test.go).
 //
 // Each block fenced as ```go is compiled, in a package of its own, by
 // `go vet` in a throwaway module that requires this one through a
