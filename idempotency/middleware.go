@@ -634,7 +634,7 @@ func (m *Middleware) settle(w http.ResponseWriter, r *http.Request, rec *recorde
 	}
 	if a.release {
 		if f.tx {
-			m.rollback(ctx, rk, st.tx)
+			m.rollback(ctx, rk, st.tx, f.committing)
 		} else {
 			m.release(ctx, rk, token)
 		}
@@ -699,9 +699,17 @@ func notRetained(resp Response, max int) Response {
 	return out
 }
 
-func (m *Middleware) rollback(ctx context.Context, rk string, tx Tx) {
+// rollback ends tx without its work, which frees the key it holds.
+// After a failed COMMIT the transaction, or its connection, is over: the
+// rollback has nothing left to do, its failure is the commit's, which is
+// logged already, so it is logged at debug level only (one line per event).
+func (m *Middleware) rollback(ctx context.Context, rk string, tx Tx, afterCommit bool) {
 	if err := tx.Rollback(ctx); err != nil {
 		// The database rolls back a transaction whose connection ends.
+		if afterCommit {
+			m.log(rk).Debug("idempotency: rollback after the failed commit failed", zap.Error(err))
+			return
+		}
 		m.log(rk).Warn("idempotency: rollback failed", zap.Error(err))
 	}
 }

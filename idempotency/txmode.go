@@ -31,7 +31,7 @@ func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, rk, fp string)
 		h.runTx(w, r, rk, c.Token, tx)
 		return
 	}
-	m.rollback(ctx, rk, tx)
+	m.rollback(ctx, rk, tx, false)
 	m.answer(w, rk, a, nil)
 }
 
