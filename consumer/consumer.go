@@ -1193,7 +1193,7 @@ func (r *runner) deadLetter(m *inflight, res Result) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.workBase), settleCallTimeout)
 	defer cancel()
 	err := settle.Send(ctx, r.cfg.Client, r.log, "consumer", settle.Letter{
-		Msg: settleMessage(m.msg), Reason: deadLetterReason(res), Class: res.Class,
+		Msg: settleMessage(m.msg), Reason: deadLetterReason(res), Class: res.Class, Step: settle.Step(res.Err),
 		SourceQueue: r.q.url, DLQ: r.q.dlqURL, FIFO: r.q.fifo, MaxSize: r.q.dlqMaxSize, Now: r.cfg.NowFunc(), SigningKey: r.cfg.DeadLetterSigningKey,
 	})
 	r.obs.DeadLettered(m.msg, err)

@@ -97,6 +97,9 @@ const (
 	ClassMaxAttempts = sqsmsg.ClassMaxAttempts // MaxAttempts transient failures
 	ClassPanic       = sqsmsg.ClassPanic       // counted as a transient failure; a dead letter only via MaxAttempts
 	ClassKeyReuse    = sqsmsg.ClassKeyReuse    // same dedupe key, different body
+	// ClassOutcomeUnknown: a step's outcome outside the database is
+	// unknown and its policy parks it (package step).
+	ClassOutcomeUnknown = sqsmsg.ClassOutcomeUnknown
 )
 
 // Verdict is a classifier's decision for one handler error

@@ -44,6 +44,10 @@ const (
 	ClassPanic       = "panic"        // counted as a transient failure; a dead letter only via MaxAttempts
 	ClassKeyReuse    = "key_reuse"    // same dedupe key, different body
 	ClassPayload     = "payload"      // the body in S3 or compressed could not be had for good
+	// ClassOutcomeUnknown: a step's outcome outside the database is
+	// unknown and its policy parks it for a person (package step);
+	// Failure.Step names the step.
+	ClassOutcomeUnknown = "outcome_unknown"
 )
 
 // Failure is the JSON recorded in a dead letter's sqsonce-failure attribute.
@@ -61,6 +65,10 @@ type Failure struct {
 	// OriginalMessageID is the MessageId on the source queue.
 	OriginalMessageID string    `json:"original_message_id"`
 	FailedAt          time.Time `json:"failed_at"`
+	// Step is the name of the handler's step whose failure this is (see
+	// package step): set for class outcome_unknown, and for any failure
+	// whose error names its step (a FailureStep() string method).
+	Step string `json:"step,omitempty"`
 	// Signature is set when the consumer that wrote the record has a
 	// signing key: see [Failure.Sign]. Without one, nothing tells this
 	// record from one a producer wrote.

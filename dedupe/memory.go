@@ -3,10 +3,10 @@ package dedupe
 import (
 	"cmp"
 	"context"
-	"sync"
 	"time"
 
-	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/memlease"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // MemoryConfig configures a [Memory] store.
@@ -32,208 +32,72 @@ type MemoryConfig struct {
 // call. An IN_PROGRESS record whose lease has ended (a crashed owner's)
 // stays until it expires, as in DynamoDB.
 type Memory struct {
-	ns  string
-	ttl time.Duration
-	now func() time.Time
-
-	mu      sync.Mutex
-	index   map[string]int // pk → position in records
-	records []memRecord
-	cursor  int // the next record the sweep examines
+	s *memlease.Store[struct{}]
 }
 
-type memRecord struct {
-	pk          string
-	status      string
-	token       string
-	fingerprint string
-	leaseUntil  time.Time
-	expiresAt   time.Time
-}
-
-// sweepPerCall is how many records each call examines for expiry. A full
-// round over n records takes n/sweepPerCall calls, during which at most as
-// many records are added; so the records expired but not yet deleted are
-// at most 2n/sweepPerCall: a quarter of the store.
-const sweepPerCall = 8
-
-var _ Store = (*Memory)(nil)
+var _ StepStore = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory Store.
 func NewMemory(cfg MemoryConfig) *Memory {
-	m := &Memory{
-		ns:    cfg.Namespace,
-		ttl:   cmp.Or(cfg.TTL, DefaultTTL),
-		now:   cfg.NowFunc,
-		index: map[string]int{},
+	now := cfg.NowFunc
+	if now == nil {
+		now = time.Now
 	}
-	if m.now == nil {
-		m.now = time.Now
-	}
-	return m
+	return &Memory{s: memlease.New[struct{}](memlease.Config{
+		Namespace:          cfg.Namespace,
+		TTL:                cmp.Or(cfg.TTL, DefaultTTL),
+		Now:                now,
+		LenientFingerprint: true,
+		ErrNotOwner:        ErrNotOwner,
+	})}
 }
 
 // Claim implements [Store].
 func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error) {
-	if err := ctx.Err(); err != nil {
+	r, err := m.s.Claim(ctx, key, fingerprint, lease)
+	if err != nil {
 		return Claim{}, err
 	}
-	pk := leasekey.PK(m.ns, key)
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sweep(now)
-	r, ok := m.get(pk)
-	// The same rule as the DynamoDB condition: absent, expired, or an
-	// IN_PROGRESS claim of the same message whose lease has ended. Another
-	// body never takes over: the crashed owner's effects are unknown, and
-	// the key stays its message's until the record expires.
-	same := r.fingerprint == "" || fingerprint == "" || r.fingerprint == fingerprint
-	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now) && same) {
-		r = memRecord{
-			pk:          pk,
-			status:      StatusInProgress,
-			token:       leasekey.NewToken(),
-			fingerprint: fingerprint,
-			leaseUntil:  now.Add(lease),
-			expiresAt:   now.Add(m.ttl),
-		}
-		m.put(r)
-		return Claim{Status: Claimed, Token: r.token, LeaseUntil: r.leaseUntil}, nil
-	}
-	c := Claim{Fingerprint: r.fingerprint}
-	switch {
-	case !same:
-		c.Status = KeyReused
-	case r.status == StatusCompleted:
+	c := Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint, Steps: r.Steps}
+	switch r.Outcome {
+	case memlease.Claimed:
+		c.Status = Claimed
+	case memlease.Completed:
 		c.Status = Duplicate
-	default:
+	case memlease.InProgress:
 		c.Status = InProgress
-		c.LeaseUntil = r.leaseUntil
+	case memlease.KeyReused:
+		c.Status = KeyReused
 	}
 	return c, nil
 }
 
-// owned returns the IN_PROGRESS record held by token, or ErrNotOwner. An
-// expired record is gone, whether or not the sweep has reached it yet.
-func (m *Memory) owned(key, token string, now time.Time) (memRecord, error) {
-	r, ok := m.get(leasekey.PK(m.ns, key))
-	if !ok || r.token != token || r.status != StatusInProgress || r.expiresAt.Before(now) {
-		return r, ErrNotOwner
-	}
-	return r, nil
-}
-
-// get returns the record of pk.
-func (m *Memory) get(pk string) (memRecord, bool) {
-	i, ok := m.index[pk]
-	if !ok {
-		return memRecord{}, false
-	}
-	return m.records[i], true
-}
-
-// put stores r, replacing the record of r.pk.
-func (m *Memory) put(r memRecord) {
-	if i, ok := m.index[r.pk]; ok {
-		m.records[i] = r
-		return
-	}
-	m.index[r.pk] = len(m.records)
-	m.records = append(m.records, r)
-}
-
-// remove deletes the record at position i: the last record takes its place.
-func (m *Memory) remove(i int) {
-	delete(m.index, m.records[i].pk)
-	last := len(m.records) - 1
-	if i != last {
-		m.records[i] = m.records[last]
-		m.index[m.records[i].pk] = i
-	}
-	m.records[last] = memRecord{} // drop its strings
-	m.records = m.records[:last]
-	// After a burst, give the memory back: copy into a smaller slice and
-	// index (amortized over the removals that emptied them).
-	if c := cap(m.records); c > 1024 && len(m.records) < c/4 {
-		m.records = append(make([]memRecord, 0, 2*len(m.records)), m.records...)
-		m.index = make(map[string]int, len(m.records))
-		for i, r := range m.records {
-			m.index[r.pk] = i
-		}
-	}
-}
-
-// sweep examines the next sweepPerCall records and deletes the expired
-// ones (the rule of Claim: expires_at before now).
-func (m *Memory) sweep(now time.Time) {
-	for range sweepPerCall {
-		if len(m.records) == 0 {
-			return
-		}
-		if m.cursor >= len(m.records) {
-			m.cursor = 0
-		}
-		if m.records[m.cursor].expiresAt.Before(now) {
-			m.remove(m.cursor) // the record moved here is examined next
-		} else {
-			m.cursor++
-		}
-	}
-}
-
 // Extend implements [Store].
 func (m *Memory) Extend(ctx context.Context, key, token string, lease time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sweep(now)
-	r, err := m.owned(key, token, now)
-	if err != nil {
-		return err
-	}
-	r.leaseUntil = now.Add(lease)
-	r.expiresAt = now.Add(m.ttl)
-	m.put(r)
-	return nil
+	return m.s.Extend(ctx, key, token, lease)
 }
 
 // Complete implements [Store].
 func (m *Memory) Complete(ctx context.Context, key, token string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sweep(now)
-	r, err := m.owned(key, token, now)
-	if err != nil {
-		return err
-	}
-	r.status = StatusCompleted
-	r.leaseUntil = time.Time{}
-	r.expiresAt = now.Add(m.ttl)
-	m.put(r)
-	return nil
+	return m.s.Complete(ctx, key, token, struct{}{})
 }
 
 // Release implements [Store].
 func (m *Memory) Release(ctx context.Context, key, token string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sweep(now)
-	r, err := m.owned(key, token, now)
-	if err != nil {
-		return err
-	}
-	m.remove(m.index[r.pk])
-	return nil
+	return m.s.Release(ctx, key, token)
+}
+
+// SaveSteps implements [StepStore].
+func (m *Memory) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	return m.s.SaveSteps(ctx, key, token, steps)
+}
+
+// Unknown implements [StepStore].
+func (m *Memory) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	return m.s.Unknown(ctx, limit)
+}
+
+// Resolve implements [StepStore].
+func (m *Memory) Resolve(ctx context.Context, key, name string, applied bool) error {
+	return m.s.Resolve(ctx, key, name, applied)
 }

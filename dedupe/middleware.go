@@ -14,8 +14,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/sqsonce/sqsonce/internal/steprec"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
 	"github.com/sqsonce/sqsonce/sqsmsg"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Config configures the middleware ([New]).
@@ -30,7 +32,7 @@ type Config struct {
 	//
 	//   - Under the consumer, the heartbeat extends it on every tick: the
 	//     lease is at least three heartbeat intervals
-	//     ([consumer.Message.HeartbeatInterval]), so one failed or late
+	//     ([sqsmsg.Message.HeartbeatInterval]), so one failed or late
 	//     extension still leaves the next one inside the lease.
 	//   - When nothing extends it (the Lambda adapter) and the handler's
 	//     context has a deadline, the lease runs to that deadline: it covers
@@ -56,13 +58,19 @@ type Config struct {
 	// it again. A lease lost while the handler runs is reported by the
 	// consumer (the heartbeat's error, which cancels the handler's context
 	// with consumer.ErrLeaseLost), not again here. Set it to the consumer's
-	// (or Lambda adapter's) Observer. Defaults to consumer.NopObserver.
+	// (or Lambda adapter's) Observer. An Observer that is also a
+	// [StepObserver] gets the step events of every message too (package
+	// step: unknown outcomes, reconciles, parked steps). Defaults to
+	// consumer.NopObserver.
 	Observer sqsmsg.Observer
 	// MeterProvider, when set, counts every claim in sqsonce.dedupe.results
 	// by result: claimed, duplicate, in_progress, key_reused, or error (the
-	// store failed). Whatever it is set to, the result is also recorded on
-	// the message's span (sqsonce.dedupe.result) when the consumer traces.
-	// Defaults to nil: nothing is measured.
+	// store failed); and every step event in sqsonce.dedupe.steps by event
+	// (unknown, reconcile_found, reconcile_not_found,
+	// reconcile_still_unknown, parked, rerun: see package step). Whatever
+	// it is set to, the result is also recorded on the message's span
+	// (sqsonce.dedupe.result) when the consumer traces. Defaults to nil:
+	// nothing is measured.
 	MeterProvider metric.MeterProvider
 	// NowFunc is the clock. Defaults to time.Now.
 	NowFunc func() time.Time
@@ -73,6 +81,8 @@ type Config struct {
 type Middleware struct {
 	cfg     Config
 	results *telemetry.Results
+	steps   *telemetry.Results
+	stepObs StepObserver
 }
 
 // New returns the middleware, or an error naming the bad field.
@@ -99,7 +109,16 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	results := telemetry.NewResults(cfg.MeterProvider, "sqsonce.dedupe.results",
 		"Dedupe claims, by result.", "{message}", "result", resultNames[:]...)
-	return &Middleware{cfg: cfg, results: results}, nil
+	steps := telemetry.NewResults(cfg.MeterProvider, "sqsonce.dedupe.steps",
+		"Step events of messages (package step), by event.", "{event}", "event", step.EventKinds...)
+	stepObs, _ := cfg.Observer.(StepObserver)
+	return &Middleware{cfg: cfg, results: results, steps: steps, stepObs: stepObs}, nil
+}
+
+// StepObserver is implemented by a [Config].Observer that wants the step
+// events of the messages it observes (package step).
+type StepObserver interface {
+	StepEvent(msg *sqsmsg.Message, e step.Event)
 }
 
 // Wrap returns next behind the middleware, which runs each message's
@@ -120,10 +139,21 @@ func New(cfg Config) (*Middleware, error) {
 //   - Handler success → Complete. Any failure (transient or permanent) →
 //     Release, so a retry or a redrive processes the message again.
 //
+// When the store is a [StepStore] (every store of sqsonce), the handler's
+// context carries a step recorder: [step.Run] records each step in the
+// message's record, and a retry, a takeover after a crash or a redrive
+// resumes after the last completed step (the record is kept on Release
+// when it holds steps). A step whose outcome is unknown fails the
+// message, even if the handler ignored Run's error: transient (retried
+// with backoff; the next attempt reconciles or reruns it), or, parked,
+// dead-lettered with class outcome_unknown and the step's name. A final
+// step that is dedupedynamo.Transactional or dedupepg.Transactional of
+// the same store completes the claimed record in its own transaction.
+//
 // Store errors are returned as transient errors (the message is retried).
 // Wrap is a consumer.Middleware: pass it in consumer.Config.Middleware.
 func (m *Middleware) Wrap(next sqsmsg.Handler) sqsmsg.Handler {
-	return &middleware{store: m.cfg.Store, opts: m.cfg, next: next, results: m.results}
+	return &middleware{store: m.cfg.Store, opts: m.cfg, next: next, results: m.results, steps: m.steps, stepObs: m.stepObs}
 }
 
 // resultNames are the values of the result attribute, by Status (0: the
@@ -136,6 +166,25 @@ type middleware struct {
 	opts    Config
 	next    sqsmsg.Handler
 	results *telemetry.Results
+	steps   *telemetry.Results
+	stepObs StepObserver
+}
+
+// stepEvent counts, logs and passes on one step event of msg.
+func (m *middleware) stepEvent(ctx context.Context, msg *sqsmsg.Message, e step.Event) {
+	m.steps.Add(ctx, e.Kind, 1)
+	switch e.Kind {
+	case step.EventUnknown, step.EventParked, step.EventReconcileStillUnknown:
+		m.opts.Logger.Warn("dedupe: step outcome "+e.Kind,
+			zap.String("message_id", msg.ID), zap.String("dedupe_key", msg.Key()),
+			zap.String("step", e.Step), zap.Stringer("policy", e.Policy), zap.Error(e.Err))
+	default:
+		m.opts.Logger.Info("dedupe: step "+e.Kind,
+			zap.String("message_id", msg.ID), zap.String("dedupe_key", msg.Key()), zap.String("step", e.Step))
+	}
+	if m.stepObs != nil {
+		m.stepObs.StepEvent(msg, e)
+	}
 }
 
 // observe counts the claim's result and records it on the message's span.
@@ -225,12 +274,35 @@ func (m *middleware) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 	}
 
 	o := &owner{m: m, key: key, msgID: msg.ID, token: c.Token, every: every, until: c.LeaseUntil, log: m.opts.Logger}
-	msg.OnHeartbeat(func(hctx context.Context) error { return o.extend(ctx, hctx) })
-	herr := m.next.Handle(ctx, msg)
+	hctx := ctx
+	var rec *steprec.Recorder
+	if ss, ok := m.store.(StepStore); ok {
+		if len(c.Steps) > 0 {
+			log().Debug("dedupe: resuming after the steps recorded", zap.Int("steps", len(c.Steps)))
+		}
+		token := c.Token
+		rec = steprec.New(c.Steps, func(ctx context.Context, steps map[string]step.Record) error {
+			return ss.SaveSteps(ctx, key, token, steps)
+		}, func(e step.Event) { m.stepEvent(ctx, msg, e) })
+		o.claim = &steprec.Claim{Store: m.store, Key: key, Token: token}
+		hctx = step.WithRecorder(steprec.WithClaim(ctx, o.claim), rec)
+	}
+	msg.OnHeartbeat(func(hbctx context.Context) error { return o.extend(ctx, hbctx) })
+	herr := m.next.Handle(hctx, msg)
 	o.finish()
+	if herr == nil && rec != nil {
+		if u := rec.Blocked(); u != nil {
+			// The handler went on past a step of unknown outcome: the
+			// message is not done.
+			herr = u
+		}
+	}
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.SettleTimeout)
 	defer cancel()
+	if herr == nil && o.claim != nil && o.claim.Completed() {
+		return nil // the handler's transaction completed the record
+	}
 	if herr == nil {
 		if err := m.store.Complete(sctx, key, c.Token); err != nil {
 			err = fmt.Errorf("dedupe: complete %q: %w", key, err)
@@ -263,8 +335,9 @@ type owner struct {
 	key   string
 	token string
 	msgID string
-	every time.Duration // the heartbeat interval
-	log   *zap.Logger   // without the message's fields: see logger
+	every time.Duration  // the heartbeat interval
+	log   *zap.Logger    // without the message's fields: see logger
+	claim *steprec.Claim // nil when the store records no steps
 
 	mu    sync.Mutex
 	until time.Time
@@ -292,6 +365,8 @@ func (o *owner) extend(ctx, hctx context.Context) error {
 	case err == nil:
 		o.until = now.Add(lease)
 		return nil
+	case errors.Is(err, ErrNotOwner) && o.claim != nil && o.claim.Settling():
+		return nil // the handler's own transaction completed the record
 	case errors.Is(err, ErrNotOwner):
 		o.logger().Warn("dedupe: lease lost: another delivery took the key over", zap.Error(err))
 		return fmt.Errorf("dedupe: extend %q: %w", o.key, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqsonce/sqsonce/sqsmsg"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Store records which message keys have been processed. Every Store keeps
@@ -34,8 +35,37 @@ type Store interface {
 	// are duplicates until the record expires.
 	Complete(ctx context.Context, key, token string) error
 	// Release deletes the IN_PROGRESS claim holding token, so the next claim
-	// of key runs at once.
+	// of key runs at once. A record that holds steps (see [StepStore]) is
+	// kept instead, with its lease ended: the next claim of the same
+	// fingerprint takes it over at once and gets its steps back.
 	Release(ctx context.Context, key, token string) error
+}
+
+// StepStore is a [Store] that records a handler's steps (package step) in
+// its records, so that a retry, a takeover after a crash or a redrive
+// resumes after the last completed step. [Middleware] puts a step
+// recorder in the handler's context when its store is one. Every store of
+// sqsonce is (memory, DynamoDB, PostgreSQL); the conformance suite checks
+// it.
+type StepStore interface {
+	Store
+	// SaveSteps replaces the steps recorded in the claim holding token,
+	// fenced as Extend is ([ErrNotOwner]). A Claim that takes the record
+	// over (its lease ended, or it was released) returns them in
+	// Claim.Steps; a claim of an absent or expired record starts with
+	// none.
+	SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error
+	// Unknown lists up to limit (0: all) records with a step whose
+	// outcome is unknown, for a person to resolve. It reads the whole
+	// store (a DynamoDB Scan of the table): an operator's command, not a
+	// worker's.
+	Unknown(ctx context.Context, limit int) ([]step.Unresolved, error)
+	// Resolve records a person's decision on step name of key's record:
+	// applied (done, without a result) or not applied (the next attempt
+	// runs it). The step must be unknown or started ([step.ErrNotUnknown])
+	// and the record not held by a live lease ([step.ErrHeld]). A redrive
+	// of the message then carries it to completion.
+	Resolve(ctx context.Context, key, name string, applied bool) error
 }
 
 // Status is the result of a [Store.Claim].
@@ -80,6 +110,10 @@ type Claim struct {
 	// Fingerprint is the stored record's fingerprint (Duplicate, InProgress,
 	// KeyReused).
 	Fingerprint string
+	// Steps are the steps the record holds (Claimed by a [StepStore]):
+	// those of an earlier attempt, when this claim took over a record
+	// whose lease had ended or that was released. Nil for a fresh record.
+	Steps map[string]step.Record
 }
 
 // Record statuses as stored.

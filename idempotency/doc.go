@@ -60,6 +60,11 @@
 //     Retry-After; a commit whose answer was lost → 503
 //     [TypeOutcomeUnknown]: a retry with the same key replays the response
 //     if it committed, and runs if it did not.
+//   - Effects outside the database can be recorded as steps (package
+//     step; the lease mode, with a [StepStore]): a request taken over
+//     after its owner died resumes after its last completed step, and a
+//     step whose outcome is unknown answers 503 [TypeStepOutcomeUnknown],
+//     the key released with its steps kept, never a replay.
 //
 // Responses to keyed requests are buffered, not streamed (http.Flusher is
 // not offered), up to MaxResponseBytes. Errors are application/problem+json (RFC 9457), one type per case

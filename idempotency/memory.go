@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"sync"
 	"time"
 
-	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/internal/memlease"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // MemoryConfig configures a [Memory] store.
@@ -26,108 +26,57 @@ type MemoryConfig struct {
 // store, for tests and for a single process that needs no durability. It
 // commits no work attached to a request ([ErrWorkUnsupported]). Its zero value
 // is not usable; call [NewMemory].
+//
+// Like DynamoDB's TTL, Memory forgets a record once its expires_at has
+// passed: every call examines a few records and deletes the expired ones,
+// at a constant cost per call (the dedupe memory store's rule).
 type Memory struct {
-	ns  string
-	ttl time.Duration
-	now func() time.Time
-
-	mu      sync.Mutex
-	records map[string]memRecord
-	claims  int // since the last sweep
-	sweepAt int // claims that trigger the next sweep
-}
-
-type memRecord struct {
-	status      string
-	token       string
-	fingerprint string
-	leaseUntil  time.Time
-	expiresAt   time.Time
-	resp        *Response
+	s *memlease.Store[*Response]
 }
 
 var (
-	_ Store    = (*Memory)(nil)
-	_ Lookuper = (*Memory)(nil)
+	_ StepStore = (*Memory)(nil)
+	_ Lookuper  = (*Memory)(nil)
 )
 
 // NewMemory returns an empty in-memory Store.
 func NewMemory(cfg MemoryConfig) *Memory {
-	m := &Memory{
-		ns:      cfg.Namespace,
-		ttl:     cmp.Or(cfg.TTL, DefaultTTL),
-		now:     cfg.NowFunc,
-		records: map[string]memRecord{},
+	now := cfg.NowFunc
+	if now == nil {
+		now = time.Now
 	}
-	if m.now == nil {
-		m.now = time.Now
-	}
-	return m
+	return &Memory{s: memlease.New[*Response](memlease.Config{
+		Namespace:   cfg.Namespace,
+		TTL:         cmp.Or(cfg.TTL, DefaultTTL),
+		Now:         now,
+		ErrNotOwner: ErrNotOwner,
+	})}
 }
 
 // Claim implements [Store].
 func (m *Memory) Claim(ctx context.Context, key, fingerprint string, lease time.Duration) (Claim, error) {
-	if err := ctx.Err(); err != nil {
+	r, err := m.s.Claim(ctx, key, fingerprint, lease)
+	if err != nil {
 		return Claim{}, err
 	}
-	pk := leasekey.PK(m.ns, key)
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sweep(now)
-	r, ok := m.records[pk]
-	// The DynamoDB store's condition: absent, expired, or an IN_PROGRESS
-	// claim of the same request whose lease has ended. Another request
-	// never takes over: the crashed owner's effects are unknown, and the
-	// key stays its request's until the record expires.
-	if !ok || r.expiresAt.Before(now) || (r.status == StatusInProgress && r.leaseUntil.Before(now) && r.fingerprint == fingerprint) {
-		r = memRecord{
-			status:      StatusInProgress,
-			token:       leasekey.NewToken(),
-			fingerprint: fingerprint,
-			leaseUntil:  now.Add(lease),
-			expiresAt:   now.Add(m.ttl),
-		}
-		m.records[pk] = r
-		return Claim{Status: Claimed, Token: r.token, LeaseUntil: r.leaseUntil}, nil
-	}
-	c := Claim{Fingerprint: r.fingerprint}
-	switch {
-	case r.fingerprint != fingerprint:
-		c.Status = KeyReused
-	case r.status == StatusCompleted:
+	c := Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint, Steps: r.Steps}
+	switch r.Outcome {
+	case memlease.Claimed:
+		c.Status = Claimed
+	case memlease.Completed:
 		c.Status = Completed
-		c.Response = cloneResponse(r.resp)
-	default:
+		c.Response = cloneResponse(r.Value)
+	case memlease.InProgress:
 		c.Status = InProgress
-		c.LeaseUntil = r.leaseUntil
+	case memlease.KeyReused:
+		c.Status = KeyReused
 	}
 	return c, nil
 }
 
-// sweep deletes expired records once the claims since the last sweep
-// reach the number of records it left (at least 1024): amortised O(1) per
-// claim, and the map stays within about twice its live records.
-func (m *Memory) sweep(now time.Time) {
-	m.claims++
-	if m.claims < max(1024, m.sweepAt) {
-		return
-	}
-	for pk, r := range m.records {
-		if r.expiresAt.Before(now) {
-			delete(m.records, pk)
-		}
-	}
-	m.claims, m.sweepAt = 0, len(m.records)
-}
-
 // Len returns how many records the store holds, expired ones not yet
 // swept included.
-func (m *Memory) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.records)
-}
+func (m *Memory) Len() int { return m.s.Len() }
 
 func cloneResponse(r *Response) *Response {
 	if r == nil {
@@ -136,32 +85,9 @@ func cloneResponse(r *Response) *Response {
 	return &Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body), NotRetained: r.NotRetained}
 }
 
-// owned returns the IN_PROGRESS record held by token, or ErrNotOwner.
-func (m *Memory) owned(key, token string) (string, memRecord, error) {
-	pk := leasekey.PK(m.ns, key)
-	r, ok := m.records[pk]
-	if !ok || r.token != token || r.status != StatusInProgress {
-		return pk, r, ErrNotOwner
-	}
-	return pk, r, nil
-}
-
 // Extend implements [Store].
 func (m *Memory) Extend(ctx context.Context, key, token string, lease time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pk, r, err := m.owned(key, token)
-	if err != nil {
-		return err
-	}
-	r.leaseUntil = now.Add(lease)
-	r.expiresAt = now.Add(m.ttl)
-	m.records[pk] = r
-	return nil
+	return m.s.Extend(ctx, key, token, lease)
 }
 
 // Complete implements [Store]. Work is not supported: with any, it
@@ -173,53 +99,43 @@ func (m *Memory) Complete(ctx context.Context, key, token string, c Completion) 
 	if len(c.Work) > 0 {
 		return ErrWorkUnsupported
 	}
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pk, r, err := m.owned(key, token)
-	if err != nil {
-		return err
-	}
-	r.status = StatusCompleted
-	r.leaseUntil = time.Time{}
-	r.expiresAt = now.Add(m.ttl)
-	r.resp = cloneResponse(&c.Response)
-	m.records[pk] = r
-	return nil
+	return m.s.Complete(ctx, key, token, cloneResponse(&c.Response))
 }
 
 // Lookup implements [Lookuper].
 func (m *Memory) Lookup(ctx context.Context, key string) (Record, error) {
-	if err := ctx.Err(); err != nil {
+	r, ok, err := m.s.Lookup(ctx, key)
+	if err != nil {
 		return Record{}, err
 	}
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.records[leasekey.PK(m.ns, key)]
-	if !ok || r.expiresAt.Before(now) {
+	if !ok {
 		return Record{}, ErrNoRecord
 	}
-	rec := Record{Status: r.status, Fingerprint: r.fingerprint, ExpiresAt: r.expiresAt}
-	if r.status == StatusCompleted {
-		rec.Response = cloneResponse(r.resp)
+	rec := Record{Status: r.Status, Fingerprint: r.Fingerprint, ExpiresAt: r.ExpiresAt, Steps: r.Steps}
+	if r.Status == StatusCompleted {
+		rec.Response = cloneResponse(r.Value)
 	} else {
-		rec.LeaseUntil = r.leaseUntil
+		rec.LeaseUntil = r.LeaseUntil
 	}
 	return rec, nil
 }
 
 // Release implements [Store].
 func (m *Memory) Release(ctx context.Context, key, token string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pk, _, err := m.owned(key, token)
-	if err != nil {
-		return err
-	}
-	delete(m.records, pk)
-	return nil
+	return m.s.Release(ctx, key, token)
+}
+
+// SaveSteps implements [StepStore].
+func (m *Memory) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	return m.s.SaveSteps(ctx, key, token, steps)
+}
+
+// Unknown implements [StepStore].
+func (m *Memory) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	return m.s.Unknown(ctx, limit)
+}
+
+// Resolve implements [StepStore].
+func (m *Memory) Resolve(ctx context.Context, key, name string, applied bool) error {
+	return m.s.Resolve(ctx, key, name, applied)
 }

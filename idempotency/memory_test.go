@@ -59,13 +59,43 @@ func TestMemorySweepsExpired(t *testing.T) {
 	}
 	claim("old-", 3000)
 	clock.Advance(idempotency.DefaultTTL + time.Second)
-	// A sweep runs once the claims since the last one reach the number of
-	// records: within 6000 claims here.
+	// Every call examines a few records: the 3000 expired ones are gone
+	// long before 8000 keys are claimed and completed.
 	claim("new-", 8000)
 	if n := s.Len(); n != 8000 {
 		t.Fatalf("%d records held, want the 8000 live ones (the 3000 expired swept)", n)
 	}
 	if c, _ := s.Claim(ctx, "new-1", "fp", time.Minute); c.Status != idempotency.Completed {
 		t.Fatalf("a live record was swept: %s", c.Status)
+	}
+}
+
+// TestMemoryExpiredClaimNotOwned: a claim whose record has expired is no
+// longer its owner's (ErrNotOwner, as documented), whether or not a sweep
+// has deleted the record yet: Extend must not bring it back.
+func TestMemoryExpiredClaimNotOwned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := dedupetest.NewClock(time.Now())
+	s := idempotency.NewMemory(idempotency.MemoryConfig{TTL: time.Hour, NowFunc: clock.Now})
+	c, err := s.Claim(ctx, "k", "fp", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour + time.Second)
+	for _, call := range []struct {
+		name string
+		do   func() error
+	}{
+		{"Extend", func() error { return s.Extend(ctx, "k", c.Token, time.Minute) }},
+		{"Complete", func() error { return s.Complete(ctx, "k", c.Token, idempotency.Completion{}) }},
+		{"Release", func() error { return s.Release(ctx, "k", c.Token) }},
+	} {
+		if err := call.do(); !errors.Is(err, idempotency.ErrNotOwner) {
+			t.Errorf("%s of an expired claim: %v, want ErrNotOwner", call.name, err)
+		}
+	}
+	if _, err := s.Lookup(ctx, "k"); !errors.Is(err, idempotency.ErrNoRecord) {
+		t.Fatalf("Lookup after the calls: %v, want ErrNoRecord (the expired record stays expired)", err)
 	}
 }

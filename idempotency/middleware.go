@@ -20,7 +20,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/steprec"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Header names.
@@ -137,9 +139,14 @@ type Config struct {
 	// ObserveFunc, when set, is called once per request that takes a key,
 	// with its outcome. Defaults to nil.
 	ObserveFunc func(Event)
+	// ObserveStepFunc, when set, is called with every step event of the
+	// requests (package step: unknown outcomes, reconciles, parked
+	// steps). Defaults to nil.
+	ObserveStepFunc func(step.Event)
 	// MeterProvider, when set, counts every request that takes a key in
-	// sqsonce.idempotency.requests, by outcome (see
-	// docs/observability.md). Defaults to nil: nothing is measured.
+	// sqsonce.idempotency.requests, by outcome, and every step event in
+	// sqsonce.idempotency.steps, by event (see docs/observability.md).
+	// Defaults to nil: nothing is measured.
 	MeterProvider metric.MeterProvider
 	// Logger receives lost leases, store failures and responses too large
 	// to store. Keys and scopes are never logged. Defaults to zap.NewNop().
@@ -179,11 +186,15 @@ const (
 	// OutcomeCommitFailed: the transactional completion failed (nothing
 	// was committed) or its outcome is unknown.
 	OutcomeCommitFailed
+	// OutcomeStepUnknown: a step of the request (package step) has an
+	// outcome that is unknown: 503 TypeStepOutcomeUnknown, the key
+	// released with its steps kept, so that a retry resumes.
+	OutcomeStepUnknown
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{"rejected", "executed", "replayed", "in_progress", "key_reused",
-	"released", "not_stored", "lease_lost", "store_error", "commit_failed"}
+	"released", "not_stored", "lease_lost", "store_error", "commit_failed", "step_unknown"}
 
 // String returns the outcome as logged.
 func (o Outcome) String() string {
@@ -221,6 +232,7 @@ type Middleware struct {
 	fphdrs  []string
 	counts  [numOutcomes]atomic.Int64
 	metric  *telemetry.Results
+	steps   *telemetry.Results
 }
 
 // New returns the middleware, or an error naming the bad field.
@@ -253,6 +265,8 @@ func New(cfg Config) (*Middleware, error) {
 	m := &Middleware{cfg: cfg, methods: map[string]bool{}}
 	m.metric = telemetry.NewResults(cfg.MeterProvider, "sqsonce.idempotency.requests",
 		"Requests that took an Idempotency-Key, by outcome.", "{request}", "outcome", outcomeNames[:]...)
+	m.steps = telemetry.NewResults(cfg.MeterProvider, "sqsonce.idempotency.steps",
+		"Step events of requests (package step), by event.", "{event}", "event", step.EventKinds...)
 	for _, meth := range cfg.Methods {
 		m.methods[meth] = true
 	}
@@ -310,6 +324,17 @@ func (m *Middleware) observe(o Outcome, status int) {
 //   - In the transactional mode (Config.BeginTxFunc) the request's
 //     transaction claims and holds the key instead of a lease, and its
 //     rollback frees it.
+//   - In the lease mode, with a store that records steps ([StepStore]:
+//     every store of sqsonce), the handler's context carries a step
+//     recorder (package step). A request whose lease was taken over after
+//     its owner died, or that is retried, resumes after its last
+//     completed step. When a step's outcome is unknown in this attempt,
+//     the handler's response is not sent nor stored: the key is released
+//     with its steps kept and the client gets 503
+//     [TypeStepOutcomeUnknown] (with Retry-After unless the step is
+//     parked, which waits for a person); a retry reconciles, reruns or
+//     parks the step as its policy says. Never a replay of something that
+//     did not happen.
 //
 // Errors are application/problem+json (RFC 9457), with the Type* types.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
@@ -386,34 +411,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.SettleTimeout)
 	c, err := m.cfg.Store.Claim(cctx, rk, fp, m.cfg.Lease)
 	ccancel()
-	if err != nil {
-		m.log(rk).Warn("idempotency: claim failed", zap.Error(err))
-		writeProblem(w, http.StatusServiceUnavailable, TypeStoreUnavailable, "the idempotency store did not answer; nothing ran", 1)
-		m.observe(OutcomeStoreError, http.StatusServiceUnavailable)
+	if a := decideClaim(c, err, false, m.cfg.NowFunc()); !a.run {
+		m.answer(w, rk, a, nil)
 		return
 	}
-	switch c.Status {
-	case Claimed:
-		h.run(w, r, rk, c)
-	case Completed:
-		replay(w, c.Response)
-		m.observe(OutcomeReplayed, c.Response.Status)
-	case InProgress:
-		// Only the lease is known: the owner may be running, or its
-		// process may have died. Either way the key is free for this
-		// request once the stored lease ends, unless the owner extends it.
-		wait := retryAfter(c.LeaseUntil.Sub(m.cfg.NowFunc()))
-		writeProblem(w, http.StatusConflict, TypeInProgress, fmt.Sprintf(
-			"a request with this key is in progress or stopped without finishing; its lease ends in %d s, when a retry gets its response or, if it stopped, runs it", wait), wait)
-		m.observe(OutcomeInProgress, http.StatusConflict)
-	case KeyReused:
-		writeProblem(w, http.StatusUnprocessableEntity, TypeKeyReused, "this key was used for a different request (method, path, query or body)", 0)
-		m.observe(OutcomeKeyReused, http.StatusUnprocessableEntity)
-	default:
-		m.log(rk).Error("idempotency: claim: unexpected status", zap.Int("status", int(c.Status)))
-		writeProblem(w, http.StatusInternalServerError, TypeStoreUnavailable, "", 0)
-		m.observe(OutcomeStoreError, http.StatusInternalServerError)
-	}
+	h.run(w, r, rk, c)
 }
 
 // retryAfter is d in whole seconds, rounded up, at least 1.
@@ -549,143 +551,120 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	// Whatever ends this function, runtime.Goexit in the handler
 	// included, the lease stops being extended.
 	defer stopKeeper()
+	var steps *steprec.Recorder
+	if ss, ok := m.cfg.Store.(StepStore); ok {
+		if len(c.Steps) > 0 {
+			m.log(rk).Debug("idempotency: resuming after the steps recorded", zap.Int("steps", len(c.Steps)))
+		}
+		token := c.Token
+		steps = steprec.New(c.Steps, func(ctx context.Context, s map[string]step.Record) error {
+			return ss.SaveSteps(ctx, rk, token, s)
+		}, func(e step.Event) { m.stepEvent(rk, e) })
+		ctx = step.WithRecorder(ctx, steps)
+	}
 	rec := newRecorder(w, st, m.cfg.MaxResponseBytes, m.replay)
 
 	exited := true
 	defer func() {
-		if !exited {
-			return
+		if exited {
+			stopKeeper()
+			m.settle(w, r, rec, st, rk, c.Token, ended{exit: exitGoexit})
 		}
-		// The handler called runtime.Goexit (t.FailNow in a test server,
-		// for one): its request was abandoned, as by a panic.
-		stopKeeper()
-		sctx, scancel := m.settleContext(r)
-		defer scancel()
-		m.release(sctx, rk, c.Token)
-		m.log(rk).Warn("idempotency: the handler called runtime.Goexit: key released")
-		m.observe(OutcomeReleased, http.StatusInternalServerError)
 	}()
 	panicked := call(h.next, rec, r.WithContext(ctx))
 	exited = false
 	stopKeeper()
 	// The middleware's own cancellation: the lease could not be kept.
 	leaseLost := errors.Is(context.Cause(ctx), ErrLeaseLost)
-
-	sctx, scancel := m.settleContext(r)
-	defer scancel()
-	release := func() { m.release(sctx, rk, c.Token) }
 	if panicked != nil {
-		release()
-		m.observe(OutcomeReleased, http.StatusInternalServerError)
+		m.settle(w, r, rec, st, rk, c.Token, ended{exit: exitPanicked, leaseLost: leaseLost})
 		panic(panicked)
 	}
+	f := ended{exit: exitReturned, leaseLost: leaseLost}
+	if steps != nil {
+		f.stepUnknown = steps.Blocked()
+	}
+	m.settle(w, r, rec, st, rk, c.Token, f)
+}
 
+// settle carries out [decide] for a claimed request whose handler has
+// ended, in either mode; f holds what the caller knows of the end (how
+// the handler exited, a lost lease, a step of unknown outcome), and settle
+// adds the response and the request's state. It makes the store calls
+// the decision asks for, then releases the key (or rolls the transaction
+// back), logs, answers and counts the outcome. The store calls are
+// bounded by the settle timeout even when the client has gone.
+func (m *Middleware) settle(w http.ResponseWriter, r *http.Request, rec *recorder, st *state, rk, token string, f ended) {
+	ctx, cancel := m.settleContext(r)
+	defer cancel()
 	st.mu.Lock()
 	released, work, streamed := st.released, st.work, st.streamed
 	st.mu.Unlock()
-	tx := len(work) > 0
-	resp := rec.response()
-	keep := stored(resp, m.replay)
+	keep := stored(rec.response(), m.replay)
+	f.tx, f.status = st.tx != nil, keep.Status
+	f.released, f.work, f.streamed, f.discarded = released, len(work) > 0, streamed, rec.discarded
 	// Headers added after the body was written count too.
-	over := keep.Size() > m.cfg.MaxResponseBytes
-	deliver := func() {
-		if !streamed {
+	f.over = keep.Size() > m.cfg.MaxResponseBytes
+	f.releaseServerErrors = m.cfg.ReleaseServerErrors
+	a := decide(f, m.cfg.MaxResponseBytes)
+	for a.next != callNone {
+		m.logLines(rk, a.logs)
+		switch a.next {
+		case callComplete:
+			f.completed = true
+			if f.tx {
+				f.completeErr = st.tx.Complete(ctx, rk, token, keep)
+				if f.committing = f.completeErr == nil; f.committing {
+					f.completeErr = st.tx.Commit(ctx)
+				}
+			} else {
+				f.completeErr = m.cfg.Store.Complete(ctx, rk, token, Completion{Response: keep, Work: work})
+			}
+		case callKeepStatus:
+			kctx, kcancel := ctx, context.CancelFunc(func() {})
+			if f.completed {
+				// A fresh timeout: the first call may have used all of its own.
+				kctx, kcancel = m.settleContext(r)
+			}
+			f.keptStatus = true
+			f.keptErr = m.cfg.Store.Complete(kctx, rk, token, Completion{Response: notRetained(keep, m.cfg.MaxResponseBytes)})
+			kcancel()
+		}
+		a = decide(f, m.cfg.MaxResponseBytes)
+	}
+	if a.release {
+		if f.tx {
+			m.rollback(ctx, rk, st.tx, f.committing)
+		} else {
+			m.release(ctx, rk, token)
+		}
+	}
+	m.answer(w, rk, a, func() {
+		if !f.streamed {
 			rec.deliver()
 		}
-	}
-	switch {
-	case rec.discarded, over && tx && !released:
-		release()
-		m.log(rk).Warn("idempotency: transactional response too large to store: nothing committed, key released",
-			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
-		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's writes; nothing was committed", 0)
-		m.observe(OutcomeNotStored, http.StatusInternalServerError)
-		return
-	case leaseLost && resp.Status >= 500:
-		// The failure is the middleware's doing (it cancelled the handler):
-		// stored, it would be replayed for the record's whole life.
-		release()
-		deliver()
-		m.log(rk).Warn("idempotency: the handler failed after its lease was lost: response not stored, key released",
-			zap.Int("status", resp.Status))
-		m.observe(OutcomeLeaseLost, resp.Status)
-		return
-	case released || releasedStatus(resp.Status, m.cfg.ReleaseServerErrors):
-		release()
-		deliver()
-		m.observe(OutcomeReleased, resp.Status)
-		return
-	case streamed || over:
-		o := m.completeNotRetained(sctx, rk, c.Token, resp)
-		deliver()
-		m.log(rk).Warn("idempotency: response too large to store: delivered, the record keeps its status only",
-			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
-		m.observe(o, resp.Status)
-		return
-	}
-	err := m.cfg.Store.Complete(sctx, rk, c.Token, Completion{Response: keep, Work: work})
-	if err == nil {
-		rec.deliver()
-		m.observe(OutcomeExecuted, resp.Status)
-		return
-	}
-	if !tx {
-		// The handler's effects happened: its response is the truth, even
-		// unstored, and the request must not run again.
-		if errors.Is(err, ErrNotOwner) {
-			m.log(rk).Warn("idempotency: lease lost before completion: another request owns the key; the effect may repeat", zap.Error(err))
-			m.observe(OutcomeLeaseLost, resp.Status)
-		} else {
-			m.log(rk).Warn("idempotency: response not stored: completing the record with its status only", zap.Error(err))
-			// A fresh timeout: the first call may have used all of its own.
-			fctx, fcancel := m.settleContext(r)
-			o := m.completeNotRetained(fctx, rk, c.Token, resp)
-			fcancel()
-			m.observe(o, resp.Status)
-		}
-		rec.deliver()
-		return
-	}
-	// Transactional: the handler's response is only true if its writes
-	// committed.
-	var cerr *ConditionError
-	switch {
-	case errors.Is(err, ErrTooLarge):
-		release()
-		m.log(rk).Warn("idempotency: transactional response too large for the store: nothing committed, key released", zap.Error(err))
-		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's writes; nothing was committed", 0)
-		m.observe(OutcomeNotStored, http.StatusInternalServerError)
-	case errors.Is(err, ErrNotOwner):
-		m.log(rk).Warn("idempotency: lease lost before the commit: nothing committed", zap.Error(err))
-		writeProblem(w, http.StatusConflict, TypeLeaseLost, "the request's lease was taken over before it committed; nothing was committed", 1)
-		m.observe(OutcomeLeaseLost, http.StatusConflict)
-	case errors.As(err, &cerr):
-		release()
-		writeProblem(w, http.StatusConflict, TypeWriteConflict, "a condition on the request's writes failed; nothing was committed", 0)
-		m.observe(OutcomeCommitFailed, http.StatusConflict)
-	case outcomeUnknown(err):
-		// The release is fenced on IN_PROGRESS: it frees the key if the
-		// commit did not happen and leaves the completed record if it did.
-		release()
-		m.commitUnknown(w, rk, err)
-	case errors.Is(err, ErrPermanent), errors.Is(err, ErrWorkUnsupported):
-		release()
-		m.log(rk).Error("idempotency: the store refused the request's writes: nothing committed, key released", zap.Error(err))
-		writeProblem(w, http.StatusInternalServerError, TypeCommitRefused, "the store refused the request's writes; nothing was committed, and the same request cannot succeed", 0)
-		m.observe(OutcomeCommitFailed, http.StatusInternalServerError)
-	default:
-		release()
-		m.log(rk).Warn("idempotency: commit failed: nothing committed, key released", zap.Error(err))
-		writeProblem(w, http.StatusServiceUnavailable, TypeCommitFailed, "the request's writes could not be committed; nothing was committed", 1)
-		m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
-	}
+	})
 }
 
-// releasedStatus reports whether a response with status gives the key
-// back instead of being stored: a 429 (the request was not run), and a
-// 5xx when releaseServerErrors.
-func releasedStatus(status int, releaseServerErrors bool) bool {
-	return status == http.StatusTooManyRequests || (releaseServerErrors && status >= 500)
+// answer writes a's log lines and its answer (a replay, a problem, or
+// the handler's response through deliver), and counts its outcome.
+func (m *Middleware) answer(w http.ResponseWriter, rk string, a action, deliver func()) {
+	m.logLines(rk, a.logs)
+	switch {
+	case a.replay != nil:
+		replay(w, a.replay)
+	case a.problem != nil:
+		writeProblem(w, a.problem.status, a.problem.typ, a.problem.detail, a.problem.retryAfter)
+	case a.deliver:
+		deliver()
+	}
+	m.observe(a.outcome, a.status)
+}
+
+func (m *Middleware) logLines(rk string, lines []logLine) {
+	for _, l := range lines {
+		m.log(rk).Log(l.level, l.msg, l.fields...)
+	}
 }
 
 // settleContext bounds a store call made after the handler returned, even
@@ -700,24 +679,6 @@ func (m *Middleware) release(ctx context.Context, rk, token string) {
 	if err := m.cfg.Store.Release(ctx, rk, token); err != nil && !errors.Is(err, ErrNotOwner) {
 		m.log(rk).Warn("idempotency: release failed", zap.Error(err))
 	}
-}
-
-// completeNotRetained completes the record with resp's status and the
-// headers that do not describe its body, marked not retained, and returns
-// the outcome to count. When that fails too the record stays IN_PROGRESS
-// and the key runs again once its lease ends: nothing better is left.
-func (m *Middleware) completeNotRetained(ctx context.Context, rk, token string, resp Response) Outcome {
-	err := m.cfg.Store.Complete(ctx, rk, token, Completion{Response: notRetained(stored(resp, m.replay), m.cfg.MaxResponseBytes)})
-	switch {
-	case err == nil:
-		return OutcomeNotStored
-	case errors.Is(err, ErrNotOwner):
-		// Completed by an attempt whose answer was lost, or taken over.
-		m.log(rk).Warn("idempotency: the record is no longer this request's: completed already, or taken over", zap.Error(err))
-		return OutcomeLeaseLost
-	}
-	m.log(rk).Error("idempotency: the record could not be completed: the key runs again once its lease ends", zap.Error(err))
-	return OutcomeStoreError
 }
 
 // notRetained is the record of a response that cannot be kept: its status
@@ -738,93 +699,18 @@ func notRetained(resp Response, max int) Response {
 	return out
 }
 
-// outcomeUnknown reports a commit error after which the commit may have
-// been applied.
-func outcomeUnknown(err error) bool {
-	return errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-}
-
-// commitUnknown answers a commit whose outcome is unknown, once the key
-// is free if the commit did not happen (a fenced release in the lease
-// mode; in the transactional mode the database ends the transaction
-// either way): the retry either runs or gets the stored response.
-func (m *Middleware) commitUnknown(w http.ResponseWriter, rk string, err error) {
-	m.log(rk).Warn("idempotency: commit outcome unknown: the retry replays the response if it committed, runs again if not", zap.Error(err))
-	writeProblem(w, http.StatusServiceUnavailable, TypeOutcomeUnknown,
-		"the request's commit was sent but its outcome is unknown; retry with the same key: the retry gets the response if it committed, and runs the request if it did not", 1)
-	m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
-}
-
-func (m *Middleware) rollback(ctx context.Context, rk string, tx Tx) {
+// rollback ends tx without its work, which frees the key it holds.
+// After a failed COMMIT the transaction, or its connection, is over: the
+// rollback has nothing left to do, its failure is the commit's, which is
+// logged already, so it is logged at debug level only (one line per event).
+func (m *Middleware) rollback(ctx context.Context, rk string, tx Tx, afterCommit bool) {
 	if err := tx.Rollback(ctx); err != nil {
 		// The database rolls back a transaction whose connection ends.
+		if afterCommit {
+			m.log(rk).Debug("idempotency: rollback after the failed commit failed", zap.Error(err))
+			return
+		}
 		m.log(rk).Warn("idempotency: rollback failed", zap.Error(err))
-	}
-}
-
-// settleTx ends a request of the transactional mode: the response is
-// stored in the handler's transaction and committed, then sent; or the
-// transaction is rolled back, which frees the key (nothing else holds it:
-// there is no lease to release).
-func (m *Middleware) settleTx(ctx context.Context, w http.ResponseWriter, rec *recorder, st *state, rk, token string) {
-	st.mu.Lock()
-	released := st.released
-	st.mu.Unlock()
-	resp := rec.response()
-	keep := stored(resp, m.replay)
-	switch {
-	case rec.discarded, keep.Size() > m.cfg.MaxResponseBytes && !released:
-		// Unlike the lease mode, the record is not completed "not
-		// retained": the work rolls back with it, so the request has had
-		// no effect and its retry may run.
-		m.rollback(ctx, rk, st.tx)
-		m.log(rk).Warn("idempotency: transactional response too large to store: rolled back, key freed",
-			zap.Int("max_response_bytes", m.cfg.MaxResponseBytes))
-		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's work; nothing was committed", 0)
-		m.observe(OutcomeNotStored, http.StatusInternalServerError)
-		return
-	case released || releasedStatus(resp.Status, true):
-		// The handler failed, was refused (429) or gave the key back: its
-		// work must not commit, and a retry runs it again.
-		m.rollback(ctx, rk, st.tx)
-		rec.deliver()
-		m.observe(OutcomeReleased, resp.Status)
-		return
-	}
-	err := st.tx.Complete(ctx, rk, token, keep)
-	committing := err == nil
-	if committing {
-		err = st.tx.Commit(ctx)
-	}
-	if err == nil {
-		rec.deliver()
-		m.observe(OutcomeExecuted, resp.Status)
-		return
-	}
-	m.rollback(ctx, rk, st.tx)
-	switch {
-	case errors.Is(err, ErrNotOwner):
-		m.log(rk).Warn("idempotency: the claim was lost before the commit: rolled back", zap.Error(err))
-		writeProblem(w, http.StatusConflict, TypeLeaseLost, "the request's claim on the key was lost before it committed; nothing was committed", 1)
-		m.observe(OutcomeLeaseLost, http.StatusConflict)
-	case errors.Is(err, ErrTooLarge):
-		m.log(rk).Warn("idempotency: transactional response too large for the store: rolled back, key freed", zap.Error(err))
-		writeProblem(w, http.StatusInternalServerError, TypeResponseTooLarge, "the response was too large to store with the request's work; nothing was committed", 0)
-		m.observe(OutcomeNotStored, http.StatusInternalServerError)
-	case committing && outcomeUnknown(err):
-		// The COMMIT was sent: the database committed it, or ends the
-		// transaction without it and frees the key. Nothing to release.
-		m.commitUnknown(w, rk, err)
-	case errors.Is(err, ErrPermanent):
-		m.log(rk).Error("idempotency: the store refused the request's work: rolled back, key freed", zap.Error(err))
-		writeProblem(w, http.StatusInternalServerError, TypeCommitRefused, "the store refused the request's work; nothing was committed, and the same request cannot succeed", 0)
-		m.observe(OutcomeCommitFailed, http.StatusInternalServerError)
-	default:
-		// Complete or Commit answered: nothing was committed, and the
-		// rollback freed the key.
-		m.log(rk).Warn("idempotency: commit failed: rolled back, key freed", zap.Error(err))
-		writeProblem(w, http.StatusServiceUnavailable, TypeCommitFailed, "the request's work could not be committed; nothing was committed", 1)
-		m.observe(OutcomeCommitFailed, http.StatusServiceUnavailable)
 	}
 }
 
@@ -869,5 +755,20 @@ func (m *Middleware) keep(rk, token string, until time.Time, cancel context.Canc
 		default:
 			m.log(rk).Warn("idempotency: extend failed; retrying on the next tick", zap.Error(err))
 		}
+	}
+}
+
+// stepEvent counts, logs and passes on one step event of record rk.
+func (m *Middleware) stepEvent(rk string, e step.Event) {
+	m.steps.Add(context.Background(), e.Kind, 1)
+	switch e.Kind {
+	case step.EventUnknown, step.EventParked, step.EventReconcileStillUnknown:
+		m.log(rk).Warn("idempotency: step outcome "+e.Kind,
+			zap.String("step", e.Step), zap.Stringer("policy", e.Policy), zap.Error(e.Err))
+	default:
+		m.log(rk).Info("idempotency: step "+e.Kind, zap.String("step", e.Step))
+	}
+	if m.cfg.ObserveStepFunc != nil {
+		m.cfg.ObserveStepFunc(e)
 	}
 }

@@ -54,6 +54,15 @@ const (
 	// its answer was lost: it may have committed. A retry with the same
 	// key gets the stored response if it did, and runs if it did not.
 	TypeOutcomeUnknown = "urn:sqsonce:idempotency:outcome-unknown"
+	// TypeStepOutcomeUnknown: 503, a step of the request (package step)
+	// has an unknown outcome in this attempt (a call whose answer was
+	// lost, a reconcile that could not tell, or a parked step): the
+	// handler's response is neither sent nor stored, and the key is
+	// released with the request's steps kept. With Retry-After (2 s) the
+	// retry with the same key reconciles or reruns the step and carries
+	// the request on; without (a parked step) retries get the same answer
+	// until an operator resolves the step.
+	TypeStepOutcomeUnknown = "urn:sqsonce:idempotency:step-outcome-unknown"
 	// TypeNotRetained: a replay of a request that ran but whose response
 	// could not be stored (too large, or its completion failed): the
 	// original status, Idempotent-Replayed: true, and this problem in

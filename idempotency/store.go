@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Store keeps one record per (scope, key) with the record model of package
@@ -43,9 +45,33 @@ type Store interface {
 	// c.Response.NotRetained is stored with the record and given back by
 	// Claim.
 	Complete(ctx context.Context, key, token string, c Completion) error
-	// Release deletes the IN_PROGRESS claim holding token, so the next
-	// claim of key runs at once.
+	// Release deletes the IN_PROGRESS claim holding token, so the next claim
+	// of key runs at once. A record that holds steps (see [StepStore]) is
+	// kept instead, with its lease ended: the next claim of the same
+	// request takes it over at once and gets its steps back.
 	Release(ctx context.Context, key, token string) error
+}
+
+// StepStore is a [Store] that records a handler's steps (package step) in
+// its records, so that a request whose lease was taken over after its
+// owner died, or that is retried after a step's outcome was unknown,
+// resumes after its last completed step. The middleware's lease mode puts
+// a step recorder in the handler's context when its store is one. Every
+// store of sqsonce is (memory, DynamoDB, PostgreSQL).
+type StepStore interface {
+	Store
+	// SaveSteps replaces the steps recorded in the claim holding token,
+	// fenced as Extend is ([ErrNotOwner]). A Claim that takes the record
+	// over returns them in Claim.Steps.
+	SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error
+	// Unknown lists up to limit (0: all) records with a step whose
+	// outcome is unknown, for a person (a DynamoDB Scan: an operator's
+	// call). Keys are record keys ([RecordKey]).
+	Unknown(ctx context.Context, limit int) ([]step.Unresolved, error)
+	// Resolve records a person's decision on step name of key's record:
+	// applied (done, without a result) or not applied (the next attempt
+	// runs it); see dedupe.StepStore.Resolve.
+	Resolve(ctx context.Context, key, name string, applied bool) error
 }
 
 // Lookuper is a [Store] that reads a record without changing it: for
@@ -73,6 +99,8 @@ type Record struct {
 	ExpiresAt time.Time
 	// Response is the stored response (COMPLETED only).
 	Response *Response
+	// Steps are the steps the record holds (package step), nil for none.
+	Steps map[string]step.Record
 }
 
 // Status is the result of a [Store.Claim].
@@ -117,6 +145,10 @@ type Claim struct {
 	Fingerprint string
 	// Response is the stored response (Completed only).
 	Response *Response
+	// Steps are the steps the record holds (Claimed by a [StepStore]):
+	// those of an earlier attempt, when this claim took over a record
+	// whose lease had ended or that was released. Nil for a fresh record.
+	Steps map[string]step.Record
 }
 
 // Response is a stored response: replayed byte for byte.

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/sqsonce/sqsonce/idempotency"
 )
 
@@ -20,12 +23,13 @@ import (
 // for as long as the transaction lasts (Rollback releases it), and
 // Complete is applied to it only on Commit.
 type fakeTx struct {
-	store     idempotency.Store
-	mu        sync.Mutex
-	log       []string
-	key, tok  string
-	resp      idempotency.Response
-	commitErr error
+	store       idempotency.Store
+	mu          sync.Mutex
+	log         []string
+	key, tok    string
+	resp        idempotency.Response
+	commitErr   error
+	rollbackErr error
 }
 
 func (f *fakeTx) Claim(ctx context.Context, key, fingerprint string) (idempotency.Claim, error) {
@@ -70,7 +74,28 @@ func (f *fakeTx) Rollback(ctx context.Context) error {
 	if f.tok != "" {
 		_ = f.store.Release(ctx, f.key, f.tok) // ErrNotOwner after a commit
 	}
-	return nil
+	return f.rollbackErr
+}
+
+// A connection killed during COMMIT fails the commit and then the
+// rollback: one event, one warning (the commit's), not two.
+func TestTxModeKilledConnectionLogsOnce(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.WarnLevel)
+	store := idempotency.NewMemory(idempotency.MemoryConfig{})
+	dead := errors.New("conn closed")
+	m := newMiddleware(t, idempotency.Config{Store: store, Logger: zap.New(core),
+		BeginTxFunc: func(context.Context) (idempotency.Tx, error) {
+			return &fakeTx{store: store, commitErr: dead, rollbackErr: dead}, nil
+		}})
+	post(m.Wrap(&credits{}), http.MethodPost, "/credits", "k", "alice", "{}")
+	var lines []string
+	for _, e := range logs.All() {
+		lines = append(lines, e.Message)
+	}
+	if len(lines) != 1 {
+		t.Fatalf("warnings for one killed connection: %q, want one", lines)
+	}
 }
 
 // The transactional mode's sequence, driver-neutral: begin and claim in

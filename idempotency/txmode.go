@@ -26,36 +26,13 @@ func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, rk, fp string)
 		return
 	}
 	c, err := tx.Claim(ctx, rk, fp)
-	if err == nil && c.Status == Claimed {
+	a := decideClaim(c, err, true, m.cfg.NowFunc())
+	if a.run {
 		h.runTx(w, r, rk, c.Token, tx)
 		return
 	}
-	m.rollback(ctx, rk, tx)
-	switch {
-	case err != nil:
-		m.log(rk).Warn("idempotency: claim failed", zap.Error(err))
-		writeProblem(w, http.StatusServiceUnavailable, TypeStoreUnavailable, "the idempotency store did not answer; nothing ran", 1)
-		m.observe(OutcomeStoreError, http.StatusServiceUnavailable)
-	case c.Status == Completed:
-		replay(w, c.Response)
-		m.observe(OutcomeReplayed, c.Response.Status)
-	case c.Status == InProgress:
-		// Another transaction holds the key while it lives: it is running
-		// now, and its end is unknown.
-		wait := 1
-		if !c.LeaseUntil.IsZero() {
-			wait = retryAfter(c.LeaseUntil.Sub(m.cfg.NowFunc()))
-		}
-		writeProblem(w, http.StatusConflict, TypeInProgress, "a request with this key is still running; retry after it ends", wait)
-		m.observe(OutcomeInProgress, http.StatusConflict)
-	case c.Status == KeyReused:
-		writeProblem(w, http.StatusUnprocessableEntity, TypeKeyReused, "this key was used for a different request (method, path, query or body)", 0)
-		m.observe(OutcomeKeyReused, http.StatusUnprocessableEntity)
-	default:
-		m.log(rk).Error("idempotency: claim: unexpected status", zap.Int("status", int(c.Status)))
-		writeProblem(w, http.StatusInternalServerError, TypeStoreUnavailable, "", 0)
-		m.observe(OutcomeStoreError, http.StatusInternalServerError)
-	}
+	m.rollback(ctx, rk, tx, false)
+	m.answer(w, rk, a, nil)
 }
 
 // runTx runs the handler in the transaction tx that holds the key, then
@@ -69,27 +46,16 @@ func (h *handler) runTx(w http.ResponseWriter, r *http.Request, rk, token string
 	rec := newRecorder(w, st, m.cfg.MaxResponseBytes, m.replay)
 	exited := true
 	defer func() {
-		if !exited {
-			return
+		if exited {
+			// Nothing of the request commits, and the rollback frees the key.
+			m.settle(w, r, rec, st, rk, token, ended{exit: exitGoexit})
 		}
-		// The handler called runtime.Goexit (t.FailNow in a test server,
-		// for one): its request was abandoned, as by a panic. Nothing of
-		// it commits, and the rollback frees the key.
-		sctx, scancel := m.settleContext(r)
-		defer scancel()
-		m.rollback(sctx, rk, tx)
-		m.log(rk).Warn("idempotency: the handler called runtime.Goexit: rolled back, key freed")
-		m.observe(OutcomeReleased, http.StatusInternalServerError)
 	}()
 	panicked := call(h.next, rec, r.WithContext(ctx))
 	exited = false
-
-	sctx, scancel := m.settleContext(r)
-	defer scancel()
 	if panicked != nil {
-		m.rollback(sctx, rk, tx)
-		m.observe(OutcomeReleased, http.StatusInternalServerError)
+		m.settle(w, r, rec, st, rk, token, ended{exit: exitPanicked})
 		panic(panicked)
 	}
-	m.settleTx(sctx, w, rec, st, rk, token)
+	m.settle(w, r, rec, st, rk, token, ended{exit: exitReturned})
 }

@@ -173,8 +173,11 @@ func TestSNSPublisherRetryIsBookedOnce(t *testing.T) {
 			if k := b.keys[o.ID][0]; k != job.ID {
 				t.Fatalf("booked under key %q, want the job's sqsonce-id %q", k, job.ID)
 			}
-			if want := 3; !tc.fifo && b.delivered != want {
-				t.Fatalf("%d deliveries reached the dedupe, want %d (both copies of the retried job)", b.delivered, want)
+			// At least: the emulator, like SQS, may deliver a message again
+			// (a receive whose response was lost), which the dedupe also
+			// absorbs; fewer would mean the retried copy never arrived.
+			if want := 3; !tc.fifo && b.delivered < want {
+				t.Fatalf("%d deliveries reached the dedupe, want at least %d (both copies of the retried job)", b.delivered, want)
 			}
 		})
 	}

@@ -196,7 +196,7 @@ func parseFilter(expr string) (Filter, error) {
 }
 
 // knownClasses are the classes sqsonce writes, and ClassNone.
-var knownClasses = []string{sqsmsg.ClassPermanent, sqsmsg.ClassMaxAttempts, sqsmsg.ClassPanic, sqsmsg.ClassKeyReuse, sqsmsg.ClassPayload, ClassNone}
+var knownClasses = []string{sqsmsg.ClassPermanent, sqsmsg.ClassMaxAttempts, sqsmsg.ClassPanic, sqsmsg.ClassKeyReuse, sqsmsg.ClassPayload, sqsmsg.ClassOutcomeUnknown, ClassNone}
 
 // checkClass rejects a class name that can never match: one with
 // characters no class has, or one within two edits of a class sqsonce

@@ -593,7 +593,7 @@ func (h *Handler) deadLetter(ctx context.Context, r *record, res sqsmsg.Result) 
 		return "", err
 	}
 	return dlq, settle.Send(ctx, h.client, h.log, "sqslambda", settle.Letter{
-		Msg: settleMessage(r.msg), Reason: res.Reason, Class: res.Class,
+		Msg: settleMessage(r.msg), Reason: res.Reason, Class: res.Class, Step: settle.Step(res.Err),
 		SourceQueue: r.url, DLQ: dlq, FIFO: fifo, MaxSize: maxSize, Now: h.now(), SigningKey: h.cfg.DeadLetterSigningKey,
 	})
 }

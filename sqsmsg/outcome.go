@@ -60,6 +60,9 @@ const (
 	ClassMaxAttempts = deadletter.ClassMaxAttempts // MaxAttempts transient failures
 	ClassPanic       = deadletter.ClassPanic       // counted as a transient failure; a dead letter only via MaxAttempts
 	ClassKeyReuse    = deadletter.ClassKeyReuse    // same dedupe key, different body
+	// ClassOutcomeUnknown: a step's outcome outside the database is
+	// unknown and its policy parks it (package step).
+	ClassOutcomeUnknown = deadletter.ClassOutcomeUnknown
 )
 
 // ClassUnavailable is the class of a retry whose handler said its

@@ -54,7 +54,7 @@ func TestMessages(t *testing.T) {
 		{"misspelt class", []string{"move", dlq, "--class", "permanant", "--dry-run"}, 2, "",
 			"sqs-redrive: redrive: bad filter \"class=permanant\": unknown class \"permanant\" (did you mean \"permanent\"?)\nRun 'sqs-redrive help' for usage.\n"},
 		{"malformed class", []string{"peek", dlq, "--filter", "class==x"}, 2, "",
-			"sqs-redrive: redrive: bad filter \"class==x\": \"=x\" is not a class name (letters, digits, '_', '-' and '.'; known: permanent, max_attempts, panic, key_reuse, payload, none)\nRun 'sqs-redrive help' for usage.\n"},
+			"sqs-redrive: redrive: bad filter \"class==x\": \"=x\" is not a class name (letters, digits, '_', '-' and '.'; known: permanent, max_attempts, panic, key_reuse, payload, outcome_unknown, none)\nRun 'sqs-redrive help' for usage.\n"},
 		{"impossible destination, dry run", []string{"move", fifoDLQ, "--to", src, "--dry-run"}, 1, "",
 			"sqs-redrive: redrive: queue kinds differ: {fifo-dlq} is FIFO and {src} is a standard queue: the order within groups would be lost\n"},
 		{"refused destination", []string{"move", forged, "--yes"}, 1,

@@ -56,7 +56,7 @@ commands:
   version                       the version, VCS revision and modified flag this binary was built from
 
 filters (peek, move, export; combinable, all must match):
-  --class C[,C]        failure class (permanent, max_attempts, panic, key_reuse, or your own;
+  --class C[,C]        failure class (permanent, max_attempts, panic, key_reuse, outcome_unknown, or your own;
                        none = no failure record)
   --error RE           regular expression on the failure's error text
   --attr NAME=VALUE    message attribute equal to VALUE (NAME~RE: matches RE; NAME alone: present)
@@ -433,6 +433,9 @@ func (a *app) peek(ctx context.Context, argv []string) error {
 			if f := e.Failure; f != nil {
 				o["error"], o["attempts"], o["source_queue"] = f.Error, f.Attempts, f.SourceQueue
 				o["original_message_id"], o["failed_at"] = f.OriginalMessageID, f.FailedAt
+				if f.Step != "" {
+					o["step"] = f.Step
+				}
 			}
 			if h := e.History; h != nil {
 				o["redrive_count"], o["redriven_at"], o["redriven_from"] = h.Count, h.RedrivenAt, h.DLQ
@@ -501,6 +504,9 @@ func printEntry(w io.Writer, k, n int, e redrive.Entry, body bool, fetched ...st
 	}
 	fmt.Fprintf(w, "class:     %s\n", esc(e.Class()))
 	if f := e.Failure; f != nil {
+		if f.Step != "" {
+			fmt.Fprintf(w, "step:      %s\n", esc(f.Step))
+		}
 		fmt.Fprintf(w, "error:     %s\nattempts:  %d\nsource:    %s\n", esc(f.Error), f.Attempts, esc(f.SourceQueue))
 	}
 	if arn := m.SystemAttributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; arn != "" {

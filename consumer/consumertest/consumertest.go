@@ -146,6 +146,7 @@ func (h *Harness) Process(ctx context.Context, msg *consumer.Message) Result {
 		m := settle.Message{ID: msg.ID, Body: msg.Body, Key: msg.Key(), GroupID: msg.GroupID, ReceiveCount: msg.ReceiveCount, Attributes: msg.Attributes}
 		res.DeadLetter = settle.DeadLetterInput(m, reason, res.Class,
 			cmp.Or(cfg.QueueURL, DefaultQueueURL), cmp.Or(cfg.DeadLetterQueueURL, DefaultDeadLetterQueueURL), h.FIFO, now())
+		settle.SetStep(res.DeadLetter, settle.Step(res.Err))
 		if f, ok := deadletter.ParseFailure(res.DeadLetter.MessageAttributes); ok {
 			res.Failure = &f
 		}

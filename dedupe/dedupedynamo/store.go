@@ -13,6 +13,7 @@ import (
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // DefaultTable is the table name used when Config.Table is empty.
@@ -20,12 +21,14 @@ const DefaultTable = "sqsonce-dedupe"
 
 // Attribute names of a dedupe record.
 const (
-	AttrPK          = "pk"          // S: "<namespace>#<key>" (hashed past 2048 bytes)
-	AttrStatus      = "status"      // S: IN_PROGRESS or COMPLETED
-	AttrLeaseUntil  = "lease_until" // N: ms since the epoch
-	AttrToken       = "token"       // S: random per claim
-	AttrFingerprint = "fingerprint" // S: hash of the body
-	AttrExpiresAt   = "expires_at"  // N: s since the epoch; the TTL attribute
+	AttrPK          = "pk"           // S: "<namespace>#<key>" (hashed past 2048 bytes)
+	AttrStatus      = "status"       // S: IN_PROGRESS or COMPLETED
+	AttrLeaseUntil  = "lease_until"  // N: ms since the epoch
+	AttrToken       = "token"        // S: random per claim
+	AttrFingerprint = "fingerprint"  // S: hash of the body
+	AttrExpiresAt   = "expires_at"   // N: s since the epoch; the TTL attribute
+	AttrSteps       = "steps"        // M: the handler's steps (package step), when it records any
+	AttrUnknownStep = "unknown_step" // S: a step whose outcome is unknown, absent when none
 )
 
 // Config configures a [Store].
@@ -61,7 +64,7 @@ type Store struct {
 	log    *zap.Logger
 }
 
-var _ dedupe.Store = (*Store)(nil)
+var _ dedupe.StepStore = (*Store)(nil)
 
 // New returns a Store. It makes no call; run [Store.Check] at start-up.
 func New(cfg Config) (*Store, error) {
@@ -117,7 +120,7 @@ func (s *Store) lease() *dynamolease.Table {
 
 // claimOf maps the shared record code's answer to a dedupe.Claim.
 func claimOf(r dynamolease.Result) dedupe.Claim {
-	c := dedupe.Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}
+	c := dedupe.Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint, Steps: r.Steps}
 	switch r.Outcome {
 	case dynamolease.Claimed:
 		c.Status = dedupe.Claimed
@@ -155,4 +158,24 @@ func (s *Store) Complete(ctx context.Context, key, token string) error {
 // Release implements [dedupe.Store].
 func (s *Store) Release(ctx context.Context, key, token string) error {
 	return s.lease().Release(ctx, s.PK(key), token)
+}
+
+// SaveSteps implements [dedupe.StepStore] with one conditional UpdateItem
+// (the steps are written whole).
+func (s *Store) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	return s.lease().SaveSteps(ctx, s.PK(key), token, steps)
+}
+
+// Unknown implements [dedupe.StepStore] with a Scan of the table (paged,
+// filtered on unknown_step and the namespace): an operator's call. The
+// client must have Scan (*dynamodb.Client does) and the role
+// dynamodb:Scan.
+func (s *Store) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	return s.lease().Unknown(ctx, s.ns, limit)
+}
+
+// Resolve implements [dedupe.StepStore]: a strongly consistent GetItem,
+// then an UpdateItem conditioned on the record's token and ended lease.
+func (s *Store) Resolve(ctx context.Context, key, name string, applied bool) error {
+	return s.lease().Resolve(ctx, s.PK(key), name, applied)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/dynamohttp"
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
+	"github.com/sqsonce/sqsonce/internal/steprec"
 	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
@@ -86,7 +87,7 @@ type TxOptions struct {
 // TooLargeError reports a transaction over DynamoDB's limits: more than
 // [MaxTransactItems] writes (the dedupe record included) or more than
 // [MaxTransactBytes]. Retrying cannot fix it: [Transactional] returns it
-// wrapped in consumer.Permanent.
+// wrapped in sqsmsg.Permanent.
 type TooLargeError struct {
 	Items int // writes, the dedupe record included
 	Bytes int // estimated request size
@@ -145,8 +146,12 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 //   - More than 99 writes, or more than 4 MB → [*TooLargeError], permanent.
 //
 // Effects inside DynamoDB are then exactly once, across crashes, overlapping
-// deliveries and redrives. Do not wrap the handler in the dedupe middleware
-// with the same store: it needs no claim.
+// deliveries and redrives. It needs no claim. Under the dedupe middleware
+// (dedupe.New) with the same store, as the final step of a handler that
+// records steps (package step), it completes the middleware's claim
+// instead: the record's update to COMPLETED, fenced by the claim's token,
+// commits with fn's writes (a lost claim: [dedupe.ErrNotOwner], nothing
+// committed).
 func Transactional(store *Store, fn TxFunc, opts *TxOptions) sqsmsg.Handler {
 	var o TxOptions
 	if opts != nil {
@@ -177,7 +182,8 @@ func (h *txHandler) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 	log := func() *zap.Logger {
 		return h.s.log.With(zap.String("message_id", msg.ID), zap.String("dedupe_key", key))
 	}
-	if h.opts.SkipCompleted {
+	claim := steprec.ClaimFrom(ctx, h.s)
+	if h.opts.SkipCompleted && claim == nil {
 		done, err := h.completed(ctx, key, fp)
 		switch {
 		case done:
@@ -195,13 +201,27 @@ func (h *txHandler) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 	if n, size := len(writes)+1, estimateSize(writes); n > MaxTransactItems || size > MaxTransactBytes {
 		return sqsmsg.Permanent(&TooLargeError{Items: n, Bytes: size})
 	}
+	if claim != nil {
+		return claim.Completing(func() (bool, error) {
+			err := h.commitLoop(ctx, key, fp, writes, claim, log)
+			return err == nil, err
+		})
+	}
+	return h.commitLoop(ctx, key, fp, writes, nil, log)
+}
+
+// commitLoop commits writes with the message's record: a COMPLETED record
+// put on the condition that no live record holds the key, or, under
+// dedupe.Middleware with this store (claim set: the handler's final
+// step), the claim's record completed (fenced by its token).
+func (h *txHandler) commitLoop(ctx context.Context, key, fp string, writes []types.TransactWriteItem, claim *steprec.Claim, log func() *zap.Logger) error {
 	conflicts := 0
 	for attempt := 0; ; attempt++ {
 		if h.testHook != nil {
 			h.testHook("before-commit", key)
 		}
 		now := h.s.now()
-		err := h.commit(ctx, key, fp, writes, now)
+		err := h.commit(ctx, key, fp, writes, now, claim)
 		if err == nil {
 			if h.testHook != nil {
 				h.testHook("after-commit", key)
@@ -219,6 +239,11 @@ func (h *txHandler) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 		switch {
 		case c.mismatch:
 			return fmt.Errorf("dedupedynamo: transaction cancelled (%d reasons for %d writes): %w", len(can.CancellationReasons), len(writes)+1, err)
+		case c.recordFailed && claim != nil:
+			if dynamolease.CompletedBy(c.record, claim.Token) {
+				return nil // a retry of a transaction that had committed
+			}
+			return fmt.Errorf("dedupedynamo: transaction: %w", dedupe.ErrNotOwner)
 		case c.recordFailed:
 			r, live := h.s.lease().Conflict(c.record, fp, now)
 			if !live && attempt < 2 {
@@ -348,10 +373,15 @@ func decodeCancel(writes []types.TransactWriteItem, reasons []types.Cancellation
 // commit sends one fresh TransactWriteItemsInput (never reused: the SDK
 // stores its idempotency token in it, and a reused input would replay the
 // first call's result).
-func (h *txHandler) commit(ctx context.Context, key, fp string, writes []types.TransactWriteItem, now time.Time) error {
+func (h *txHandler) commit(ctx context.Context, key, fp string, writes []types.TransactWriteItem, now time.Time, claim *steprec.Claim) error {
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	items = append(items, writes...)
-	items = append(items, types.TransactWriteItem{Put: h.s.lease().CompletedPut(h.s.PK(key), fp, now)})
+	if claim != nil {
+		l := h.s.lease()
+		items = append(items, types.TransactWriteItem{Update: l.CompleteUpdate(h.s.PK(key), claim.Token, "", nil, nil)})
+	} else {
+		items = append(items, types.TransactWriteItem{Put: h.s.lease().CompletedPut(h.s.PK(key), fp, now)})
+	}
 	_, err := h.s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, dynamohttp.Guard)
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
 	"github.com/sqsonce/sqsonce/internal/pgutil"
+	"github.com/sqsonce/sqsonce/internal/steprec"
 	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
@@ -68,7 +69,7 @@ type TxOptions struct {
 //     of the same body whose lease ended). A concurrent delivery of the same key blocks on
 //     the row until this transaction ends, then sees it.
 //   - A live record → [consumer.ErrDuplicate] (acked, fn not run), or key
-//     reuse ([consumer.Permanent] with a [*dedupe.KeyReuseError]), or a
+//     reuse ([sqsmsg.Permanent] with a [*dedupe.KeyReuseError]), or a
 //     lease-mode claim in progress ([consumer.RetryAfter] its lease). A
 //     duplicate thus costs a transaction that is rolled back, not a run
 //     of fn; with [TxOptions].SkipCompleted one SELECT before it acks the
@@ -81,8 +82,11 @@ type TxOptions struct {
 //   - A transient failure (pgstore.IsTransient) is retried in a new transaction
 //     (TxOptions.Retries), then returned as a transient error.
 //
-// Do not wrap the handler in the dedupe middleware with the same store: it
-// needs no claim.
+// It needs no claim. Under the dedupe middleware (dedupe.New) with the
+// same store, as the final step of a handler that records steps (package
+// step), it completes the middleware's claim instead: the row is updated
+// to COMPLETED in the transaction, fenced by the claim's token (a lost
+// claim: [dedupe.ErrNotOwner], nothing committed), before fn runs.
 func Transactional(store *Store, fn TxFunc, opts *TxOptions) sqsmsg.Handler {
 	var o TxOptions
 	if opts != nil {
@@ -113,7 +117,7 @@ var errLost = errors.New("dedupepg: dedupe record changed during the claim")
 func (h *txHandler) Handle(ctx context.Context, msg *sqsmsg.Message) error {
 	key := msg.Key()
 	fp := h.opts.FingerprintFunc(msg)
-	if h.opts.SkipCompleted {
+	if h.opts.SkipCompleted && steprec.ClaimFrom(ctx, h.s) == nil {
 		done, err := h.completed(ctx, key, fp)
 		switch {
 		case done:
@@ -163,8 +167,14 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *sqsmsg.Mes
 	}()
 	now := h.s.now()
 	pk := h.s.PK(key)
-	var got string
-	err = tx.QueryRow(ctx, upsert, pk, dedupe.StatusCompleted, leasekey.NewToken(), fp, nil, now.Add(h.s.ttl), now).Scan(&got)
+	if c := steprec.ClaimFrom(ctx, h.s); c != nil {
+		return c.Completing(func() (bool, error) { return h.completeClaim(ctx, tx, c, pk, msg) })
+	}
+	var (
+		got   string
+		steps []byte
+	)
+	err = tx.QueryRow(ctx, upsert, pk, dedupe.StatusCompleted, leasekey.NewToken(), fp, nil, now.Add(h.s.ttl), now).Scan(&got, &steps)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return h.conflict(ctx, tx, key, pk, fp, now)
@@ -178,6 +188,40 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *sqsmsg.Mes
 		return fmt.Errorf("dedupepg: commit: %w", err)
 	}
 	return nil
+}
+
+// completeClaim is the transaction of the final step of a handler under
+// dedupe.Middleware with this store (c is its claim): the claim's record
+// is completed first (fenced by its token, which locks the row), then fn
+// runs, and both commit together. A record already completed by this
+// token is a commit of an earlier attempt whose answer was lost: done. It
+// reports whether it committed. A rollback is the caller's.
+func (h *txHandler) completeClaim(ctx context.Context, tx pgx.Tx, c *steprec.Claim, pk string, msg *sqsmsg.Message) (bool, error) {
+	tag, err := tx.Exec(ctx, completeSQL, pk, c.Token, h.s.now().Add(h.s.ttl))
+	if err != nil {
+		return false, fmt.Errorf("postgres: complete the dedupe row: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		r, found, err := read(ctx, tx, pk)
+		if err != nil {
+			return false, fmt.Errorf("postgres: complete the dedupe row: read: %w", err)
+		}
+		if found && r.token == c.Token && r.status == dedupe.StatusCompleted {
+			// Nothing of this transaction is needed: end it.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = tx.Rollback(rctx)
+			return true, nil
+		}
+		return false, fmt.Errorf("postgres: complete the dedupe row: %w", dedupe.ErrNotOwner)
+	}
+	if err := h.fn(ctx, tx, msg); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("postgres: commit: %w", err)
+	}
+	return true, nil
 }
 
 // conflict answers a live record that blocked the dedupe row.

@@ -6,6 +6,10 @@
 //		})
 //	}
 //
+// A store that records steps (a dedupe.StepStore) also runs the step
+// cases: steps survive a takeover and a release, are fenced by the token,
+// and are listed and resolved for a person.
+//
 // The suite controls time: the store must read the clock only through the
 // now function it is given. It moves that clock forward past leases and
 // past the record TTL (by 1000 days), so a store under test must use a TTL
@@ -21,6 +25,7 @@ import (
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
 	"github.com/sqsonce/sqsonce/internal/leasetest"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // NewStore returns a fresh store whose clock is now. Each subtest calls it
@@ -44,7 +49,11 @@ func Key(prefix string) string { return leasetest.Key(prefix) }
 func Run(t *testing.T, newStore NewStore) {
 	cfg := leasetest.Config{
 		NewStore: func(t *testing.T, now func() time.Time) leasetest.Store {
-			return store{newStore(t, now)}
+			s := newStore(t, now)
+			if ss, ok := s.(dedupe.StepStore); ok {
+				return stepStore{store{s}, ss}
+			}
+			return store{s}
 		},
 		Key:         func() string { return Key("conformance") },
 		ErrNotOwner: dedupe.ErrNotOwner,
@@ -71,7 +80,7 @@ func (s store) Claim(ctx context.Context, key, fingerprint string, lease time.Du
 	if c.Status == dedupe.Duplicate {
 		status = leasetest.Completed
 	}
-	return leasetest.Claim{Status: status, Token: c.Token, LeaseUntil: c.LeaseUntil, Fingerprint: c.Fingerprint}, err
+	return leasetest.Claim{Status: status, Token: c.Token, LeaseUntil: c.LeaseUntil, Fingerprint: c.Fingerprint, Steps: c.Steps}, err
 }
 
 func (s store) Extend(ctx context.Context, key, token string, lease time.Duration) error {
@@ -84,4 +93,23 @@ func (s store) Complete(ctx context.Context, key, token, _ string) error {
 
 func (s store) Release(ctx context.Context, key, token string) error {
 	return s.s.Release(ctx, key, token)
+}
+
+// stepStore shows a dedupe.StepStore to the shared cases, step cases
+// included.
+type stepStore struct {
+	store
+	ss dedupe.StepStore
+}
+
+func (s stepStore) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	return s.ss.SaveSteps(ctx, key, token, steps)
+}
+
+func (s stepStore) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	return s.ss.Unknown(ctx, limit)
+}
+
+func (s stepStore) Resolve(ctx context.Context, key, name string, applied bool) error {
+	return s.ss.Resolve(ctx, key, name, applied)
 }

@@ -4,146 +4,172 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/step"
 )
 
-// bankClient charges each credit at the bank (`ledger bank`, or any
-// payment API of the same shape) before the credit's database
-// transaction: the external effect a real worker has.
+// `ledger work -bank URL` charges each credit at the bank (bank.go) before
+// its database transaction, as step "charge" of the credit's dedupe
+// record (package step):
 //
-// How an answer is classified (what the consumer then does with it):
+//	claim the credit's record ─► step "charge": POST URL/charges ─► the credit's transaction,
+//	                                                                 which completes the record
 //
-//   - 200 or 201: charged (the transaction runs);
-//   - 429 or 503: the bank is busy or down; consumer.Unavailable with its
-//     Retry-After (seconds or an HTTP date; for a 429 consumer.RateLimited,
-//     which also lowers the rate of `work -rate -adaptive`), so the worker
-//     pauses instead of burning receives; with back-pressure off, a plain
-//     transient failure (retried with the consumer's backoff, as most
-//     consumers do);
-//   - any other 4xx: permanent (dead-lettered, the bank's answer quoted and
-//     cut to maxAnswer bytes in the reason: it is outside text);
-//   - any other 5xx, a timeout, a broken connection: transient, and the
-//     charge's outcome unknown. The consumer retries the credit with the
-//     same Idempotency-Key: against an idempotent bank a second POST of a
-//     key answers with its first charge, so the retry charges nothing new.
-//
-// Go's http.Transport re-sends, by itself, a request that carries an
-// Idempotency-Key header when the reused keep-alive connection it was sent
-// on closed before any answer came (net/http treats the header as a
-// promise that the POST is idempotent). The bank's dropped answers
-// (-drop-rate) hit exactly that case: the charge is applied, the
-// connection closed unanswered, and the transport POSTs the same key
-// again on a new connection, which the idempotent bank answers 200 with
-// the first charge. The client counts and logs (debug) every such re-send
-// (resent). Against a bank that does not dedupe by key the re-send would
-// charge twice, as would the consumer's own retry: set noTransportResend
-// to make every re-send the consumer's, and see the outcome-unknown
-// handling for such a bank.
-type bankClient struct {
-	base   string // the bank's URL, without a trailing slash
-	client *http.Client
-	log    *zap.Logger
-	// backPressure: 429 and 503 are consumer.Unavailable (else plain
-	// transient failures).
-	backPressure bool
-	// noTransportResend turns the transport's own re-send off: the request
-	// body can then not be rewound, which net/http requires to send it
-	// again.
-	noTransportResend bool
+// The charge's outcome is unknown when the bank's answer never came (a
+// dropped connection, a timeout) or was a 5xx other than 503; then the
+// next attempt decides by -bank-policy: reconcile (the default) asks
+// GET URL/charges/<credit id>, rerun charges again (exact only on a bank
+// that dedupes by the Idempotency-Key), park dead-letters the credit with
+// class outcome_unknown for `ledger unknown -resolve`. A worker killed
+// between the charge and its record leaves the step "started": unknown
+// too, decided the same way by the attempt that takes the credit over.
 
-	resent  atomic.Int64 // POSTs the transport sent again by itself
-	charged atomic.Int64 // credits the bank answered 200 or 201
+// stepCharge is the name of the bank charge's step.
+const stepCharge = "charge"
+
+// bankTimeout bounds one call to the bank; a charge cut off by it has an
+// unknown outcome.
+const bankTimeout = 10 * time.Second
+
+// bankClient calls the bank's API.
+type bankClient struct {
+	base string // the bank's URL, without a trailing slash
+	http *http.Client
+	// backPressure: a 429 or 503 is consumer.Unavailable, with the bank's
+	// Retry-After, so that the worker pauses instead of receiving on (see
+	// consumer.BackPressure); false (work -back-pressure=false): an
+	// ordinary transient failure, retried with the consumer's backoff, as
+	// a consumer without back-pressure does. newBankClient sets it.
+	backPressure bool
 }
 
-// maxAnswer bounds how much of a bank's answer is kept in an error.
-const maxAnswer = 200
-
-// newBankClient returns a client of the bank at base, each call bounded
-// by timeout.
-func newBankClient(base string, timeout time.Duration, backPressure bool, log *zap.Logger) (*bankClient, error) {
+// newBankClient returns a client of the bank at base, with a pool of up to
+// conns connections.
+//
+// net/http sends a request again by itself when a kept-alive connection
+// closes before any answer, if it deems the request replayable: a GET, or
+// any request with a body it can rewind (GetBody set, as NewRequest sets
+// for a bytes.Reader) and an Idempotency-Key or X-Idempotency-Key header.
+// A charge carries an Idempotency-Key; against a bank that does not dedupe
+// by it (-idempotent=false), that silent second send charges twice,
+// unseen by the step that records the charge. So a charge's request never
+// has GetBody: it is not replayable, and a lost answer surfaces as an
+// error, the charge's outcome unknown, for the step's policy to decide.
+func newBankClient(base string, conns int) (*bankClient, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usagef("work: -bank %q: use the bank's http:// or https:// URL", base)
+		return nil, usagef("work: -bank %q: use the bank's URL, http://HOST:PORT", base)
 	}
-	return &bankClient{
-		base:         strings.TrimRight(base, "/"),
-		client:       &http.Client{Timeout: timeout},
-		log:          log,
-		backPressure: backPressure,
-	}, nil
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = max(conns, 2)
+	return &bankClient{base: strings.TrimRight(base, "/"), http: &http.Client{Transport: t}, backPressure: true}, nil
 }
 
-// charge charges cr once at the bank (its id is the Idempotency-Key and
-// the charge's ref), and returns nil once charged, or an error the
-// consumer classifies as bankClient describes.
-func (b *bankClient) charge(ctx context.Context, cr credit) error {
-	body, err := json.Marshal(map[string]any{"ref": cr.ID, "account": cr.Account, "amount": cr.Amount})
-	if err != nil {
-		return consumer.Permanent(fmt.Errorf("bank: encode charge %s: %w", cr.ID, err))
-	}
-	// Each attempt the transport makes gets a connection: a second one is
-	// the transport's own re-send (see bankClient).
-	var conns atomic.Int32
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conns.Add(1) }})
+// chargePost is a POST /charges body.
+type chargePost struct {
+	Ref     string `json:"ref"`
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+}
+
+// charge charges c at the bank (Idempotency-Key: the credit id) and
+// returns the bank's charge. Its error says what is known of the charge:
+//
+//   - 429 or 503: the bank is busy or down and charged nothing (the step
+//     records it not done): consumer.Unavailable with its Retry-After (a
+//     429 as consumer.RateLimited, which also lowers the rate of `work
+//     -rate -adaptive`), so the worker pauses and the credit is retried
+//     after it; without back-pressure, a plain transient failure;
+//   - another 4xx: refused for good: the credit is dead-lettered with the
+//     bank's answer, quoted and cut (it is outside text);
+//   - another 5xx: the charge may have been made: outcome unknown;
+//   - no answer (a dropped connection, a timeout): outcome unknown, as
+//     step.IsUnknown judges transport errors.
+func (b *bankClient) charge(ctx context.Context, c credit) ([]byte, error) {
+	body, _ := json.Marshal(chargePost{Ref: c.ID, Account: c.Account, Amount: c.Amount})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/charges", bytes.NewReader(body))
 	if err != nil {
-		return consumer.Permanent(fmt.Errorf("bank: charge %s: %w", cr.ID, err))
+		return nil, step.NotApplied(consumer.Permanent(fmt.Errorf("bank: %w", err)))
 	}
+	req.GetBody = nil // never sent again by net/http: see newBankClient
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", cr.ID)
-	if b.noTransportResend {
-		req.GetBody = nil
-	}
-	resp, err := b.client.Do(req)
-	if n := conns.Load(); n > 1 {
-		b.resent.Add(int64(n - 1))
-		b.log.Debug("bank: the HTTP transport sent the charge again on a new connection (the reused one closed unanswered)",
-			zap.String("credit", cr.ID), zap.Int32("sends", n))
-	}
+	req.Header.Set("Idempotency-Key", c.ID)
+	resp, err := b.http.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return context.Cause(ctx) // shutdown or a lost lease: the consumer decides
-		}
-		return fmt.Errorf("bank: charge %s: outcome unknown: %w", cr.ID, err)
+		return nil, fmt.Errorf("bank: charge %s: %w", c.ID, err)
 	}
 	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
-	switch code := resp.StatusCode; {
-	case code == http.StatusOK || code == http.StatusCreated:
-		b.charged.Add(1)
-		return nil
-	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, step.MaxResultBytes+1))
+	switch {
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
+		if err != nil {
+			return nil, fmt.Errorf("bank: charge %s: read the answer: %w", c.ID, err)
+		}
+		if len(answer) > step.MaxResultBytes {
+			answer = answer[:0] // the charge happened; its record does not need the bank's whole answer
+		}
+		return bytes.TrimSpace(answer), nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
 		wait := retryAfter(resp.Header.Get("Retry-After"), time.Now())
-		err := fmt.Errorf("bank: charge %s: %s (Retry-After %q)", cr.ID, resp.Status, resp.Header.Get("Retry-After"))
+		err := fmt.Errorf("bank: charge %s: %s (Retry-After %q)", c.ID, resp.Status, resp.Header.Get("Retry-After"))
 		switch {
 		case !b.backPressure:
-			return err
-		case code == http.StatusTooManyRequests:
-			return consumer.RateLimited(err, wait) // too fast: work -adaptive slows down
-		default:
-			return consumer.Unavailable(err, wait)
+			return nil, step.NotApplied(err)
+		case resp.StatusCode == http.StatusTooManyRequests:
+			return nil, step.NotApplied(consumer.RateLimited(err, wait)) // too fast: work -adaptive slows down
 		}
-	case code >= 400 && code < 500:
-		return consumer.Permanent(fmt.Errorf("bank: charge %s refused: %s: %s", cr.ID, resp.Status, quoteAnswer(answer)))
+		return nil, step.NotApplied(consumer.Unavailable(err, wait))
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return nil, step.NotApplied(consumer.Permanent(fmt.Errorf("bank: charge %s refused: %s: %s", c.ID, resp.Status, quoteAnswer(answer))))
 	default:
-		return fmt.Errorf("bank: charge %s: outcome unknown: %s: %s", cr.ID, resp.Status, quoteAnswer(answer))
+		return nil, step.Unknown(fmt.Errorf("bank: charge %s: %s", c.ID, resp.Status))
 	}
 }
 
-// quoteAnswer is a bank's answer as it may appear in an error: at most
+// find asks the bank whether ref was charged: GET /charges/<ref>, 200 with
+// the charge or 404. Any other answer, or none, leaves it unknown.
+func (b *bankClient) find(ctx context.Context, ref string) (step.Reconciliation, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/charges/"+url.PathEscape(ref), nil)
+	if err != nil {
+		return step.Reconciliation{}, fmt.Errorf("bank: %w", err)
+	}
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return step.Reconciliation{}, fmt.Errorf("bank: find %s: %w", ref, err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, step.MaxResultBytes+1))
+	switch {
+	case err != nil:
+		return step.Reconciliation{}, fmt.Errorf("bank: find %s: read the answer: %w", ref, err)
+	case resp.StatusCode == http.StatusOK:
+		if len(answer) > step.MaxResultBytes {
+			answer = answer[:0]
+		}
+		return step.Done(bytes.TrimSpace(answer)), nil
+	case resp.StatusCode == http.StatusNotFound:
+		return step.NotDone(), nil
+	}
+	return step.StillUnknown(fmt.Sprintf("bank: find %s: %s", ref, resp.Status)), nil
+}
+
+// maxAnswer bounds how much of a bank's answer a dead letter's reason
+// keeps.
+const maxAnswer = 200
+
+// quoteAnswer is a bank's answer as a reason may show it: at most
 // maxAnswer bytes, quoted with every control and non-UTF-8 byte escaped.
 func quoteAnswer(b []byte) string {
 	s := string(bytes.TrimSpace(b))
@@ -158,21 +184,55 @@ func quoteAnswer(b []byte) string {
 	return q
 }
 
-// retryAfter reads a Retry-After header at now: delay-seconds or an HTTP
-// date; 0 when absent, invalid or past.
+// retryAfter reads a Retry-After value (seconds, or an HTTP date) as a
+// wait from now: at least 1 s, 1 s when it cannot be read.
 func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+		return max(time.Duration(s)*time.Second, time.Second)
 	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		return time.Duration(min(secs, int64(24*time.Hour/time.Second))) * time.Second
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), time.Second)
 	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now).Round(time.Second)
-	}
-	return 0
+	return time.Second
 }
+
+// charger charges credits as the step of their dedupe record.
+type charger struct {
+	bank   *bankClient
+	policy step.Policy
+	lease  time.Duration
+	logger *zap.Logger
+}
+
+// wrap returns the handler of a worker with -bank: the credit's record is
+// claimed in store, the credit charged (step "charge"), then applied by
+// apply, whose transaction (Transactional of the same store) completes
+// the record.
+func (c *charger) wrap(store dedupe.Store, apply consumer.Handler) (consumer.Handler, error) {
+	mw, err := dedupe.New(dedupe.Config{Store: store, Lease: c.lease, Logger: c.logger})
+	if err != nil {
+		return nil, err
+	}
+	return mw.Wrap(consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+		cr, err := parseCredit(msg.Body)
+		if err != nil {
+			return consumer.Permanent(err) // nothing to charge
+		}
+		if _, err := c.charge(ctx, cr); err != nil {
+			return err
+		}
+		return apply.Handle(ctx, msg)
+	})), nil
+}
+
+// charge runs step "charge" of credit cr with the worker's policy.
+func (c *charger) charge(ctx context.Context, cr credit) ([]byte, error) {
+	return step.Run(ctx, stepCharge, step.Options{
+		Policy:        c.policy,
+		ReconcileFunc: func(ctx context.Context) (step.Reconciliation, error) { return c.bank.find(ctx, cr.ID) },
+		Timeout:       bankTimeout,
+	}, func(ctx context.Context) ([]byte, error) { return c.bank.charge(ctx, cr) })
+}
+
+// errNoCharger is a -bank-policy given without -bank.
+var errNoCharger = errors.New("work: -bank-policy and -lease need -bank URL")

@@ -1,220 +1,406 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/deadletter"
+	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/step"
 )
 
-// newTestBankClient is a client of the bank at url; its idle connections
-// are closed when the test ends.
-func newTestBankClient(t *testing.T, url string, timeout time.Duration, backPressure bool) *bankClient {
-	t.Helper()
-	b, err := newBankClient(url, timeout, backPressure, zap.NewNop())
+// dropFirst returns a RandFunc for a bank with DropRate 0.5 that drops
+// the first n answers and no other.
+func dropFirst(n int) func() float64 {
+	var calls atomic.Int64
+	return func() float64 {
+		if int(calls.Add(1)) <= n {
+			return 0 // < DropRate: dropped
+		}
+		return 0.99
+	}
+}
+
+// net/http sends a request with an Idempotency-Key again by itself when a
+// kept-alive connection closes unanswered and it can rewind the body:
+// against a bank that charges on every POST that is a second charge no
+// step records. The bank client's charge is never sent twice; a plain
+// request, for contrast, is.
+func TestBankClientNeverResendsACharge(t *testing.T) {
+	t.Parallel()
+	for _, plain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "bank client", true: "plain request"}[plain], func(t *testing.T) {
+			t.Parallel()
+			b, srv := startTestBank(t, bankConfig{NonIdempotent: true, DropRate: 0.5, RandFunc: dropFirst(1)})
+			client, err := newBankClient(srv.URL, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A first call opens the connection that the charge then reuses.
+			if r, err := client.find(context.Background(), "warm-up"); err != nil || fmt.Sprint(r) != fmt.Sprint(step.NotDone()) {
+				t.Fatalf("find: %v %v", r, err)
+			}
+			cr := credit{ID: "c-1", Account: "a", Amount: 5}
+			if plain {
+				body := chargeBody(cr.ID, cr.Account, cr.Amount)
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/charges", strings.NewReader(body))
+				req.Header.Set("Idempotency-Key", cr.ID)
+				resp, err := client.http.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				if n := len(b.charges()); n != 2 {
+					t.Fatalf("a plain request was charged %d times; want 2 (net/http's own resend): the contrast no longer holds", n)
+				}
+				return
+			}
+			_, err = client.charge(context.Background(), cr)
+			if err == nil || !step.IsUnknown(err) {
+				t.Fatalf("charge with a dropped answer: %v; want an error of unknown outcome", err)
+			}
+			if n := len(b.charges()); n != 1 {
+				t.Fatalf("charged %d times, want 1: the client sent the charge again", n)
+			}
+		})
+	}
+}
+
+// The bank's answers, as the charge step reads them: 429 and 503 are
+// consumer.Unavailable with the Retry-After (the worker pauses), or with
+// back-pressure off ordinary transient failures; another 4xx is
+// permanent, the bank's answer quoted and cut in the reason.
+func TestBankClientAnswers(t *testing.T) {
+	t.Parallel()
+	answers := map[string]func(http.ResponseWriter){
+		"201": func(w http.ResponseWriter) { w.WriteHeader(http.StatusCreated); fmt.Fprint(w, `{"id":"ch_1"}`) },
+		"200": func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK); fmt.Fprint(w, `{"id":"ch_1","charges":1}`) },
+		"503": func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "7")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		},
+		"429": func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", time.Now().Add(3*time.Second).UTC().Format(http.TimeFormat))
+			w.WriteHeader(http.StatusTooManyRequests)
+		},
+		"422": func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			fmt.Fprint(w, `{"error":"bad"}`)
+		},
+		"500": func(w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) },
+		"404 hostile": func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, "\x1b]0;owned\x07\x1b[31mno such account\r\n"+strings.Repeat("x", 400))
+		},
+		"404": func(w http.ResponseWriter) { w.WriteHeader(http.StatusNotFound) },
+	}
+	var next atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answers[next.Load().(string)](w)
+	}))
+	t.Cleanup(srv.Close)
+	client, err := newBankClient(srv.URL, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.client.CloseIdleConnections)
-	return b
-}
-
-// TestBankClientClassifies: each answer of the bank becomes the error the
-// consumer needs: 200/201 charged; 429/503 Unavailable with the
-// Retry-After (seconds or an HTTP date), or a plain transient failure
-// with back-pressure off; another 4xx permanent, the answer quoted with
-// its control bytes escaped and cut; another 5xx, a timeout or a
-// connection closed unanswered transient (outcome unknown).
-func TestBankClientClassifies(t *testing.T) {
-	t.Parallel()
-	const date = "in 90 s" // an HTTP date 90 s after the answer, written when answering
-	hostile := "\x1b]0;owned\x07\x1b[31mno such account\r\n" + strings.Repeat("x", 400)
-	const (
-		charged     = "charged"
-		unavailable = "unavailable"
-		rateLimited = "rate limited" // Unavailable, marked for -adaptive
-		permanent   = "permanent"
-		transient   = "transient"
-	)
-	for _, tc := range []struct {
-		name         string
-		status       int
-		header, body string
-		drop, hang   bool
-		noBP         bool
-		want         string
-		wantAfter    time.Duration // unavailable: the Retry-After, ±1 s
-		wantIn       []string      // in the error text
-		wantNotIn    []string
+	ctx := context.Background()
+	cr := credit{ID: "c-1", Account: "a", Amount: 5}
+	for _, c := range []struct {
+		status    string
+		unknown   bool
+		permanent bool
+		retry     time.Duration // the Unavailable's Retry-After, at least
+		noBP      bool          // back-pressure off
+		slowDown  bool          // RateLimited: an adaptive rate slows down
 	}{
-		{name: "201", status: 201, want: charged},
-		{name: "200 (the key's first charge)", status: 200, want: charged},
-		{name: "503 seconds", status: 503, header: "7", want: unavailable, wantAfter: 7 * time.Second},
-		{name: "429 date", status: 429, header: date, want: rateLimited, wantAfter: 90 * time.Second},
-		{name: "503 without Retry-After", status: 503, want: unavailable},
-		{name: "503, back-pressure off", status: 503, header: "7", noBP: true, want: transient},
-		{name: "422", status: 422, body: `{"error":"Idempotency-Key was used with another body"}`, want: permanent, wantIn: []string{"422", "another body"}},
-		{name: "404 hostile answer", status: 404, body: hostile, want: permanent,
-			wantIn: []string{`\x1b]0;owned\a\x1b[31mno such account\r\n`, "…"}, wantNotIn: []string{"\x1b", "\r", strings.Repeat("x", 300)}},
-		{name: "500", status: 500, want: transient, wantIn: []string{"outcome unknown"}},
-		{name: "502", status: 502, want: transient},
-		{name: "timeout", hang: true, want: transient, wantIn: []string{"outcome unknown"}},
-		{name: "closed unanswered", drop: true, want: transient, wantIn: []string{"outcome unknown"}},
+		{status: "201"},
+		{status: "503", retry: 7 * time.Second},
+		{status: "429", retry: time.Second, slowDown: true},
+		{status: "503", noBP: true},
+		{status: "422", permanent: true},
+		{status: "404 hostile", permanent: true},
+		{status: "500", unknown: true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		next.Store(c.status)
+		client.backPressure = !c.noBP
+		res, err := client.charge(ctx, cr)
+		if c.status == "201" {
+			if err != nil || string(res) != `{"id":"ch_1"}` {
+				t.Errorf("201: %q %v", res, err)
+			}
+			continue
+		}
+		if step.IsUnknown(err) != c.unknown {
+			t.Errorf("%s: unknown = %v, want %v (%v)", c.status, step.IsUnknown(err), c.unknown, err)
+		}
+		if _, ok := errors.AsType[*consumer.PermanentError](err); ok != c.permanent {
+			t.Errorf("%s: permanent = %v, want %v (%v)", c.status, ok, c.permanent, err)
+		}
+		ue, ok := errors.AsType[*consumer.UnavailableError](err)
+		if (c.retry > 0) != ok || (ok && ue.RetryAfter < c.retry) {
+			t.Errorf("%s: unavailable %v (%v), want one with a Retry-After of at least %v", c.status, ok, err, c.retry)
+		}
+		if ok && ue.RateLimited != c.slowDown {
+			t.Errorf("%s: rate limited %v, want %v (%v)", c.status, ue.RateLimited, c.slowDown, err)
+		}
+		if _, ok := errors.AsType[*consumer.RetryError](err); ok {
+			t.Errorf("%s: a RetryAfter (%v): the bank's 429/503 is Unavailable, or a plain failure", c.status, err)
+		}
+		if c.noBP && (err == nil || c.unknown || step.IsUnknown(err)) {
+			t.Errorf("%s without back-pressure: %v; want a plain transient failure of known outcome", c.status, err)
+		}
+		if c.status == "404 hostile" {
+			if s := err.Error(); strings.ContainsAny(s, "\x1b\x07\r") || strings.Contains(s, strings.Repeat("x", 300)) || !strings.Contains(s, `\x1b[31mno such account\r\n`) {
+				t.Errorf("404: the bank's answer in the reason: %q; want it quoted, escaped and cut", s)
+			}
+		}
+	}
+	client.backPressure = true
+	for status, want := range map[string]step.Reconciliation{"200": step.Done([]byte(`{"id":"ch_1","charges":1}`)), "404": step.NotDone()} {
+		next.Store(status)
+		got, err := client.find(ctx, "c-1")
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("find on %s: %v %v, want %v", status, got, err, want)
+		}
+	}
+	next.Store("503")
+	if got, err := client.find(ctx, "c-1"); err != nil || fmt.Sprint(got) != fmt.Sprint(step.StillUnknown("bank: find c-1: 503 Service Unavailable")) {
+		t.Errorf("find on 503: %v %v, want still unknown", got, err)
+	}
+}
+
+// workBank runs a worker with -bank and extra flags until the queue is
+// drained, then stops it as SIGTERM would.
+func (l *ledgerCLI) workBank(bankURL string, extra ...string) {
+	l.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan string, 1)
+	go func() {
+		args := append([]string{"work", "-concurrency", "8", "-visibility", "3s", "-wait", "1s", "-lease", "3s", "-bank", bankURL}, extra...)
+		code, _, stderr := l.run(ctx, args...)
+		if code != 0 {
+			stderr = fmt.Sprintf("exit %d: %s", code, lastLines(stderr, 20))
+		} else {
+			stderr = ""
+		}
+		done <- stderr
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for empty := 0; empty < 2; time.Sleep(time.Second) {
+		var st queueStatus
+		if err := json.Unmarshal([]byte(l.ok("status", "-json")), &st); err != nil {
+			l.t.Fatal(err)
+		}
+		if st.QueueDrained {
+			empty++
+		} else {
+			empty = 0
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			l.t.Fatalf("queue not drained: %+v\n%s", st, <-done)
+		}
+	}
+	cancel()
+	if e := <-done; e != "" {
+		l.t.Fatalf("work: %s", e)
+	}
+}
+
+// chargesByRef counts the bank's charges of each ref.
+func chargesByRef(b *bank) map[string]int {
+	out := map[string]int{}
+	for _, c := range b.charges() {
+		out[c.Ref]++
+	}
+	return out
+}
+
+// A worker with -bank charges every credit exactly once at a bank that
+// charges again on every POST and drops a third of its answers after
+// charging: each lost answer is reconciled, never charged again, and
+// every credit is applied once.
+func TestWorkBankReconciles(t *testing.T) {
+	t.Parallel()
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
 			t.Parallel()
-			release := make(chan struct{})
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				switch {
-				case tc.drop:
-					dropConnection(w)
-					return
-				case tc.hang:
-					<-release
-					return
-				}
-				switch tc.header {
-				case "":
-				case date:
-					w.Header().Set("Retry-After", time.Now().Add(90*time.Second).UTC().Format(http.TimeFormat))
-				default:
-					w.Header().Set("Retry-After", tc.header)
-				}
-				w.WriteHeader(tc.status)
-				_, _ = w.Write([]byte(tc.body))
-			}))
-			defer srv.Close()
-			defer close(release)
-			b := newTestBankClient(t, srv.URL, 200*time.Millisecond, !tc.noBP)
-			err := b.charge(context.Background(), credit{ID: "c1", Account: "A", Amount: 5})
-			got := transient
-			var ue *consumer.UnavailableError
-			var pe *consumer.PermanentError
-			switch {
-			case err == nil:
-				got = charged
-			case errors.As(err, &ue) && ue.RateLimited:
-				got = rateLimited
-			case errors.As(err, &ue):
-				got = unavailable
-			case errors.As(err, &pe):
-				got = permanent
+			l := newLedgerCLIStore(t, false, store)
+			var sent sendReport
+			if err := json.Unmarshal([]byte(l.ok("send", "-n", "40", "-accounts", "4", "-dup-rate", "0.2", "-json")), &sent); err != nil {
+				t.Fatal(err)
 			}
-			if got != tc.want {
-				t.Fatalf("charge = %v (%s), want %s", err, got, tc.want)
+			b, srv := startTestBank(t, bankConfig{NonIdempotent: true, DropRate: 0.3})
+			l.workBank(srv.URL)
+			charges := chargesByRef(b)
+			if len(charges) != sent.Distinct {
+				t.Errorf("%d credits charged, want %d", len(charges), sent.Distinct)
 			}
-			if err != nil {
-				t.Logf("error: %v", err)
-			}
-			// An HTTP date has whole seconds: up to a second less.
-			if ue != nil && (ue.RetryAfter < tc.wantAfter-2*time.Second || ue.RetryAfter > tc.wantAfter+time.Second) {
-				t.Errorf("Retry-After read as %s, want %s", ue.RetryAfter, tc.wantAfter)
-			}
-			for _, s := range tc.wantIn {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error %q does not hold %q", err, s)
+			for ref, n := range charges {
+				if n != 1 {
+					t.Errorf("credit %s charged %d times", ref, n)
 				}
 			}
-			for _, s := range tc.wantNotIn {
-				if strings.Contains(err.Error(), s) {
-					t.Errorf("error %q holds %q", err, s)
-				}
+			if dropped := b.stats().Answers["POST dropped"]; dropped == 0 {
+				t.Errorf("the bank dropped no answer: the test did not reconcile anything")
+			}
+			var audit auditReport
+			if err := json.Unmarshal([]byte(l.ok("audit", "-json")), &audit); err != nil {
+				t.Fatal(err)
+			}
+			if audit.Credits != sent.Distinct || audit.Total != sent.Total || audit.AppliedTwice != 0 {
+				t.Errorf("audit %+v, want %d credits totalling %d, none twice", audit, sent.Distinct, sent.Total)
 			}
 		})
 	}
 }
 
-// TestBankClientTransportResend: the bank applies a charge and closes the
-// reused keep-alive connection unanswered. Go's transport POSTs the same
-// Idempotency-Key again by itself on a new connection; the idempotent bank
-// answers with the first charge: charged once, and the client counts the
-// re-send. With the transport's re-send off, the client sees the broken
-// connection (outcome unknown) and the consumer's retry, with the same
-// key, charges nothing new either.
-func TestBankClientTransportResend(t *testing.T) {
+// With -bank-policy park a charge whose answer was lost is dead-lettered
+// (class outcome_unknown, step charge); `ledger unknown` lists it; a
+// person's decision and a redrive complete it: applied → not charged
+// again, not applied → charged.
+func TestWorkBankParkResolveRedrive(t *testing.T) {
 	t.Parallel()
-	for _, noResend := range []bool{false, true} {
-		name := "transport re-sends"
-		if noResend {
-			name = "transport re-send off"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, store := range stores {
+		t.Run(store, func(t *testing.T) {
 			t.Parallel()
-			// c1 answered (its connection kept alive), c2 dropped, then
-			// every answer given.
-			rolls := []float64{0.9, 0.0}
-			var mu sync.Mutex
-			bank, srv := startTestBank(t, bankConfig{DropRate: 0.5, RandFunc: func() float64 {
-				mu.Lock()
-				defer mu.Unlock()
-				if len(rolls) == 0 {
-					return 0.9
-				}
-				r := rolls[0]
-				rolls = rolls[1:]
-				return r
-			}})
-			c := newTestBankClient(t, srv.URL, 5*time.Second, true)
-			c.noTransportResend = noResend
 			ctx := context.Background()
-			if err := c.charge(ctx, credit{ID: "c1", Account: "A", Amount: 5}); err != nil {
-				t.Fatalf("c1: %v", err)
+			l := newLedgerCLIStore(t, false, store)
+			var sent sendReport
+			if err := json.Unmarshal([]byte(l.ok("send", "-n", "4", "-accounts", "2", "-json")), &sent); err != nil {
+				t.Fatal(err)
 			}
-			err := c.charge(ctx, credit{ID: "c2", Account: "A", Amount: 7})
-			if noResend {
-				if err == nil || c.resent.Load() != 0 {
-					t.Fatalf("c2 with the re-send off: %v, %d re-sends; want the broken connection, none", err, c.resent.Load())
+			b, srv := startTestBank(t, bankConfig{NonIdempotent: true, DropRate: 1})
+			l.workBank(srv.URL, "-bank-policy", "park")
+
+			var parked []unknownLine
+			for line := range strings.Lines(l.ok("unknown", "-json")) {
+				var u unknownLine
+				if err := json.Unmarshal([]byte(line), &u); err != nil {
+					t.Fatal(err)
 				}
-				// The consumer's retry of the credit: the same key.
-				err = c.charge(ctx, credit{ID: "c2", Account: "A", Amount: 7})
-			} else if c.resent.Load() != 1 {
-				t.Errorf("%d re-sends counted, want 1", c.resent.Load())
+				parked = append(parked, u)
 			}
-			if err != nil {
-				t.Fatalf("c2: %v", err)
+			if len(parked) != sent.Distinct {
+				t.Fatalf("ledger unknown lists %d credits, want %d: %+v", len(parked), sent.Distinct, parked)
 			}
-			st := bank.stats()
-			if st.Charges != 2 || st.Refs != 2 || st.Answers["POST dropped"] != 1 || st.Answers["POST 200"] != 1 {
-				t.Errorf("bank: %d charges of %d refs, answers %v; want 2 of 2, one dropped, the re-send answered 200", st.Charges, st.Refs, st.Answers)
+			for _, u := range parked {
+				if u.Step != stepCharge || u.Status != string(step.StatusUnknown) || u.Held || u.Reason == "" {
+					t.Fatalf("listed %+v, want step charge, unknown, not held, with a reason", u)
+				}
+			}
+			// The bank charged every one (it drops answers after charging);
+			// the person says so for all but one, which is charged again.
+			notApplied := parked[0].Credit
+			args := []string{"unknown", "-resolve", notApplied + "=not-applied"}
+			for _, u := range parked[1:] {
+				args = append(args, "-resolve", u.Credit+"=applied")
+			}
+			l.ok(args...)
+			if out := l.ok("unknown"); !strings.Contains(out, "no step of unknown outcome") {
+				t.Fatalf("after the decisions: %s", out)
+			}
+			if code, out, _ := l.run(ctx, "unknown", "-resolve", notApplied+"=applied"); code != 1 || !strings.Contains(out, "no charge of unknown outcome") {
+				t.Fatalf("resolving twice: exit %d %s", code, out)
+			}
+
+			n := l.names()
+			sq := testenv.SQS(t)
+			dlq, src := queueURL(t, sq, n.DLQ), queueURL(t, sq, n.Queue)
+			moved := 0
+			for moved < sent.Distinct {
+				out, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10,
+					WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(out.Messages) == 0 {
+					t.Fatalf("the DLQ held %d messages, want %d", moved, sent.Distinct)
+				}
+				for _, m := range out.Messages {
+					f, ok := deadletter.ParseFailure(m.MessageAttributes)
+					if !ok || f.Class != consumer.ClassOutcomeUnknown || f.Step != stepCharge {
+						t.Fatalf("dead letter %s: failure %+v, want class outcome_unknown, step charge", aws.ToString(m.MessageId), f)
+					}
+					attrs := map[string]sqstypes.MessageAttributeValue{}
+					for k, v := range m.MessageAttributes {
+						if k != deadletter.AttrFailure {
+							attrs[k] = sqstypes.MessageAttributeValue{DataType: v.DataType, StringValue: v.StringValue}
+						}
+					}
+					if _, err := sq.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(src), MessageBody: m.Body, MessageAttributes: attrs}); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := sq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlq), ReceiptHandle: m.ReceiptHandle}); err != nil {
+						t.Fatal(err)
+					}
+					moved++
+				}
+			}
+			b.mu.Lock()
+			b.cfg.DropRate = 0
+			b.mu.Unlock()
+			l.workBank(srv.URL, "-bank-policy", "park")
+
+			charges := chargesByRef(b)
+			for _, u := range parked {
+				want := 1
+				if u.Credit == notApplied {
+					want = 2 // the person said "not applied": charged again
+				}
+				if charges[u.Credit] != want {
+					t.Errorf("credit %s charged %d times, want %d", u.Credit, charges[u.Credit], want)
+				}
+			}
+			var audit auditReport
+			if err := json.Unmarshal([]byte(l.ok("audit", "-json")), &audit); err != nil {
+				t.Fatal(err)
+			}
+			if audit.Credits != sent.Distinct || audit.AppliedTwice != 0 {
+				t.Errorf("audit %+v, want %d credits, none twice", audit, sent.Distinct)
 			}
 		})
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for v, want := range map[string]time.Duration{
-		"":                              0,
-		"12":                            12 * time.Second,
-		" 3 ":                           3 * time.Second,
-		"0":                             0,
-		"-5":                            0,
-		"1.5":                           0,
-		"soon":                          0,
-		"99999999999":                   24 * time.Hour,
-		"Fri, 02 Jan 2026 03:05:05 GMT": time.Minute,
-		"Fri, 02 Jan 2026 03:00:00 GMT": 0, // past
-	} {
-		if got := retryAfter(v, now); got != want {
-			t.Errorf("retryAfter(%q) = %s, want %s", v, got, want)
-		}
+// queueURL is the URL of the queue name.
+func queueURL(t *testing.T, sq *sqs.Client, name string) string {
+	t.Helper()
+	out, err := sq.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return aws.ToString(out.QueueUrl)
 }
 
-func TestNewBankClientRejectsBadURLs(t *testing.T) {
+// -bank-policy and -lease need -bank; a bad policy or URL is a usage
+// error, reported before any configuration problem.
+func TestWorkBankUsage(t *testing.T) {
 	t.Parallel()
-	for _, u := range []string{"bank", "ftp://bank", "http://", ":"} {
-		if _, err := newBankClient(u, time.Second, true, zap.NewNop()); err == nil || !isUsage(err) {
-			t.Errorf("newBankClient(%q) = %v, want a usage error", u, err)
+	for _, args := range [][]string{
+		{"work", "-bank-policy", "park"},
+		{"work", "-lease", "5s"},
+		{"work", "-bank", "http://127.0.0.1:1", "-bank-policy", "retry"},
+		{"work", "-bank", "http://127.0.0.1:1", "-lease", "-1s"},
+		{"unknown", "-resolve", "c-1=maybe"},
+		{"unknown", "-resolve", "c-1"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
+			t.Errorf("ledger %s: exit %d, want 2 (usage)\n%s", strings.Join(args, " "), code, stderr.String())
 		}
 	}
 }

@@ -161,10 +161,9 @@ unavailable=$(sed -n 's/.*"POST 503":\([0-9]*\).*/\1/p' <<<"$stats")
 dropped=$(sed -n 's/.*"POST dropped":\([0-9]*\).*/\1/p' <<<"$stats")
 pauses=$(cat "$logs"/worker-*.log | grep -c '"msg":"consumer: paused' || true)
 resumes=$(cat "$logs"/worker-*.log | grep -c '"msg":"consumer: resumed' || true)
-resent=$(cat "$logs"/worker-*.log | sed -n 's/.*"transport_resends":\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}')
 echo "the bank answered ${unavailable:-0} charges 503 (its outages) and dropped ${dropped:-0} answers after charging;"
 echo "the workers paused $pauses times and resumed $resumes times (one probe each pause);"
-echo "the HTTP transport re-sent $resent dropped charges by itself (same Idempotency-Key: answered with the first charge), the rest were retried by the consumer"
+echo "each dropped answer left its charge's outcome unknown until a worker asked the bank (GET /charges/ID) instead of charging again"
 kill -TERM "$bank" 2>/dev/null || true
 wait "$bank" 2>/dev/null || true
 bank=

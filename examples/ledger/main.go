@@ -5,11 +5,13 @@
 //	ledger setup                      create the queue, its DLQ and the tables
 //	ledger send -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
 //	ledger work [-concurrency C] [-visibility D] [-handler-delay D] [-log-level L]
-//	            [-bank URL [-bank-timeout D] [-back-pressure=false]]
+//	            [-bank URL [-bank-policy reconcile|rerun|park] [-lease D] [-back-pressure=false]]
 //	            [-rate N [-adaptive]] [-account-concurrency K]
-//	                                  with -bank each credit is charged at the bank first;
+//	                                  with -bank: charge each credit at the bank first (charge.go);
 //	                                  -rate and -account-concurrency are the fleet's limits,
 //	                                  kept in the -store
+//	ledger unknown [-resolve CREDIT=applied|not-applied] [-json]
+//	                                  credits whose charge has an unknown outcome, and a person's decision
 //	ledger balances [-json]
 //	ledger status [-json]             queue, in-flight and DLQ counts
 //	ledger audit [-json]              prove from the journal that no credit was applied twice
@@ -65,13 +67,19 @@ commands:
   setup      create the queue NAME, its DLQ NAME-dlq and the ledger's tables, the limits' included (postgres: its schema, migrated)
   send       send credits: -n N [-accounts K] [-dup-rate R] [-bad-rate R] [-json]
   work       consume until SIGTERM/SIGINT: [-concurrency C] [-visibility D] [-handler-delay D] [-tx-delay D] [-log-level L]
-             [-bank URL] (charge each credit at the bank before its transaction: POST URL/charges with
+             [-bank URL] (charge each credit at the bank first, as a recorded step: POST URL/charges with
              Idempotency-Key = the credit id; 429/503 pause the worker, other 4xx dead-letter the credit)
-             [-bank-timeout D] [-back-pressure=false] (429/503 as ordinary transient failures, no pause)
+             [-bank-policy reconcile|rerun|park] (a charge whose answer was
+             lost is reconciled with GET URL/charges/ID, the default; charged again; or parked in the DLQ
+             with class outcome_unknown) [-lease D] (the credit's claim, taken over after a crash; 1m)
+             [-back-pressure=false] (429/503 as ordinary transient failures: no pause, no breaker)
              [-rate N] (start at most N credits per second, every worker of the ledger together)
              [-account-concurrency K] (at most K credits of one account at once, every worker together)
              [-adaptive] (with -rate: lower the rate on the bank's 429s, bring it back after: AIMD);
              the limits are kept in the -store (DynamoDB table NAME-limits, or the postgres schema)
+  unknown    credits whose bank charge has an unknown outcome (parked, or not yet reconciled) [-json];
+             -resolve CREDIT=applied|not-applied records a person's decision (repeatable), after which a
+             redrive of the DLQ completes the credit: applied ones are not charged again
   balances   print each account's balance and the total [-json]
   status     print the queue's and the DLQ's message counts [-json]
   audit      check the journal: how many credits were applied, and whether any twice [-json]
@@ -129,6 +137,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdPost(ctx, g, rest, stdout, stderr)
 	case "outbox":
 		err = cmdOutbox(ctx, g, rest, stdout, stderr)
+	case "unknown":
+		err = cmdUnknown(ctx, g, rest, stdout, stderr)
 	case "bank":
 		err = cmdBank(ctx, g, rest, stdout, stderr)
 	case "help", "-h", "--help":

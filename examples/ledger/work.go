@@ -20,6 +20,7 @@ import (
 	"github.com/sqsonce/sqsonce/limit"
 	"github.com/sqsonce/sqsonce/limit/limitdynamo"
 	"github.com/sqsonce/sqsonce/limit/limitpg"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // workShutdownTimeout bounds the drain after SIGTERM/SIGINT: under ECS's
@@ -35,13 +36,17 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error; debug logs one line per settled message")
 	shutdown := fs.Duration("shutdown-timeout", workShutdownTimeout, "how long the drain waits for running handlers")
 	wait := fs.Duration("wait", 0, "long-poll wait of each receive (whole seconds, 1s to 20s; 0: 20s)")
-	bankURL := fs.String("bank", "", "charge each credit at the bank at `URL` (ledger bank) before its transaction; empty: no bank")
-	bankTimeout := fs.Duration("bank-timeout", 10*time.Second, "-bank: give up a charge call after `D` (its outcome is then unknown: retried with the same key)")
-	backPressure := fs.Bool("back-pressure", true, "pause receiving while the bank answers 429/503 (consumer.Unavailable) or fails often (the breaker); false: those are ordinary transient failures")
+	bankURL := fs.String("bank", "", "charge each credit at the bank at `URL` (ledger bank) before applying it, as a recorded step")
+	bankPolicy := fs.String("bank-policy", "", "with -bank: a charge whose outcome is unknown is reconciled (GET /charges/ID), rerun or parked (`P`: reconcile, rerun or park; default reconcile)")
+	lease := fs.Duration("lease", 0, "with -bank: the credit record's lease, after which a dead worker's credit is taken over (0: 1m)")
+	backPressure := fs.Bool("back-pressure", true, "pause receiving while the bank answers 429/503 (consumer.Unavailable) or fails often (the breaker); false: those are ordinary transient failures, retried with the backoff")
 	rateN := fs.Float64("rate", 0, "start at most `N` credits per second, every worker of this ledger together (kept in the -store); 0: no limit")
 	accountConcurrency := fs.Int("account-concurrency", 0, "run at most `K` credits of one account at once, every worker of this ledger together (kept in the -store); 0: no limit")
 	adaptive := fs.Bool("adaptive", false, "with -rate: lower the rate when the bank answers 429 and bring it back when it stops (AIMD)")
-	var level zapcore.Level
+	var (
+		level  zapcore.Level
+		policy = step.Reconcile
+	)
 	n, c, err := g.open(ctx, fs, args, func() error {
 		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 			return usagef("work: -log-level %q: use debug, info, warn or error", *logLevel)
@@ -55,8 +60,23 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		if *handlerDelay < 0 || *visibility < 0 || *shutdown <= 0 {
 			return usagef("work: -handler-delay and -visibility must not be negative, -shutdown-timeout must be positive")
 		}
-		if *bankTimeout <= 0 {
-			return usagef("work: -bank-timeout must be positive")
+		if *bankURL == "" && (*bankPolicy != "" || *lease != 0) {
+			return usageError{errNoCharger}
+		}
+		if *bankPolicy != "" {
+			p, err := step.ParsePolicy(*bankPolicy)
+			if err != nil {
+				return usagef("work: -bank-policy %q: use reconcile, rerun or park", *bankPolicy)
+			}
+			policy = p
+		}
+		if *lease < 0 {
+			return usagef("work: -lease must not be negative")
+		}
+		if *bankURL != "" {
+			if _, err := newBankClient(*bankURL, *concurrency); err != nil {
+				return err
+			}
 		}
 		if !(*rateN >= 0 && *rateN <= 1e9) || *accountConcurrency < 0 {
 			return usagef("work: -rate must be credits per second from 0 (no limit) to 1e9, -account-concurrency must not be negative")
@@ -82,17 +102,20 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		return err
 	}
 	delay := *handlerDelay
-	var bank *bankClient
+	var ch *charger
 	if *bankURL != "" {
-		if bank, err = newBankClient(*bankURL, *bankTimeout, *backPressure, logger); err != nil {
+		bank, err := newBankClient(*bankURL, *concurrency)
+		if err != nil {
 			return err
 		}
+		bank.backPressure = *backPressure
+		ch = &charger{bank: bank, policy: policy, lease: *lease, logger: logger}
 	}
 	var handler consumer.Handler
 	if n.Store == storePostgres {
-		handler, err = postgresHandler(ctx, n, c, logger, delay, *txDelay, bank)
+		handler, err = postgresHandler(ctx, n, c, logger, delay, *txDelay, ch)
 	} else {
-		handler, err = dynamoHandler(ctx, n, c, logger, delay, bank)
+		handler, err = dynamoHandler(ctx, n, c, logger, delay, ch)
 	}
 	if err != nil {
 		return err
@@ -112,27 +135,23 @@ func cmdWork(ctx context.Context, g *global, args []string, stdout, stderr io.Wr
 		WaitTime:          *wait,
 		ShutdownTimeout:   *shutdown,
 		Logger:            logger,
-		// Off: a 429/503 is a plain failure (the bank client says so), and
-		// no breaker pauses the worker either.
-		BackPressure: consumer.BackPressure{Off: !*backPressure},
 		// Credits sent with -memo-bytes or -compress (bodies in S3,
 		// compressed bodies) are read before the handler, and those sent
 		// with -not-before are held until their time: no flag.
 		Payload: consumer.PayloadConfig{S3Client: c.s3},
-		Limits:  limits,
+		// Off: a 429/503 is a plain failure (the bank client says so), and
+		// no breaker pauses the worker either.
+		BackPressure: consumer.BackPressure{Off: !*backPressure},
+		Limits:       limits,
 	})
 	if err != nil {
 		return err
 	}
 	logger.Info("ledger worker starting", zap.Int("concurrency", *concurrency), zap.Duration("handler_delay", delay),
-		zap.Bool("bank", bank != nil), zap.Bool("back_pressure", *backPressure),
+		zap.Bool("bank", ch != nil), zap.Stringer("bank_policy", policy), zap.Bool("back_pressure", *backPressure),
 		zap.Float64("rate", *rateN), zap.Int("account_concurrency", *accountConcurrency), zap.Bool("adaptive", *adaptive))
 	err = cons.Run(ctx)
-	fields := []zap.Field{zap.Int64("receives", sqsClient.receives.Load())}
-	if bank != nil {
-		fields = append(fields, zap.Int64("charged", bank.charged.Load()), zap.Int64("transport_resends", bank.resent.Load()))
-	}
-	logger.Info("ledger worker stopped", fields...)
+	logger.Info("ledger worker stopped", zap.Int64("receives", sqsClient.receives.Load()))
 	if errors.Is(err, context.DeadlineExceeded) {
 		// Handlers still running at the shutdown timeout were cancelled and
 		// their messages released: nothing is lost, the drain is over.
@@ -183,9 +202,10 @@ func workLimits(ctx context.Context, n names, c clients, logger *zap.Logger, rat
 }
 
 // dynamoHandler applies a credit with one TransactWriteItems: the dedupe
-// record, the balance and the journal row; with a bank, the credit is
-// charged there first.
-func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration, bank *bankClient) (consumer.Handler, error) {
+// record, the balance and the journal row. With a charger the credit is
+// charged first, under a claim of its record that the transaction then
+// completes.
+func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay time.Duration, ch *charger) (consumer.Handler, error) {
 	store, err := dedupedynamo.New(dedupedynamo.Config{Client: c.ddb, Table: n.DedupeTable, Namespace: n.Queue, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -201,22 +221,22 @@ func dynamoHandler(ctx context.Context, n names, c clients, logger *zap.Logger, 
 		if err := sleep(ctx, delay); err != nil {
 			return nil, err
 		}
-		if bank != nil {
-			if err := bank.charge(ctx, cr); err != nil {
-				return nil, err
-			}
-		}
 		return creditWrites(n.Ledger, cr, time.Now()), nil
 	}
-	return dedupedynamo.Transactional(store, apply, nil), nil
+	tx := dedupedynamo.Transactional(store, apply, nil)
+	if ch != nil {
+		return ch.wrap(store, tx)
+	}
+	return tx, nil
 }
 
 // postgresHandler applies a credit in one PostgreSQL transaction: the
 // dedupe row first, then the balance and the journal row. The handler
-// delay and the bank's charge run before the transaction, so neither
-// holds a connection; txDelay runs inside it, after the credit's
-// statements.
-func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay, txDelay time.Duration, bank *bankClient) (consumer.Handler, error) {
+// delay runs before the transaction, so a slow handler holds no
+// connection; txDelay runs inside it, after the credit's statements. With
+// a charger the credit is charged first, under a claim of its record that
+// the transaction then completes.
+func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger, delay, txDelay time.Duration, ch *charger) (consumer.Handler, error) {
 	store, err := dedupepg.New(dedupepg.Config{DB: c.pg, Namespace: n.Queue, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -237,21 +257,19 @@ func postgresHandler(ctx context.Context, n names, c clients, logger *zap.Logger
 		}
 		return sleep(ctx, txDelay)
 	}, nil)
-	return consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
-		cr, err := parseCredit(msg.Body)
-		if err != nil {
+	h := consumer.HandlerFunc(func(ctx context.Context, msg *consumer.Message) error {
+		if _, err := parseCredit(msg.Body); err != nil {
 			return consumer.Permanent(err) // no transaction for a message that can never apply
 		}
 		if err := sleep(ctx, delay); err != nil {
 			return err
 		}
-		if bank != nil {
-			if err := bank.charge(ctx, cr); err != nil {
-				return err
-			}
-		}
 		return tx.Handle(ctx, msg)
-	}), nil
+	})
+	if ch != nil {
+		return ch.wrap(store, h)
+	}
+	return h, nil
 }
 
 // sleep waits d, or until ctx ends.

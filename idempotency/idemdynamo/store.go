@@ -21,6 +21,7 @@ import (
 	"github.com/sqsonce/sqsonce/internal/dynamolease"
 	"github.com/sqsonce/sqsonce/internal/dynamotable"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Defaults.
@@ -48,6 +49,8 @@ const (
 	AttrResponseHeaders = "response_headers"      // M: header name → L of S
 	AttrResponseBody    = "response_body"         // B: the stored body (absent when empty)
 	AttrNotRetained     = "response_not_retained" // BOOL: true when the response was not retained (no body)
+	AttrSteps           = "steps"                 // M: the handler's steps (package step), when it records any
+	AttrUnknownStep     = "unknown_step"          // S: a step whose outcome is unknown, absent when none
 )
 
 // DynamoDBAPI is the part of the DynamoDB client the store uses: one
@@ -173,7 +176,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 	if err != nil {
 		return idempotency.Claim{}, err
 	}
-	c := idempotency.Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint}
+	c := idempotency.Claim{Token: r.Token, LeaseUntil: r.LeaseUntil, Fingerprint: r.Fingerprint, Steps: r.Steps}
 	switch r.Outcome {
 	case dynamolease.Claimed:
 		c.Status = idempotency.Claimed
@@ -434,6 +437,28 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	return s.lease().Release(ctx, s.PK(key), token)
 }
 
+var _ idempotency.StepStore = (*Store)(nil)
+
+// SaveSteps implements [idempotency.StepStore] with one conditional
+// UpdateItem (the steps are written whole).
+func (s *Store) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	return s.lease().SaveSteps(ctx, s.PK(key), token, steps)
+}
+
+// Unknown implements [idempotency.StepStore] with a Scan of the table
+// (paged, filtered on unknown_step and the namespace): an operator's
+// call. The client must have Scan (*dynamodb.Client does).
+func (s *Store) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	return s.lease().Unknown(ctx, s.ns, limit)
+}
+
+// Resolve implements [idempotency.StepStore]: a strongly consistent
+// GetItem, then an UpdateItem conditioned on the record's token and ended
+// lease. The client must have GetItem (*dynamodb.Client does).
+func (s *Store) Resolve(ctx context.Context, key, name string, applied bool) error {
+	return s.lease().Resolve(ctx, s.PK(key), name, applied)
+}
+
 // itemGetter is the read Lookup makes; *dynamodb.Client has it. It is
 // not part of DynamoDBAPI, so that the clients and fakes written for the
 // store's other calls still fit.
@@ -463,7 +488,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (idempotency.Record, err
 	if len(item) == 0 || exp.Before(s.now()) {
 		return idempotency.Record{}, idempotency.ErrNoRecord
 	}
-	rec := idempotency.Record{ExpiresAt: exp}
+	rec := idempotency.Record{ExpiresAt: exp, Steps: dynamolease.ParseSteps(item)}
 	if v, ok := item[AttrStatus].(*types.AttributeValueMemberS); ok {
 		rec.Status = v.Value
 	}

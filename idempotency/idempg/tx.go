@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqsonce/sqsonce/idempotency"
-	"github.com/sqsonce/sqsonce/internal/leasekey"
 	"github.com/sqsonce/sqsonce/internal/pgutil"
 )
 
@@ -81,24 +80,13 @@ func (t *requestTx) claim(ctx context.Context, key, fingerprint string) (idempot
 		return idempotency.Claim{Status: idempotency.InProgress}, nil
 	}
 	now := t.s.now()
-	token := leasekey.NewToken()
 	// No lease: lease_until is now, and the transaction holds the key.
-	var got string
-	err := t.tx.QueryRow(ctx, upsert, key, token, fingerprint, now, now.Add(t.s.ttl), now).Scan(&got)
-	if err == nil {
-		return idempotency.Claim{Status: idempotency.Claimed, Token: token}, nil
+	c, decided, err := t.s.claimOnce(ctx, t.tx, key, fingerprint, now, now)
+	if c.Status == idempotency.Claimed {
+		c.LeaseUntil, c.Steps = time.Time{}, nil // the transactional mode records no steps
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return idempotency.Claim{}, fmt.Errorf("idempg: claim: %w", err)
-	}
-	r, found, err := read(ctx, t.tx, key)
-	if err != nil {
-		return idempotency.Claim{}, fmt.Errorf("idempg: claim: read: %w", err)
-	}
-	if found {
-		if c, live := r.conflict(fingerprint, now); live {
-			return c, nil
-		}
+	if err != nil || decided {
+		return c, err
 	}
 	// A record the write did not take but our clock calls dead (a claim
 	// without a lease end): busy for a moment.

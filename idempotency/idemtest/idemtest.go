@@ -26,6 +26,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/idempotency"
 	"github.com/sqsonce/sqsonce/internal/leasetest"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // NewStore returns a fresh store whose clock is now. Each subtest calls it
@@ -77,7 +78,11 @@ func responseFor(result string) idempotency.Response {
 func Run(t *testing.T, newStore NewStore) {
 	cfg := leasetest.Config{
 		NewStore: func(t *testing.T, now func() time.Time) leasetest.Store {
-			return &store{s: newStore(t, now)}
+			s := &store{s: newStore(t, now)}
+			if ss, ok := s.s.(idempotency.StepStore); ok {
+				return &stepStore{store: s, ss: ss}
+			}
+			return s
 		},
 		Key:         func() string { return idempotency.RecordKey("scope", leasetest.Key("conformance")) },
 		ErrNotOwner: idempotency.ErrNotOwner,
@@ -110,7 +115,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Lookup", func(t *testing.T) {
 		t.Parallel()
 		e := leasetest.Setup(t, cfg)
-		l, ok := e.Store.(*store).s.(idempotency.Lookuper)
+		l, ok := underlying(e.Store).(idempotency.Lookuper)
 		if !ok {
 			t.Log("the store is not an idempotency.Lookuper")
 			return
@@ -157,7 +162,7 @@ func (s *store) Claim(ctx context.Context, key, fingerprint string, lease time.D
 	if err != nil {
 		return leasetest.Claim{}, err
 	}
-	got := leasetest.Claim{Status: leasetest.Status(c.Status.String()), Token: c.Token, LeaseUntil: c.LeaseUntil, Fingerprint: c.Fingerprint}
+	got := leasetest.Claim{Status: leasetest.Status(c.Status.String()), Token: c.Token, LeaseUntil: c.LeaseUntil, Fingerprint: c.Fingerprint, Steps: c.Steps}
 	switch {
 	case c.Status != idempotency.Completed && c.Response != nil:
 		return got, fmt.Errorf("idemtest: status %s came with a response", c.Status)
@@ -201,4 +206,31 @@ func (s *store) Complete(ctx context.Context, key, token, result string) error {
 
 func (s *store) Release(ctx context.Context, key, token string) error {
 	return s.s.Release(ctx, key, token)
+}
+
+// stepStore shows an idempotency.StepStore to the shared cases, step
+// cases included.
+type stepStore struct {
+	*store
+	ss idempotency.StepStore
+}
+
+func (s *stepStore) SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error {
+	return s.ss.SaveSteps(ctx, key, token, steps)
+}
+
+func (s *stepStore) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
+	return s.ss.Unknown(ctx, limit)
+}
+
+func (s *stepStore) Resolve(ctx context.Context, key, name string, applied bool) error {
+	return s.ss.Resolve(ctx, key, name, applied)
+}
+
+// underlying is the store under test behind the adapter s.
+func underlying(s leasetest.Store) idempotency.Store {
+	if ss, ok := s.(*stepStore); ok {
+		return ss.s
+	}
+	return s.(*store).s
 }

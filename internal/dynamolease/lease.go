@@ -22,6 +22,7 @@ import (
 	"github.com/sqsonce/sqsonce/internal/dynamohttp"
 	"github.com/sqsonce/sqsonce/internal/dynamotable"
 	"github.com/sqsonce/sqsonce/internal/leasekey"
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Attribute names of a lease record.
@@ -32,6 +33,12 @@ const (
 	AttrToken       = "token"       // S: random per claim
 	AttrFingerprint = "fingerprint" // S: hash of the body or request
 	AttrExpiresAt   = "expires_at"  // N: s since the epoch; the TTL attribute
+	// AttrSteps holds the handler's steps (package step), when it records
+	// any: M of step name → M (see encodeSteps).
+	AttrSteps = "steps"
+	// AttrUnknownStep names a step whose outcome is unknown (S), absent
+	// when none is: what an operator's listing filters on.
+	AttrUnknownStep = "unknown_step"
 )
 
 // Record statuses as stored.
@@ -94,6 +101,8 @@ type Result struct {
 	// Item is the stored record that blocked the claim (all but Claimed),
 	// for the attributes a store adds to it.
 	Item map[string]types.AttributeValue
+	// Steps are the steps of the record a claim took over (Claimed only).
+	Steps map[string]step.Record
 }
 
 // Table is one store's view of its table.
@@ -120,7 +129,7 @@ type Table struct {
 // record of another fingerprint is never taken over before it expires:
 // its crashed owner's effects are unknown, and the key stays its
 // request's. It returns the condition with its names and values.
-func (t *Table) claimCondition(fingerprint string, now time.Time) (string, map[string]string, map[string]types.AttributeValue) {
+func (t *Table) claimCondition(fingerprint string, now time.Time, keepSteps bool) (string, map[string]string, map[string]types.AttributeValue) {
 	names := map[string]string{"#pk": AttrPK, "#exp": AttrExpiresAt, "#st": AttrStatus, "#lu": AttrLeaseUntil}
 	values := map[string]types.AttributeValue{
 		":now":         Num(now.Unix()),
@@ -138,6 +147,12 @@ func (t *Table) claimCondition(fingerprint string, now time.Time) (string, map[s
 		same = " AND #fp = :fp"
 		names["#fp"], values[":fp"] = AttrFingerprint, Str(fingerprint)
 	}
+	if keepSteps {
+		// A claim takes a record that holds steps over with takeOver,
+		// which keeps them; the put never replaces it.
+		names["#steps"] = AttrSteps
+		same = " AND attribute_not_exists(#steps)" + same
+	}
 	return "attribute_not_exists(#pk) OR #exp < :now OR (#st = :in_progress AND #lu < :now_ms" + same + ")", names, values
 }
 
@@ -150,7 +165,7 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 		now := t.Now()
 		token := leasekey.NewToken()
 		until := now.Add(d)
-		p := t.claimPut(pk, StatusInProgress, token, fingerprint, now)
+		p := t.claimPut(pk, StatusInProgress, token, fingerprint, now, true)
 		p.Item[AttrLeaseUntil] = Num(until.UnixMilli())
 		_, err := t.Client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           p.TableName,
@@ -174,6 +189,19 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 			return Result{Outcome: Claimed, Token: token, LeaseUntil: until}, nil
 		}
 		r, live := t.Conflict(ccf.Item, fingerprint, now)
+		if !live && hasSteps(ccf.Item) && r.Outcome == InProgress {
+			// A dead claim whose record holds steps: taken over in place,
+			// its steps kept.
+			r, err := t.takeOver(ctx, pk, ccf.Item, d)
+			if err != nil || r.Outcome != 0 {
+				return r, err
+			}
+			if attempt >= 2 {
+				// Changed under us three times in a row: busy for a moment.
+				return Result{Outcome: InProgress, LeaseUntil: now.Add(time.Second)}, nil
+			}
+			continue
+		}
 		if live || attempt >= 2 {
 			return r, nil
 		}
@@ -187,13 +215,15 @@ func (t *Table) Claim(ctx context.Context, pk, fingerprint string, d time.Durati
 // the key on the condition Claim uses, and returns the old item when that
 // fails.
 func (t *Table) CompletedPut(pk, fingerprint string, now time.Time) *types.Put {
-	return t.claimPut(pk, StatusCompleted, leasekey.NewToken(), fingerprint, now)
+	return t.claimPut(pk, StatusCompleted, leasekey.NewToken(), fingerprint, now, false)
 }
 
 // claimPut writes a record of status and token on the claim's condition
-// at now, returning the old item when that fails.
-func (t *Table) claimPut(pk, status, token, fingerprint string, now time.Time) *types.Put {
-	cond, names, values := t.claimCondition(fingerprint, now)
+// at now, returning the old item when that fails. With keepSteps a dead
+// claim whose record holds steps is not replaced (Claim takes it over in
+// place); without, it is (a transaction completing the key for good).
+func (t *Table) claimPut(pk, status, token, fingerprint string, now time.Time, keepSteps bool) *types.Put {
+	cond, names, values := t.claimCondition(fingerprint, now, keepSteps)
 	return &types.Put{
 		TableName: aws.String(t.Name),
 		Item: map[string]types.AttributeValue{
@@ -377,15 +407,23 @@ func CompletedBy(item map[string]types.AttributeValue, token string) bool {
 	return r.Token == token && r.Status == StatusCompleted
 }
 
-// Release deletes the IN_PROGRESS claim holding token.
+// Release deletes the IN_PROGRESS claim holding token. A record that holds
+// steps is kept instead, its lease ended and its token retired, so that
+// the next claim resumes from them (two calls: the delete's condition
+// refuses it, then an update).
 func (t *Table) Release(ctx context.Context, pk, token string) error {
 	_, err := t.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(t.Name),
-		Key:                       Key(pk),
-		ConditionExpression:       aws.String(ownedCondition),
-		ExpressionAttributeNames:  map[string]string{"#tk": AttrToken, "#st": AttrStatus},
-		ExpressionAttributeValues: ownedValues(token),
+		TableName:                           aws.String(t.Name),
+		Key:                                 Key(pk),
+		ConditionExpression:                 aws.String(ownedCondition + " AND attribute_not_exists(#steps)"),
+		ExpressionAttributeNames:            map[string]string{"#tk": AttrToken, "#st": AttrStatus, "#steps": AttrSteps},
+		ExpressionAttributeValues:           ownedValues(token),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, dynamohttp.Guard)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && hasSteps(ccf.Item) {
+		return t.releaseKeepingSteps(ctx, pk, token)
+	}
 	if err != nil {
 		return t.fenced("release", err)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sqsonce/sqsonce/step"
 )
 
 // Status is a claim's answer in the words both record models share
@@ -37,6 +39,17 @@ type Claim struct {
 	// Result names what the completing Complete stored (Completed only,
 	// and only from a store with Config.Results).
 	Result string
+	// Steps are the steps the claim took over (Claimed by a StepStore).
+	Steps map[string]step.Record
+}
+
+// StepStore is a store under test that records steps (package step); the
+// step cases run only against one.
+type StepStore interface {
+	Store
+	SaveSteps(ctx context.Context, key, token string, steps map[string]step.Record) error
+	Unknown(ctx context.Context, limit int) ([]step.Unresolved, error)
+	Resolve(ctx context.Context, key, name string, applied bool) error
 }
 
 // Store is a store under test seen through its suite's adapter.
@@ -172,9 +185,14 @@ func (e *Env) NotOwner(what string, err error) {
 	}
 }
 
-// Run runs every shared case, each a parallel subtest of t.
+// Run runs every shared case, each a parallel subtest of t, and the step
+// cases when the store records steps (a StepStore).
 func Run(t *testing.T, cfg Config) {
-	for _, c := range cases {
+	all := cases
+	if _, ok := cfg.NewStore(t, time.Now).(StepStore); ok {
+		all = append(all[:len(all):len(all)], stepCases...)
+	}
+	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.run(Setup(t, cfg))

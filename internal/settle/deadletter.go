@@ -51,6 +51,9 @@ type Letter struct {
 	// Reason is the failure's text (deadletter.Failure.Error); Class its
 	// class, "" meaning deadletter.ClassPermanent.
 	Reason, Class string
+	// Step is the handler's step the failure names (deadletter.Failure.Step;
+	// see [Step]), "" for none.
+	Step string
 	// SourceQueue and DLQ are the URLs of the queue the message failed on
 	// and of its dead-letter queue; FIFO tells that the DLQ is FIFO.
 	SourceQueue, DLQ string
@@ -76,6 +79,7 @@ func Send(ctx context.Context, client DeadLetterSender, log *zap.Logger, prefix 
 			zap.String("message_id", m.ID), zap.Strings("dropped", dropped))
 	}
 	in := DeadLetterInput(m, l.Reason, l.Class, l.SourceQueue, l.DLQ, l.FIFO, l.Now)
+	SetStep(in, l.Step)
 	signFailure(in, l.SigningKey)
 	dropped, err := SendDeadLetter(ctx, client, in, l.MaxSize)
 	if len(dropped) > 0 {
