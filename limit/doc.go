@@ -12,7 +12,7 @@
 //		Limits: consumer.Limits{
 //			Rate:  100, // the partner's 100 requests/s, for the whole fleet
 //			KeyLimitFunc: func(m *consumer.Message) (string, int) {
-//				return m.Attributes["account"].StringValue, 2 // 2 of an account at once
+//				return aws.ToString(m.Attributes["account"].StringValue), 2 // 2 of an account at once
 //			},
 //			Store: store, // nil: each process on its own
 //		},
