@@ -12,7 +12,6 @@ import (
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
 	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
-	"github.com/sqsonce/sqsonce/internal/printable"
 	"github.com/sqsonce/sqsonce/step"
 )
 
@@ -121,7 +120,7 @@ func cmdUnknown(ctx context.Context, g *global, args []string, stdout, stderr io
 		fmt.Fprintln(stdout, "no step of unknown outcome")
 		return nil
 	}
-	esc := printable.Escape
+	esc := quoted
 	for _, u := range list {
 		held := ""
 		if u.Held {
@@ -146,12 +145,12 @@ func resolve(ctx context.Context, store dedupe.StepStore, name string, res resol
 		err := store.Resolve(ctx, r.key, name, r.applied)
 		switch {
 		case err == nil:
-			fmt.Fprintf(stdout, "%s: %s recorded as %s\n", printable.Escape(r.key), name, decision)
+			fmt.Fprintf(stdout, "%s: %s recorded as %s\n", quoted(r.key), name, decision)
 			continue
 		case errors.Is(err, step.ErrHeld):
-			fmt.Fprintf(stdout, "%s: a worker holds it now; try again once its lease ends\n", printable.Escape(r.key))
+			fmt.Fprintf(stdout, "%s: a worker holds it now; try again once its lease ends\n", quoted(r.key))
 		case errors.Is(err, step.ErrNotUnknown):
-			fmt.Fprintf(stdout, "%s: no %s of unknown outcome (done, not done, or no such credit)\n", printable.Escape(r.key), name)
+			fmt.Fprintf(stdout, "%s: no %s of unknown outcome (done, not done, or no such credit)\n", quoted(r.key), name)
 		default:
 			return err
 		}
