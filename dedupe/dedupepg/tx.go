@@ -170,16 +170,12 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *sqsmsg.Mes
 	if c := steprec.ClaimFrom(ctx, h.s); c != nil {
 		return c.Completing(func() (bool, error) { return h.completeClaim(ctx, tx, c, pk, msg) })
 	}
-	var (
-		got   string
-		steps []byte
-	)
-	err = tx.QueryRow(ctx, upsert, pk, dedupe.StatusCompleted, leasekey.NewToken(), fp, nil, now.Add(h.s.ttl), now).Scan(&got, &steps)
+	tag, err := tx.Exec(ctx, completedSQL, pk, leasekey.NewToken(), fp, now.Add(h.s.ttl), now)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return h.conflict(ctx, tx, key, pk, fp, now)
 	case err != nil:
 		return fmt.Errorf("dedupepg: dedupe row: %w", err)
+	case tag.RowsAffected() == 0:
+		return h.conflict(ctx, tx, key, pk, fp, now)
 	}
 	if err := h.fn(ctx, tx, msg); err != nil {
 		return err
@@ -189,6 +185,18 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *sqsmsg.Mes
 	}
 	return nil
 }
+
+// completedSQL is upsert with status COMPLETED, as Transactional writes
+// it without a claim: no lease, no steps kept, and nothing returned (a
+// row written is the answer), so the statement carries five parameters
+// and sends no row back. A live record blocks it: no row is written.
+const completedSQL = `INSERT INTO ` + table + ` AS d (pk, status, token, fingerprint, expires_at)
+VALUES ($1, 'COMPLETED', $2, $3, $4)
+ON CONFLICT (pk) DO UPDATE
+SET status = 'COMPLETED', token = excluded.token, fingerprint = excluded.fingerprint,
+    lease_until = NULL, expires_at = excluded.expires_at, steps = NULL, unknown_step = NULL
+WHERE d.expires_at < $5 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $5
+    AND (d.fingerprint = $3 OR d.fingerprint = '' OR $3 = ''))`
 
 // completeClaim is the transaction of the final step of a handler under
 // dedupe.Middleware with this store (c is its claim): the claim's record
