@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -445,25 +444,32 @@ func (m *Middleware) fingerprint(r *http.Request, body []byte) (string, error) {
 		}
 		body = []byte(s)
 	}
-	h := sha256.New()
-	field := func(b []byte) {
-		var n [binary.MaxVarintLen64]byte
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(b)))])
-		h.Write(b)
+	// Every field but the body goes through one buffer, then the body's
+	// length, then the body itself (not copied): one hash write each.
+	buf := make([]byte, 0, 128)
+	field := func(s string) {
+		buf = binary.AppendUvarint(buf, uint64(len(s)))
+		buf = append(buf, s...)
 	}
-	field([]byte(r.Method))
-	field([]byte(r.URL.EscapedPath()))
-	field([]byte(canonicalQuery(r.URL.RawQuery)))
+	field(r.Method)
+	field(r.URL.EscapedPath())
+	field(canonicalQuery(r.URL.RawQuery))
 	for _, name := range m.fphdrs {
-		field([]byte(name))
+		field(name)
 		vs := r.Header.Values(name)
-		field(binary.AppendUvarint(nil, uint64(len(vs))))
+		var n [binary.MaxVarintLen64]byte
+		field(string(n[:binary.PutUvarint(n[:], uint64(len(vs)))]))
 		for _, v := range vs {
-			field([]byte(v))
+			field(v)
 		}
 	}
-	field(body)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	buf = binary.AppendUvarint(buf, uint64(len(body)))
+	h := sha256.New()
+	h.Write(buf)
+	h.Write(body)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return hexSum(sum), nil
 }
 
 // canonicalQuery is the raw query with its &-separated pairs in order of
@@ -541,16 +547,10 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	// response is stored for the retry a dropped connection brings.
 	ctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), stateKey{}, st))
 	defer cancel(nil)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() { m.keep(rk, c.Token, c.LeaseUntil, cancel, stop) })
-	stopKeeper := sync.OnceFunc(func() {
-		close(stop)
-		wg.Wait()
-	})
+	k := m.keep(rk, c.Token, c.LeaseUntil, cancel)
 	// Whatever ends this function, runtime.Goexit in the handler
 	// included, the lease stops being extended.
-	defer stopKeeper()
+	defer k.stop()
 	var steps *steprec.Recorder
 	if ss, ok := m.cfg.Store.(StepStore); ok {
 		if len(c.Steps) > 0 {
@@ -567,13 +567,13 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, rk string, c Claim
 	exited := true
 	defer func() {
 		if exited {
-			stopKeeper()
+			k.stop()
 			m.settle(w, r, rec, st, rk, c.Token, ended{exit: exitGoexit})
 		}
 	}()
 	panicked := call(h.next, rec, r.WithContext(ctx))
 	exited = false
-	stopKeeper()
+	k.stop()
 	// The middleware's own cancellation: the lease could not be kept.
 	leaseLost := errors.Is(context.Cause(ctx), ErrLeaseLost)
 	if panicked != nil {
@@ -721,41 +721,102 @@ func call(next http.Handler, w http.ResponseWriter, r *http.Request) (panicked a
 	return nil
 }
 
-// keep extends the lease every Lease/3 until stop is closed. It cancels
-// the handler's context with ErrLeaseLost when the store says the claim is
-// no longer ours, or when the lease ends without a successful extension.
-func (m *Middleware) keep(rk, token string, until time.Time, cancel context.CancelCauseFunc, stop <-chan struct{}) {
-	t := time.NewTicker(max(m.cfg.Lease/3, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		// The store dates the new lease from when it got the call, at the
-		// earliest now: dated from the answer, the lease could end here a
-		// whole settle timeout after it ended in the store.
-		sent := m.cfg.NowFunc()
-		ctx, done := context.WithTimeout(context.Background(), m.cfg.SettleTimeout)
-		err := m.cfg.Store.Extend(ctx, rk, token, m.cfg.Lease)
-		done()
-		now := m.cfg.NowFunc()
-		switch {
-		case err == nil:
-			until = sent.Add(m.cfg.Lease)
-		case errors.Is(err, ErrNotOwner):
-			m.log(rk).Warn("idempotency: lease lost: another request took the key over", zap.Error(err))
-			cancel(ErrLeaseLost)
-			return
-		case !now.Before(until):
-			m.log(rk).Warn("idempotency: lease ran out and could not be extended", zap.Error(err))
-			cancel(ErrLeaseLost)
-			return
-		default:
-			m.log(rk).Warn("idempotency: extend failed; retrying on the next tick", zap.Error(err))
-		}
+// keeper extends one claim's lease every Lease/3 while its handler runs:
+// a timer, not a goroutine, so a request that ends before the first
+// extension (most do) costs a timer started and stopped, and nothing
+// that must be scheduled and waited for.
+type keeper struct {
+	m      *Middleware
+	rk     string
+	token  string
+	until  time.Time // the lease's end as last extended
+	cancel context.CancelCauseFunc
+	period time.Duration
+
+	mu      sync.Mutex
+	stopped bool
+	due     time.Time // when the timer was set to fire
+	t       *time.Timer
+	running sync.WaitGroup // an extension under way
+}
+
+// keep starts extending the lease of the claim holding token, which ends
+// at until. It cancels the handler's context with ErrLeaseLost when the
+// store says the claim is no longer ours, or when the lease ends without
+// a successful extension. Stop it with keeper.stop.
+func (m *Middleware) keep(rk, token string, until time.Time, cancel context.CancelCauseFunc) *keeper {
+	k := &keeper{m: m, rk: rk, token: token, until: until, cancel: cancel, period: max(m.cfg.Lease/3, time.Millisecond)}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.due = time.Now().Add(k.period)
+	k.t = time.AfterFunc(k.period, k.tick)
+	return k
+}
+
+// stop ends the extensions and waits for one under way: none is made
+// once it returns. It may be called more than once.
+func (k *keeper) stop() {
+	k.mu.Lock()
+	k.stopped = true
+	k.t.Stop()
+	k.mu.Unlock()
+	k.running.Wait()
+}
+
+// tick makes one extension, then sets the timer for the next, a period
+// after this one was due (at once when that has passed, as a ticker
+// does).
+func (k *keeper) tick() {
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return
 	}
+	k.running.Add(1)
+	k.mu.Unlock()
+	defer k.running.Done()
+	if !k.extend() {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return
+	}
+	now := time.Now()
+	if k.due = k.due.Add(k.period); k.due.Before(now) {
+		k.due = now
+	}
+	k.t.Reset(k.due.Sub(now))
+}
+
+// extend makes one extension; false means the lease is lost (the
+// handler's context is cancelled) and no more are made.
+func (k *keeper) extend() bool {
+	m := k.m
+	// The store dates the new lease from when it got the call, at the
+	// earliest now: dated from the answer, the lease could end here a
+	// whole settle timeout after it ended in the store.
+	sent := m.cfg.NowFunc()
+	ctx, done := context.WithTimeout(context.Background(), m.cfg.SettleTimeout)
+	err := m.cfg.Store.Extend(ctx, k.rk, k.token, m.cfg.Lease)
+	done()
+	now := m.cfg.NowFunc()
+	switch {
+	case err == nil:
+		k.until = sent.Add(m.cfg.Lease)
+	case errors.Is(err, ErrNotOwner):
+		m.log(k.rk).Warn("idempotency: lease lost: another request took the key over", zap.Error(err))
+		k.cancel(ErrLeaseLost)
+		return false
+	case !now.Before(k.until):
+		m.log(k.rk).Warn("idempotency: lease ran out and could not be extended", zap.Error(err))
+		k.cancel(ErrLeaseLost)
+		return false
+	default:
+		m.log(k.rk).Warn("idempotency: extend failed; retrying on the next tick", zap.Error(err))
+	}
+	return true
 }
 
 // stepEvent counts, logs and passes on one step event of record rk.

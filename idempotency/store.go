@@ -246,11 +246,15 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 // caller's scope: the hex SHA-256 of both, each length-prefixed so no two
 // (scope, key) pairs collide. Neither is recoverable from it.
 func RecordKey(scope, key string) string {
-	h := sha256.New()
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(scope)))
-	h.Write(n[:])
-	h.Write([]byte(scope))
-	h.Write([]byte(key))
-	return hex.EncodeToString(h.Sum(nil))
+	b := make([]byte, 8, 8+len(scope)+len(key))
+	binary.BigEndian.PutUint64(b, uint64(len(scope)))
+	b = append(append(b, scope...), key...)
+	return hexSum(sha256.Sum256(b))
+}
+
+// hexSum is sum in lower-case hex, made with one allocation (the string).
+func hexSum(sum [sha256.Size]byte) string {
+	var dst [2 * sha256.Size]byte
+	hex.Encode(dst[:], sum[:])
+	return string(dst[:])
 }
