@@ -109,6 +109,7 @@ type Store struct {
 	conflicts int
 	now       func() time.Time
 	log       *zap.Logger
+	records   *dynamolease.Table // the table for the shared record code, made once
 }
 
 var _ idempotency.Store = (*Store)(nil)
@@ -136,6 +137,7 @@ func New(cfg Config) (*Store, error) {
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
+	s.records = &dynamolease.Table{Client: s.client, Name: s.table, TTL: s.ttl, Now: s.now, ErrNotOwner: idempotency.ErrNotOwner, Prefix: "idemdynamo"}
 	return s, nil
 }
 
@@ -164,9 +166,7 @@ func num(n int64) types.AttributeValue  { return dynamolease.Num(n) }
 func str(s string) types.AttributeValue { return dynamolease.Str(s) }
 
 // lease is the store's view of its table for the shared record code.
-func (s *Store) lease() *dynamolease.Table {
-	return &dynamolease.Table{Client: s.client, Name: s.table, TTL: s.ttl, Now: s.now, ErrNotOwner: idempotency.ErrNotOwner, Prefix: "idemdynamo"}
-}
+func (s *Store) lease() *dynamolease.Table { return s.records }
 
 // Claim implements [idempotency.Store] with one conditional PutItem; on
 // conflict the old item, stored response included, comes back with the
