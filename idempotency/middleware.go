@@ -737,7 +737,9 @@ type keeper struct {
 	stopped bool
 	due     time.Time // when the timer was set to fire
 	t       *time.Timer
-	running sync.WaitGroup // an extension under way
+	// armed counts the timer while it is set and its function while it
+	// runs, so that stop can wait for both.
+	armed sync.WaitGroup
 }
 
 // keep starts extending the lease of the claim holding token, which ends
@@ -749,33 +751,35 @@ func (m *Middleware) keep(rk, token string, until time.Time, cancel context.Canc
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.due = time.Now().Add(k.period)
+	k.armed.Add(1)
 	k.t = time.AfterFunc(k.period, k.tick)
 	return k
 }
 
-// stop ends the extensions and waits for one under way: none is made
-// once it returns. It may be called more than once.
+// stop ends the extensions and waits for one under way: none is made, and
+// nothing of the keeper runs, once it returns. It may be called more than
+// once.
 func (k *keeper) stop() {
 	k.mu.Lock()
-	k.stopped = true
-	k.t.Stop()
+	if !k.stopped {
+		k.stopped = true
+		if k.t.Stop() {
+			k.armed.Done() // it will not fire
+		}
+	}
 	k.mu.Unlock()
-	k.running.Wait()
+	k.armed.Wait()
 }
 
 // tick makes one extension, then sets the timer for the next, a period
 // after this one was due (at once when that has passed, as a ticker
 // does).
 func (k *keeper) tick() {
+	defer k.armed.Done()
 	k.mu.Lock()
-	if k.stopped {
-		k.mu.Unlock()
-		return
-	}
-	k.running.Add(1)
+	stopped := k.stopped
 	k.mu.Unlock()
-	defer k.running.Done()
-	if !k.extend() {
+	if stopped || !k.extend() {
 		return
 	}
 	k.mu.Lock()
@@ -787,6 +791,7 @@ func (k *keeper) tick() {
 	if k.due = k.due.Add(k.period); k.due.Before(now) {
 		k.due = now
 	}
+	k.armed.Add(1)
 	k.t.Reset(k.due.Sub(now))
 }
 

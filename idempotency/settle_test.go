@@ -309,3 +309,42 @@ func TestReplayHeadersRefuseSetCookie(t *testing.T) {
 		t.Fatalf("ReplayHeaders=[X-Request-*]: replayed %v", got)
 	}
 }
+
+// TestKeeperExtendsOnSchedule: the lease keeper extends every Lease/3
+// while the handler runs, also when an extension is slow (the next is due
+// a period after the last was, as with a ticker), and makes none once the
+// handler has returned.
+func TestKeeperExtendsOnSchedule(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		store := &slowExtend{Store: idempotency.NewMemory(idempotency.MemoryConfig{})}
+		h := newMiddleware(t, idempotency.Config{Store: store, Lease: 3 * time.Second}).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(10*time.Second + 500*time.Millisecond)
+			w.WriteHeader(http.StatusCreated)
+		}))
+		if w := post(h, http.MethodPost, "/credits", "k", "alice", "x"); w.Code != http.StatusCreated {
+			t.Fatalf("status %d", w.Code)
+		}
+		// Due at 1, 2, ..., 10 s; each takes 200 ms, inside its period.
+		if got := store.extends.Load(); got != 10 {
+			t.Fatalf("%d extensions in 10.5 s with a 3 s lease, want 10", got)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := store.extends.Load(); got != 10 {
+			t.Fatalf("%d extensions after the handler returned, want none more than 10", got)
+		}
+	})
+}
+
+// slowExtend is a store whose Extend takes 200 ms.
+type slowExtend struct {
+	idempotency.Store
+	extends atomic.Int64
+}
+
+func (s *slowExtend) Extend(ctx context.Context, key, token string, lease time.Duration) error {
+	time.Sleep(200 * time.Millisecond)
+	s.extends.Add(1)
+	return s.Store.Extend(ctx, key, token, lease)
+}
