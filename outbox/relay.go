@@ -221,60 +221,71 @@ func (r *Relay) wait(ctx context.Context) {
 }
 
 // Step publishes one batch of due events and returns how many it took.
+//
+// A batch may hold several events of one entity (a [RunStore] hands out
+// entities' ready runs, in commit order): they go out in waves, the first
+// wave each entity's first event, the next wave each entity's second, and
+// so on, so that an entity's event is sent only once its previous one was
+// accepted, and an entity whose event failed sends nothing more in the
+// step (its later events stay held back behind the failed one). The
+// batch's published events are removed with one Published call.
 func (r *Relay) Step(ctx context.Context) (int, error) {
 	// Before taking events: a queue that cannot be read is no fault of
 	// theirs, and counts as no attempt.
 	if _, err := r.prod.MaxMessageBytes(ctx); err != nil {
 		return 0, fmt.Errorf("outbox: %w", err)
 	}
-	evs, err := r.cfg.Store.Due(ctx, r.cfg.Owner, r.cfg.BatchSize)
+	var evs []Event
+	var err error
+	if rs, ok := r.cfg.Store.(RunStore); ok {
+		evs, err = rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize)
+	} else {
+		evs, err = r.cfg.Store.Due(ctx, r.cfg.Owner, r.cfg.BatchSize)
+	}
 	if err != nil || len(evs) == 0 {
 		return 0, err
 	}
 	msgs := make([]producer.Message, len(evs))
 	for i, ev := range evs {
-		msgs[i] = producer.Message{ID: ev.ID, Body: ev.Payload, GroupID: ev.Entity, NotBefore: ev.NotBefore}
-		attrs := map[string]types.MessageAttributeValue{}
-		if ev.Type != "" {
-			attrs[AttrType] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(ev.Type)}
-		}
-		if len(ev.Trace) > 0 {
-			// The writer's trace, not the relay's: one slot stays for
-			// sqsonce-id, as the producer keeps it.
-			writer := telemetry.Propagator.Extract(context.Background(), propagation.MapCarrier(ev.Trace))
-			telemetry.Inject(writer, attrs, sqslimits.MaxMessageAttributes-1)
-		}
-		if len(attrs) > 0 {
-			msgs[i].Attributes = attrs
-		}
+		msgs[i] = r.message(ev)
 	}
-	results := r.prod.SendBatch(ctx, msgs)
-	var sent []Event
-	var errs []error
-	for i, res := range results {
-		ev := evs[i]
-		if res.Err == nil {
-			sent = append(sent, ev)
-			continue
-		}
+	var (
+		sent    []Event
+		errs    []error
+		stopped map[string]bool // entities whose event failed in this step
+	)
+	for wave := range waves(evs) {
 		if ctx.Err() != nil {
-			continue // not a failure of the event: it stays as it is
+			break // not sent: the events stay as they are
 		}
-		attempts := ev.Attempts + 1
-		dead := attempts >= r.cfg.MaxAttempts || errors.Is(res.Err, producer.ErrInvalid)
-		retryAt := r.cfg.NowFunc().Add(backoff.FullJitter(r.cfg.BackoffBase, r.cfg.BackoffMax, attempts, nil))
-		ev.Attempts = attempts
-		if dead {
-			r.cfg.Logger.Error("outbox: event parked as dead after failed sends, holding back its entity's later events; `Requeue` sends it again, `Edit` replaces its payload, `Discard` drops it",
-				zap.String("event_id", ev.ID), zap.Int("attempts", attempts), zap.Error(res.Err))
-		} else {
-			r.cfg.Logger.Warn("outbox: send failed, will retry", zap.String("event_id", ev.ID),
-				zap.Int("attempts", attempts), zap.Time("retry_at", retryAt), zap.Error(res.Err))
+		wmsgs := msgs[:0:0]
+		var widx []int
+		for _, i := range wave {
+			if !stopped[evs[i].Entity] {
+				wmsgs, widx = append(wmsgs, msgs[i]), append(widx, i)
+			}
 		}
-		if err := r.cfg.Store.Failed(ctx, ev, res.Err.Error(), retryAt, dead); err != nil {
-			errs = append(errs, err)
+		if len(widx) == 0 {
+			break
 		}
-		r.cfg.Observer.SendFailed(ev, res.Err, dead)
+		results := r.prod.SendBatch(ctx, wmsgs)
+		for j, res := range results {
+			ev := evs[widx[j]]
+			if res.Err == nil {
+				sent = append(sent, ev)
+				continue
+			}
+			if stopped == nil {
+				stopped = map[string]bool{}
+			}
+			stopped[ev.Entity] = true
+			if ctx.Err() != nil {
+				continue // not a failure of the event: it stays as it is
+			}
+			if err := r.failed(ctx, ev, res.Err); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if len(sent) > 0 {
 		if err := r.cfg.Store.Published(ctx, sent); err != nil {
@@ -284,4 +295,76 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 		r.cfg.Observer.Published(sent)
 	}
 	return len(evs), errors.Join(errs...)
+}
+
+// waves yields the indexes of evs wave by wave: the first yields each
+// entity's first event, the next each entity's second, and so on, each in
+// the order of evs. With one event per entity there is one wave.
+func waves(evs []Event) func(yield func([]int) bool) {
+	return func(yield func([]int) bool) {
+		place := make([]int, len(evs)) // the event's place in its entity's run
+		count := make(map[string]int, len(evs))
+		last := 0
+		for i, ev := range evs {
+			place[i] = count[ev.Entity]
+			count[ev.Entity]++
+			last = max(last, place[i])
+		}
+		if last == 0 {
+			all := make([]int, len(evs))
+			for i := range all {
+				all[i] = i
+			}
+			yield(all)
+			return
+		}
+		for w := 0; w <= last; w++ {
+			var wave []int
+			for i, p := range place {
+				if p == w {
+					wave = append(wave, i)
+				}
+			}
+			if !yield(wave) {
+				return
+			}
+		}
+	}
+}
+
+// message is the SQS message of ev.
+func (r *Relay) message(ev Event) producer.Message {
+	m := producer.Message{ID: ev.ID, Body: ev.Payload, GroupID: ev.Entity, NotBefore: ev.NotBefore}
+	attrs := map[string]types.MessageAttributeValue{}
+	if ev.Type != "" {
+		attrs[AttrType] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(ev.Type)}
+	}
+	if len(ev.Trace) > 0 {
+		// The writer's trace, not the relay's: one slot stays for
+		// sqsonce-id, as the producer keeps it.
+		writer := telemetry.Propagator.Extract(context.Background(), propagation.MapCarrier(ev.Trace))
+		telemetry.Inject(writer, attrs, sqslimits.MaxMessageAttributes-1)
+	}
+	if len(attrs) > 0 {
+		m.Attributes = attrs
+	}
+	return m
+}
+
+// failed records the failed send of ev: a retry later, or parked as dead.
+func (r *Relay) failed(ctx context.Context, ev Event, sendErr error) error {
+	attempts := ev.Attempts + 1
+	dead := attempts >= r.cfg.MaxAttempts || errors.Is(sendErr, producer.ErrInvalid)
+	retryAt := r.cfg.NowFunc().Add(backoff.FullJitter(r.cfg.BackoffBase, r.cfg.BackoffMax, attempts, nil))
+	ev.Attempts = attempts
+	if dead {
+		r.cfg.Logger.Error("outbox: event parked as dead after failed sends, holding back its entity's later events; `Requeue` sends it again, `Edit` replaces its payload, `Discard` drops it",
+			zap.String("event_id", ev.ID), zap.Int("attempts", attempts), zap.Error(sendErr))
+	} else {
+		r.cfg.Logger.Warn("outbox: send failed, will retry", zap.String("event_id", ev.ID),
+			zap.Int("attempts", attempts), zap.Time("retry_at", retryAt), zap.Error(sendErr))
+	}
+	err := r.cfg.Store.Failed(ctx, ev, sendErr.Error(), retryAt, dead)
+	r.cfg.Observer.SendFailed(ev, sendErr, dead)
+	return err
 }
