@@ -184,7 +184,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		if n > 0 && err == nil {
 			// More may be due: a step takes at most an entity's oldest
-			// event, so a short batch does not mean an empty outbox.
+			// event (or its share of the batch, from a RunStore), so a
+			// short batch does not mean an empty outbox.
 			continue
 		}
 		r.wait(ctx)
