@@ -107,8 +107,13 @@ func (m *Memory) Due(_ context.Context, owner string, limit int) ([]Event, error
 // DueRuns implements [RunStore]: each entity's ready run, at most
 // ceil(limit / entities) events of each, ranked by place in the run, then
 // by commit.
-func (m *Memory) DueRuns(_ context.Context, owner string, limit int) ([]Event, error) {
+func (m *Memory) DueRuns(_ context.Context, owner string, limit int, inFlight []Event) ([]Event, error) {
 	now := m.cfg.NowFunc()
+	after := map[string]int64{} // entity → its last event in flight
+	for _, ev := range inFlight {
+		seq, _ := strconv.ParseInt(ev.Handle, 10, 64)
+		after[ev.Entity] = max(after[ev.Entity], seq)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	held := m.leasePartitions(owner, now)
@@ -127,8 +132,11 @@ func (m *Memory) DueRuns(_ context.Context, owner string, limit int) ([]Event, e
 		place int
 	}
 	var due []placed
-	for _, evs := range byEntity {
+	for entity, evs := range byEntity {
 		slices.SortFunc(evs, func(a, b *memEvent) int { return cmp.Compare(a.seq, b.seq) })
+		if last, ok := after[entity]; ok {
+			evs = slices.DeleteFunc(evs, func(e *memEvent) bool { return e.seq <= last })
+		}
 		for i, e := range evs[:min(run, len(evs))] {
 			if e.ev.Dead || e.retryAt.After(now) {
 				break // held back, and its entity's later events with it

@@ -147,8 +147,9 @@ type Store interface {
 }
 
 // RunStore is a [Store] that also hands out entities' ready runs, so that a
-// relay takes a batch in one read however few entities share it. A
-// [Relay] reads through DueRuns when its Store has it.
+// relay takes a batch in one read however few entities share it, and reads
+// its next batch while the current one is being sent. A [Relay] reads
+// through DueRuns when its Store has it.
 type RunStore interface {
 	Store
 	// DueRuns is [Store.Due] with, for each entity in owner's partitions,
@@ -156,8 +157,11 @@ type RunStore interface {
 	// in commit order, up to the first that is dead or waiting for a
 	// retry, each entity's events in the slice in commit order. A store
 	// ranks the events by their place in their run, then by age, so that
-	// no entity starves behind others with long backlogs.
-	DueRuns(ctx context.Context, owner string, limit int) ([]Event, error)
+	// no entity starves behind others with long backlogs. inFlight are
+	// events this owner took and is still sending (not yet published or
+	// failed): an entity of theirs has its run start after its last one
+	// of them, and a store need not know them otherwise.
+	DueRuns(ctx context.Context, owner string, limit int, inFlight []Event) ([]Event, error)
 }
 
 // Stats describes an outbox.

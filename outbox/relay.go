@@ -165,8 +165,17 @@ func (r *Relay) Owner() string { return r.cfg.Owner }
 // Run publishes until ctx ends, then releases its partitions and returns
 // nil. A store error is logged and retried after PollInterval; Run returns
 // early only when ctx ends.
+//
+// With a [RunStore], Run reads the next batch, and removes the previous
+// batch's published events, while the current batch is being sent, so
+// that the store's round trips overlap SQS's: the next batch's entities
+// with events in the current one start after them, an entity whose send
+// failed sends nothing of the next batch, and what was published is
+// removed before the next read and before Run returns.
 func (r *Relay) Run(ctx context.Context) error {
 	var lastStats time.Time
+	rs, pipelined := r.cfg.Store.(RunStore)
+	var p pipeline
 	for ctx.Err() == nil {
 		if now := r.cfg.NowFunc(); now.Sub(lastStats) >= r.cfg.StatsInterval {
 			lastStats = now
@@ -178,7 +187,15 @@ func (r *Relay) Run(ctx context.Context) error {
 				r.cfg.Observer.Stats(s, age)
 			}
 		}
-		n, err := r.Step(ctx)
+		var (
+			n   int
+			err error
+		)
+		if pipelined {
+			n, err = r.pipelinedStep(ctx, rs, &p)
+		} else {
+			n, err = r.Step(ctx)
+		}
 		if err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("outbox: relay step failed", zap.String("owner", r.cfg.Owner), zap.Error(err))
 		}
@@ -192,10 +209,105 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	if err := r.flush(rctx, &p); err != nil {
+		r.cfg.Logger.Warn("outbox: remove published events", zap.String("owner", r.cfg.Owner), zap.Error(err))
+	}
 	if err := r.cfg.Store.Release(rctx, r.cfg.Owner); err != nil {
 		r.cfg.Logger.Warn("outbox: release partitions", zap.String("owner", r.cfg.Owner), zap.Error(err))
 	}
 	return nil
+}
+
+// pipeline is what Run carries from one batch to the next with a
+// [RunStore].
+type pipeline struct {
+	next    []Event         // the batch read while the last one was sent
+	read    bool            // next was read (and may be empty)
+	stopped map[string]bool // entities whose send failed in the last batch
+	sent    []Event         // published in the last batch, not yet removed
+}
+
+// prefetched is the outcome of the work done while a batch is sent.
+type prefetched struct {
+	evs             []Event
+	err, publishErr error
+	published       []Event
+}
+
+// pipelinedStep sends p.next (or, when nothing was read ahead, a batch it
+// reads now) while it removes the previous batch's published events and
+// reads the next batch, and returns how many events it took.
+func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (int, error) {
+	if !p.read {
+		// Nothing in flight: the last batch's events are removed first.
+		if err := r.flush(ctx, p); err != nil {
+			return 0, err
+		}
+		if _, err := r.prod.MaxMessageBytes(ctx); err != nil {
+			return 0, fmt.Errorf("outbox: %w", err)
+		}
+		evs, err := rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize, nil)
+		if err != nil || len(evs) == 0 {
+			return 0, err
+		}
+		p.next, p.read = evs, true
+	}
+	evs, stopped := p.next, p.stopped
+	p.next, p.read, p.stopped = nil, false, nil
+	// The events that will be sent: an entity stopped in the last batch
+	// sends nothing of this one, and its run starts where it was.
+	var inFlight []Event
+	for _, ev := range evs {
+		if !stopped[ev.Entity] {
+			inFlight = append(inFlight, ev)
+		}
+	}
+	prev := p.sent
+	p.sent = nil
+	done := make(chan prefetched, 1)
+	go func() {
+		var f prefetched
+		if len(prev) > 0 {
+			f.publishErr, f.published = r.cfg.Store.Published(ctx, prev), prev
+		}
+		f.evs, f.err = rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize, inFlight)
+		done <- f
+	}()
+	sent, failed, errs := r.send(ctx, evs, stopped)
+	f := <-done
+	if f.publishErr != nil {
+		// They will be published again: a duplicate, never a loss.
+		errs = append(errs, f.publishErr)
+	}
+	if len(f.published) > 0 {
+		r.cfg.Observer.Published(f.published)
+	}
+	p.sent = sent
+	if f.err == nil && len(f.evs) > 0 {
+		p.next, p.read, p.stopped = f.evs, true, failed
+	} else if f.err != nil {
+		errs = append(errs, f.err)
+	}
+	if !p.read {
+		// Nothing read ahead: remove what was published now, so the
+		// outbox is as the step left it when the relay waits.
+		if err := r.flush(ctx, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(evs), errors.Join(errs...)
+}
+
+// flush removes the events p holds as published and not yet removed.
+func (r *Relay) flush(ctx context.Context, p *pipeline) error {
+	sent := p.sent
+	p.sent = nil
+	if len(sent) == 0 {
+		return nil
+	}
+	err := r.cfg.Store.Published(ctx, sent)
+	r.cfg.Observer.Published(sent)
+	return err
 }
 
 // waitRetry is the longest sleep after a failed WaitFunc: the relay polls
@@ -239,55 +351,14 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 	var evs []Event
 	var err error
 	if rs, ok := r.cfg.Store.(RunStore); ok {
-		evs, err = rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize)
+		evs, err = rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize, nil)
 	} else {
 		evs, err = r.cfg.Store.Due(ctx, r.cfg.Owner, r.cfg.BatchSize)
 	}
 	if err != nil || len(evs) == 0 {
 		return 0, err
 	}
-	msgs := make([]producer.Message, len(evs))
-	for i, ev := range evs {
-		msgs[i] = r.message(ev)
-	}
-	var (
-		sent    []Event
-		errs    []error
-		stopped map[string]bool // entities whose event failed in this step
-	)
-	for wave := range waves(evs) {
-		if ctx.Err() != nil {
-			break // not sent: the events stay as they are
-		}
-		wmsgs := msgs[:0:0]
-		var widx []int
-		for _, i := range wave {
-			if !stopped[evs[i].Entity] {
-				wmsgs, widx = append(wmsgs, msgs[i]), append(widx, i)
-			}
-		}
-		if len(widx) == 0 {
-			break
-		}
-		results := r.prod.SendBatch(ctx, wmsgs)
-		for j, res := range results {
-			ev := evs[widx[j]]
-			if res.Err == nil {
-				sent = append(sent, ev)
-				continue
-			}
-			if stopped == nil {
-				stopped = map[string]bool{}
-			}
-			stopped[ev.Entity] = true
-			if ctx.Err() != nil {
-				continue // not a failure of the event: it stays as it is
-			}
-			if err := r.failed(ctx, ev, res.Err); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
+	sent, _, errs := r.send(ctx, evs, nil)
 	if len(sent) > 0 {
 		if err := r.cfg.Store.Published(ctx, sent); err != nil {
 			// They will be published again: a duplicate, never a loss.
@@ -296,6 +367,50 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 		r.cfg.Observer.Published(sent)
 	}
 	return len(evs), errors.Join(errs...)
+}
+
+// send sends evs in waves (see Step), nothing of the entities in skip, and
+// returns the events SQS accepted, the entities whose send failed, and the
+// errors of recording the failures.
+func (r *Relay) send(ctx context.Context, evs []Event, skip map[string]bool) (sent []Event, failed map[string]bool, errs []error) {
+	stopped := map[string]bool{}
+	for e := range skip {
+		stopped[e] = true
+	}
+	for wave := range waves(evs) {
+		if ctx.Err() != nil {
+			break // not sent: the events stay as they are
+		}
+		var msgs []producer.Message
+		var idx []int
+		for _, i := range wave {
+			if !stopped[evs[i].Entity] {
+				msgs, idx = append(msgs, r.message(evs[i])), append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			break
+		}
+		for j, res := range r.prod.SendBatch(ctx, msgs) {
+			ev := evs[idx[j]]
+			if res.Err == nil {
+				sent = append(sent, ev)
+				continue
+			}
+			stopped[ev.Entity] = true
+			if failed == nil {
+				failed = map[string]bool{}
+			}
+			failed[ev.Entity] = true
+			if ctx.Err() != nil {
+				continue // not a failure of the event: it stays as it is
+			}
+			if err := r.failed(ctx, ev, res.Err); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return sent, failed, errs
 }
 
 // waves yields the indexes of evs wave by wave: the first yields each

@@ -168,20 +168,28 @@ func TestDueRunsStopAtAHeldBackEvent(t *testing.T) {
 		t.Fatalf("Due: %s, want each entity's oldest event", got)
 	}
 	// a-01 fails: it waits for its retry and holds back a's later events.
-	all, err := st.DueRuns(ctx, "r1", 1000)
+	all, err := st.DueRuns(ctx, "r1", 1000, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Failed(ctx, all[4], "boom", time.Now().Add(time.Hour), false); err != nil || all[4].ID != "a-01" {
 		t.Fatalf("Failed(%s): %v", all[4].ID, err)
 	}
-	runs, err := st.DueRuns(ctx, "r1", 8)
+	runs, err := st.DueRuns(ctx, "r1", 8, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Two of each entity at most (8 over 4), ranked by place; a stops at a-01.
 	if got, want := ids(runs), "a-00 b-00 c-00 d-00 b-01 c-01 d-01"; got != want {
 		t.Fatalf("DueRuns: %s, want %s", got, want)
+	}
+	// While b-00 is being sent, b's run starts after it.
+	runs, err = st.DueRuns(ctx, "r1", 8, runs[1:5:5][0:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(runs), "a-00 b-01 c-00 d-00 b-02 c-01 d-01"; got != want {
+		t.Fatalf("DueRuns with b-00 in flight: %s, want %s", got, want)
 	}
 }
 
