@@ -111,8 +111,12 @@ func (b *bench) postgresRows() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(rows, b.relayPair("PostgreSQL", n, relay, plain, tb,
-		"the textbook relay: BEGIN, SELECT 100 rows ORDER BY id FOR UPDATE SKIP LOCKED, send them, DELETE them, COMMIT")...), nil
+	few, err := b.relayFewRow("outbox-pg-few", "PostgreSQL", n, store, commit)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(rows, b.relayPair("PostgreSQL", n, relay, plain, tb,
+		"the textbook relay: BEGIN, SELECT 100 rows ORDER BY id FOR UPDATE SKIP LOCKED, send them, DELETE them, COMMIT")...), few), nil
 }
 
 // textbookPostgres is the textbook relay loop over a plain outbox table.

@@ -17,8 +17,9 @@ import (
 // A relay publishes committed events to a FIFO queue (here a stand-in for
 // SQS that records what it is sent): the entity is the message group, the
 // event id the deduplication id and the sqsonce-id attribute a consumer
-// dedupes on. Run calls Step in a loop; each step takes at most one event
-// per entity, so an entity's events leave in commit order.
+// dedupes on. Run calls Step in a loop; a step takes each entity's ready
+// run and sends it in waves, an entity's next event only after its
+// previous one was accepted, so an entity's events leave in commit order.
 func ExampleRelay() {
 	ctx := context.Background()
 	client := &sentSQS{} // an *sqs.Client in real code
@@ -52,8 +53,7 @@ func ExampleRelay() {
 	s, _ := store.Stats(ctx)
 	fmt.Println("pending:", s.Pending)
 	// Output:
-	// step published 2
-	// step published 1
+	// step published 3
 	// acct-a evt-a1 evt-a1 credited {"amount":5}
 	// acct-b evt-b1 evt-b1 credited {"amount":1}
 	// acct-a evt-a2 evt-a2 credited {"amount":7}

@@ -104,6 +104,54 @@ func (m *Memory) Due(_ context.Context, owner string, limit int) ([]Event, error
 	return out, nil
 }
 
+// DueRuns implements [RunStore]: each entity's ready run, at most
+// ceil(limit / entities) events of each, ranked by place in the run, then
+// by commit.
+func (m *Memory) DueRuns(_ context.Context, owner string, limit int, inFlight []Event) ([]Event, error) {
+	now := m.cfg.NowFunc()
+	after := map[string]int64{} // entity → its last event in flight
+	for _, ev := range inFlight {
+		seq, _ := strconv.ParseInt(ev.Handle, 10, 64)
+		after[ev.Entity] = max(after[ev.Entity], seq)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	held := m.leasePartitions(owner, now)
+	byEntity := map[string][]*memEvent{}
+	for _, e := range m.events {
+		if held[Partition(e.ev.Entity, m.cfg.Partitions)] {
+			byEntity[e.ev.Entity] = append(byEntity[e.ev.Entity], e)
+		}
+	}
+	if len(byEntity) == 0 || limit <= 0 {
+		return nil, nil
+	}
+	run := (limit + len(byEntity) - 1) / len(byEntity)
+	type placed struct {
+		e     *memEvent
+		place int
+	}
+	var due []placed
+	for entity, evs := range byEntity {
+		slices.SortFunc(evs, func(a, b *memEvent) int { return cmp.Compare(a.seq, b.seq) })
+		if last, ok := after[entity]; ok {
+			evs = slices.DeleteFunc(evs, func(e *memEvent) bool { return e.seq <= last })
+		}
+		for i, e := range evs[:min(run, len(evs))] {
+			if e.ev.Dead || e.retryAt.After(now) {
+				break // held back, and its entity's later events with it
+			}
+			due = append(due, placed{e, i})
+		}
+	}
+	slices.SortFunc(due, func(a, b placed) int { return cmp.Or(cmp.Compare(a.place, b.place), cmp.Compare(a.e.seq, b.e.seq)) })
+	out := make([]Event, 0, min(limit, len(due)))
+	for _, p := range due[:min(limit, len(due))] {
+		out = append(out, p.e.ev)
+	}
+	return out, nil
+}
+
 // leasePartitions renews owner's leases and takes free ones up to its fair
 // share of the live owners (package partlease's rule); it returns the
 // partitions owner holds. m.mu is held.
@@ -288,4 +336,4 @@ func (m *Memory) Release(_ context.Context, owner string) error {
 	return nil
 }
 
-var _ Store = (*Memory)(nil)
+var _ RunStore = (*Memory)(nil)

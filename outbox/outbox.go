@@ -146,6 +146,24 @@ type Store interface {
 	Release(ctx context.Context, owner string) error
 }
 
+// RunStore is a [Store] that also hands out entities' ready runs, so that a
+// relay takes a batch in one read however few entities share it, and reads
+// its next batch while the current one is being sent. A [Relay] reads
+// through DueRuns when its Store has it.
+type RunStore interface {
+	Store
+	// DueRuns is [Store.Due] with, for each entity in owner's partitions,
+	// its ready run rather than its oldest event only: its oldest events
+	// in commit order, up to the first that is dead or waiting for a
+	// retry, each entity's events in the slice in commit order. A store
+	// ranks the events by their place in their run, then by age, so that
+	// no entity starves behind others with long backlogs. inFlight are
+	// events this owner took and is still sending (not yet published or
+	// failed): an entity of theirs has its run start after its last one
+	// of them, and a store need not know them otherwise.
+	DueRuns(ctx context.Context, owner string, limit int, inFlight []Event) ([]Event, error)
+}
+
 // Stats describes an outbox.
 type Stats struct {
 	// Pending counts events not yet published, dead ones excluded.

@@ -165,8 +165,17 @@ func (r *Relay) Owner() string { return r.cfg.Owner }
 // Run publishes until ctx ends, then releases its partitions and returns
 // nil. A store error is logged and retried after PollInterval; Run returns
 // early only when ctx ends.
+//
+// With a [RunStore], Run reads the next batch, and removes the previous
+// batch's published events, while the current batch is being sent, so
+// that the store's round trips overlap SQS's: the next batch's entities
+// with events in the current one start after them, an entity whose send
+// failed sends nothing of the next batch, and what was published is
+// removed before the next read and before Run returns.
 func (r *Relay) Run(ctx context.Context) error {
 	var lastStats time.Time
+	rs, pipelined := r.cfg.Store.(RunStore)
+	var p pipeline
 	for ctx.Err() == nil {
 		if now := r.cfg.NowFunc(); now.Sub(lastStats) >= r.cfg.StatsInterval {
 			lastStats = now
@@ -178,23 +187,127 @@ func (r *Relay) Run(ctx context.Context) error {
 				r.cfg.Observer.Stats(s, age)
 			}
 		}
-		n, err := r.Step(ctx)
+		var (
+			n   int
+			err error
+		)
+		if pipelined {
+			n, err = r.pipelinedStep(ctx, rs, &p)
+		} else {
+			n, err = r.Step(ctx)
+		}
 		if err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("outbox: relay step failed", zap.String("owner", r.cfg.Owner), zap.Error(err))
 		}
 		if n > 0 && err == nil {
 			// More may be due: a step takes at most an entity's oldest
-			// event, so a short batch does not mean an empty outbox.
+			// event (or its share of the batch, from a RunStore), so a
+			// short batch does not mean an empty outbox.
 			continue
 		}
 		r.wait(ctx)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	if err := r.flush(rctx, &p); err != nil {
+		r.cfg.Logger.Warn("outbox: remove published events", zap.String("owner", r.cfg.Owner), zap.Error(err))
+	}
 	if err := r.cfg.Store.Release(rctx, r.cfg.Owner); err != nil {
 		r.cfg.Logger.Warn("outbox: release partitions", zap.String("owner", r.cfg.Owner), zap.Error(err))
 	}
 	return nil
+}
+
+// pipeline is what Run carries from one batch to the next with a
+// [RunStore].
+type pipeline struct {
+	next    []Event         // the batch read while the last one was sent
+	read    bool            // next was read (and may be empty)
+	stopped map[string]bool // entities whose send failed in the last batch
+	sent    []Event         // published in the last batch, not yet removed
+}
+
+// prefetched is the outcome of the work done while a batch is sent.
+type prefetched struct {
+	evs             []Event
+	err, publishErr error
+	published       []Event
+}
+
+// pipelinedStep sends p.next (or, when nothing was read ahead, a batch it
+// reads now) while it removes the previous batch's published events and
+// reads the next batch, and returns how many events it took.
+func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (int, error) {
+	if !p.read {
+		// Nothing in flight: the last batch's events are removed first.
+		if err := r.flush(ctx, p); err != nil {
+			return 0, err
+		}
+		if _, err := r.prod.MaxMessageBytes(ctx); err != nil {
+			return 0, fmt.Errorf("outbox: %w", err)
+		}
+		evs, err := rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize, nil)
+		if err != nil || len(evs) == 0 {
+			return 0, err
+		}
+		p.next, p.read = evs, true
+	}
+	evs, stopped := p.next, p.stopped
+	p.next, p.read, p.stopped = nil, false, nil
+	// The events that will be sent: an entity stopped in the last batch
+	// sends nothing of this one, and its run starts where it was.
+	var inFlight []Event
+	for _, ev := range evs {
+		if !stopped[ev.Entity] {
+			inFlight = append(inFlight, ev)
+		}
+	}
+	prev := p.sent
+	p.sent = nil
+	done := make(chan prefetched, 1)
+	go func() {
+		var f prefetched
+		if len(prev) > 0 {
+			f.publishErr, f.published = r.cfg.Store.Published(ctx, prev), prev
+		}
+		f.evs, f.err = rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize, inFlight)
+		done <- f
+	}()
+	sent, failed, errs := r.send(ctx, evs, stopped)
+	f := <-done
+	if f.publishErr != nil {
+		// They will be published again: a duplicate, never a loss.
+		errs = append(errs, f.publishErr)
+	}
+	if len(f.published) > 0 {
+		r.cfg.Observer.Published(f.published)
+	}
+	p.sent = sent
+	if f.err == nil && len(f.evs) > 0 {
+		p.next, p.read, p.stopped = f.evs, true, failed
+	} else if f.err != nil {
+		errs = append(errs, f.err)
+	}
+	if !p.read {
+		// Nothing read ahead: remove what was published now, so the
+		// outbox is as the step left it when the relay waits.
+		if err := r.flush(ctx, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(evs), errors.Join(errs...)
+}
+
+// flush removes the events p holds as published and not yet removed.
+func (r *Relay) flush(ctx context.Context, p *pipeline) error {
+	sent := p.sent
+	p.sent = nil
+	if len(sent) == 0 {
+		return nil
+	}
+	err := r.cfg.Store.Published(ctx, sent)
+	r.cfg.Observer.Published(sent)
+	return err
 }
 
 // waitRetry is the longest sleep after a failed WaitFunc: the relay polls
@@ -221,61 +334,31 @@ func (r *Relay) wait(ctx context.Context) {
 }
 
 // Step publishes one batch of due events and returns how many it took.
+//
+// A batch may hold several events of one entity (a [RunStore] hands out
+// entities' ready runs, in commit order): they go out in waves, the first
+// wave each entity's first event, the next wave each entity's second, and
+// so on, so that an entity's event is sent only once its previous one was
+// accepted, and an entity whose event failed sends nothing more in the
+// step (its later events stay held back behind the failed one). The
+// batch's published events are removed with one Published call.
 func (r *Relay) Step(ctx context.Context) (int, error) {
 	// Before taking events: a queue that cannot be read is no fault of
 	// theirs, and counts as no attempt.
 	if _, err := r.prod.MaxMessageBytes(ctx); err != nil {
 		return 0, fmt.Errorf("outbox: %w", err)
 	}
-	evs, err := r.cfg.Store.Due(ctx, r.cfg.Owner, r.cfg.BatchSize)
+	var evs []Event
+	var err error
+	if rs, ok := r.cfg.Store.(RunStore); ok {
+		evs, err = rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize, nil)
+	} else {
+		evs, err = r.cfg.Store.Due(ctx, r.cfg.Owner, r.cfg.BatchSize)
+	}
 	if err != nil || len(evs) == 0 {
 		return 0, err
 	}
-	msgs := make([]producer.Message, len(evs))
-	for i, ev := range evs {
-		msgs[i] = producer.Message{ID: ev.ID, Body: ev.Payload, GroupID: ev.Entity, NotBefore: ev.NotBefore}
-		attrs := map[string]types.MessageAttributeValue{}
-		if ev.Type != "" {
-			attrs[AttrType] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(ev.Type)}
-		}
-		if len(ev.Trace) > 0 {
-			// The writer's trace, not the relay's: one slot stays for
-			// sqsonce-id, as the producer keeps it.
-			writer := telemetry.Propagator.Extract(context.Background(), propagation.MapCarrier(ev.Trace))
-			telemetry.Inject(writer, attrs, sqslimits.MaxMessageAttributes-1)
-		}
-		if len(attrs) > 0 {
-			msgs[i].Attributes = attrs
-		}
-	}
-	results := r.prod.SendBatch(ctx, msgs)
-	var sent []Event
-	var errs []error
-	for i, res := range results {
-		ev := evs[i]
-		if res.Err == nil {
-			sent = append(sent, ev)
-			continue
-		}
-		if ctx.Err() != nil {
-			continue // not a failure of the event: it stays as it is
-		}
-		attempts := ev.Attempts + 1
-		dead := attempts >= r.cfg.MaxAttempts || errors.Is(res.Err, producer.ErrInvalid)
-		retryAt := r.cfg.NowFunc().Add(backoff.FullJitter(r.cfg.BackoffBase, r.cfg.BackoffMax, attempts, nil))
-		ev.Attempts = attempts
-		if dead {
-			r.cfg.Logger.Error("outbox: event parked as dead after failed sends, holding back its entity's later events; `Requeue` sends it again, `Edit` replaces its payload, `Discard` drops it",
-				zap.String("event_id", ev.ID), zap.Int("attempts", attempts), zap.Error(res.Err))
-		} else {
-			r.cfg.Logger.Warn("outbox: send failed, will retry", zap.String("event_id", ev.ID),
-				zap.Int("attempts", attempts), zap.Time("retry_at", retryAt), zap.Error(res.Err))
-		}
-		if err := r.cfg.Store.Failed(ctx, ev, res.Err.Error(), retryAt, dead); err != nil {
-			errs = append(errs, err)
-		}
-		r.cfg.Observer.SendFailed(ev, res.Err, dead)
-	}
+	sent, _, errs := r.send(ctx, evs, nil)
 	if len(sent) > 0 {
 		if err := r.cfg.Store.Published(ctx, sent); err != nil {
 			// They will be published again: a duplicate, never a loss.
@@ -284,4 +367,120 @@ func (r *Relay) Step(ctx context.Context) (int, error) {
 		r.cfg.Observer.Published(sent)
 	}
 	return len(evs), errors.Join(errs...)
+}
+
+// send sends evs in waves (see Step), nothing of the entities in skip, and
+// returns the events SQS accepted, the entities whose send failed, and the
+// errors of recording the failures.
+func (r *Relay) send(ctx context.Context, evs []Event, skip map[string]bool) (sent []Event, failed map[string]bool, errs []error) {
+	stopped := map[string]bool{}
+	for e := range skip {
+		stopped[e] = true
+	}
+	for wave := range waves(evs) {
+		if ctx.Err() != nil {
+			break // not sent: the events stay as they are
+		}
+		var msgs []producer.Message
+		var idx []int
+		for _, i := range wave {
+			if !stopped[evs[i].Entity] {
+				msgs, idx = append(msgs, r.message(evs[i])), append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			break
+		}
+		for j, res := range r.prod.SendBatch(ctx, msgs) {
+			ev := evs[idx[j]]
+			if res.Err == nil {
+				sent = append(sent, ev)
+				continue
+			}
+			stopped[ev.Entity] = true
+			if failed == nil {
+				failed = map[string]bool{}
+			}
+			failed[ev.Entity] = true
+			if ctx.Err() != nil {
+				continue // not a failure of the event: it stays as it is
+			}
+			if err := r.failed(ctx, ev, res.Err); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return sent, failed, errs
+}
+
+// waves yields the indexes of evs wave by wave: the first yields each
+// entity's first event, the next each entity's second, and so on, each in
+// the order of evs. With one event per entity there is one wave.
+func waves(evs []Event) func(yield func([]int) bool) {
+	return func(yield func([]int) bool) {
+		place := make([]int, len(evs)) // the event's place in its entity's run
+		count := make(map[string]int, len(evs))
+		last := 0
+		for i, ev := range evs {
+			place[i] = count[ev.Entity]
+			count[ev.Entity]++
+			last = max(last, place[i])
+		}
+		if last == 0 {
+			all := make([]int, len(evs))
+			for i := range all {
+				all[i] = i
+			}
+			yield(all)
+			return
+		}
+		for w := 0; w <= last; w++ {
+			var wave []int
+			for i, p := range place {
+				if p == w {
+					wave = append(wave, i)
+				}
+			}
+			if !yield(wave) {
+				return
+			}
+		}
+	}
+}
+
+// message is the SQS message of ev.
+func (r *Relay) message(ev Event) producer.Message {
+	m := producer.Message{ID: ev.ID, Body: ev.Payload, GroupID: ev.Entity, NotBefore: ev.NotBefore}
+	attrs := map[string]types.MessageAttributeValue{}
+	if ev.Type != "" {
+		attrs[AttrType] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(ev.Type)}
+	}
+	if len(ev.Trace) > 0 {
+		// The writer's trace, not the relay's: one slot stays for
+		// sqsonce-id, as the producer keeps it.
+		writer := telemetry.Propagator.Extract(context.Background(), propagation.MapCarrier(ev.Trace))
+		telemetry.Inject(writer, attrs, sqslimits.MaxMessageAttributes-1)
+	}
+	if len(attrs) > 0 {
+		m.Attributes = attrs
+	}
+	return m
+}
+
+// failed records the failed send of ev: a retry later, or parked as dead.
+func (r *Relay) failed(ctx context.Context, ev Event, sendErr error) error {
+	attempts := ev.Attempts + 1
+	dead := attempts >= r.cfg.MaxAttempts || errors.Is(sendErr, producer.ErrInvalid)
+	retryAt := r.cfg.NowFunc().Add(backoff.FullJitter(r.cfg.BackoffBase, r.cfg.BackoffMax, attempts, nil))
+	ev.Attempts = attempts
+	if dead {
+		r.cfg.Logger.Error("outbox: event parked as dead after failed sends, holding back its entity's later events; `Requeue` sends it again, `Edit` replaces its payload, `Discard` drops it",
+			zap.String("event_id", ev.ID), zap.Int("attempts", attempts), zap.Error(sendErr))
+	} else {
+		r.cfg.Logger.Warn("outbox: send failed, will retry", zap.String("event_id", ev.ID),
+			zap.Int("attempts", attempts), zap.Time("retry_at", retryAt), zap.Error(sendErr))
+	}
+	err := r.cfg.Store.Failed(ctx, ev, sendErr.Error(), retryAt, dead)
+	r.cfg.Observer.SendFailed(ev, sendErr, dead)
+	return err
 }

@@ -44,9 +44,13 @@
 // to relays as in the DynamoDB outbox (docs/architecture.md): each relay
 // registers, holds at most its share of the partitions under a lease it
 // renews every third of Config.Lease, and gives up the rest. A relay reads
-// each entity's oldest event in its partitions, unless that event is dead
-// or waiting for a retry, so one entity is published by one relay at a
-// time, in sequence order. Published events are deleted; a crash between
+// each entity's ready run in its partitions ([Store.DueRuns]: its oldest
+// events in sequence order, up to the first that is dead or waiting for a
+// retry, at most its share of the batch) in one statement, and sends it
+// an event of an entity at a time, so one entity is published by one
+// relay at a time, in sequence order. While a batch is sent, the relay
+// reads the next one (the runs of entities with events in flight start
+// after them) and deletes the previous one's published events. Published events are deleted; a crash between
 // the send and the delete publishes again (a duplicate consumers dedupe
 // on sqsonce-id, never a loss). After RelayConfig.MaxAttempts failed
 // sends (at once when SQS can never take it) an event is parked (dead) and

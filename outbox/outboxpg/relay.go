@@ -117,37 +117,79 @@ func scanEvents(rows pgx.Rows) ([]outbox.Event, error) {
 	})
 }
 
-// dueSQL takes each entity's oldest event in the partitions $1, and keeps
-// it when it is neither dead nor waiting for a retry: a held-back head
-// holds back its entity's later events. The entities are found by a skip
-// scan of the (partition, entity_key, seq) index, one probe per entity
-// rather than a read of every pending row, and all heads are ranked by age
-// so that no entity starves behind others with long backlogs.
-const dueSQL = `WITH RECURSIVE heads(partition, k) AS (
-	SELECT p, (SELECT o.entity_key FROM ` + tableEvents + ` o WHERE o.partition = p ORDER BY o.entity_key LIMIT 1)
-	FROM unnest($1::integer[]) AS p
+// dueSQL takes, in the partitions $1, each entity's ready run: its oldest
+// events in sequence order, up to the first that is dead or waiting for a
+// retry (a held-back event holds back its entity's later events). The
+// entities are found by a skip scan of the (partition, entity_key, seq)
+// index, one probe per entity, rather than a read of every pending row;
+// each run is then read from the primary key, from the entity's oldest
+// event or, for an entity with events in flight (the keys $5 and their
+// last sequence numbers $6), from after the last of them. A run holds at
+// most least($4, ceil($3 / entities)) events: with many entities a batch
+// takes one event of each, with few it takes long runs, and the
+// statements of a batch stay two (this read, and the delete) however the
+// events spread ($4 is 1 for Due, which takes the oldest events only).
+// The events are ranked by their place in their run, then by age, so
+// that no entity starves behind others with long backlogs.
+const dueSQL = `WITH RECURSIVE heads(partition, k, seq) AS (
+	SELECT p, f.entity_key, f.seq FROM unnest($1::integer[]) AS p CROSS JOIN LATERAL (
+		SELECT o.entity_key, o.seq FROM ` + tableEvents + ` o WHERE o.partition = p ORDER BY o.entity_key, o.seq LIMIT 1) f
 	UNION ALL
-	SELECT h.partition, (SELECT o.entity_key FROM ` + tableEvents + ` o
-		WHERE o.partition = h.partition AND o.entity_key > h.k ORDER BY o.entity_key LIMIT 1)
-	FROM heads h WHERE h.k IS NOT NULL
+	SELECT h.partition, f.entity_key, f.seq FROM heads h CROSS JOIN LATERAL (
+		SELECT o.entity_key, o.seq FROM ` + tableEvents + ` o
+		WHERE o.partition = h.partition AND o.entity_key > h.k ORDER BY o.entity_key, o.seq LIMIT 1) f
+), runs AS (
+	SELECT r.* FROM heads h
+	LEFT JOIN unnest($5::text[], $6::bigint[]) AS c(k, s) ON c.k = h.k
+	CROSS JOIN LATERAL (
+		SELECT n.*, row_number() OVER (ORDER BY n.seq) AS place,
+			bool_and(NOT n.dead AND (n.next_at IS NULL OR n.next_at <= $2)) OVER (ORDER BY n.seq) AS ready
+		FROM (
+			SELECT * FROM ` + tableEvents + ` o WHERE o.entity_key = h.k AND o.seq >= greatest(h.seq, c.s + 1) ORDER BY o.seq
+			LIMIT least($4, (SELECT ($3 + count(*) - 1) / count(*) FROM heads))
+		) n
+	) r
 )
-SELECT e.entity_key, e.seq, e.id, e.entity, e.type, e.payload, e.created_at, e.attempts, e.last_error, e.dead, e.trace, e.not_before
-FROM heads h CROSS JOIN LATERAL (
-	SELECT * FROM ` + tableEvents + ` o WHERE o.partition = h.partition AND o.entity_key = h.k ORDER BY o.seq LIMIT 1
-) e
-WHERE NOT e.dead AND (e.next_at IS NULL OR e.next_at <= $2)
-ORDER BY e.created_at, e.entity_key LIMIT $3`
+SELECT entity_key, seq, id, entity, type, payload, created_at, attempts, last_error, dead, trace, not_before
+FROM runs WHERE ready
+ORDER BY place, created_at, entity_key LIMIT $3`
 
 // Due implements [outbox.Store]. Only committed events are visible, and an
 // entity's sequence numbers are assigned in commit order, so an event that
 // commits late is never skipped: it is its entity's next event.
 func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
+	return st.due(ctx, owner, limit, 1, nil)
+}
+
+// DueRuns implements [outbox.RunStore]: as Due, with each entity's ready
+// run rather than its oldest event only, in one statement.
+func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight []outbox.Event) ([]outbox.Event, error) {
+	return st.due(ctx, owner, limit, limit, inFlight)
+}
+
+// due takes up to limit events, at most run of each entity, each entity
+// with events in flight from after its last one.
+func (st *Store) due(ctx context.Context, owner string, limit, run int, inFlight []outbox.Event) ([]outbox.Event, error) {
+	after := map[string]int64{}
+	for _, ev := range inFlight {
+		key, seq, err := parseHandle(ev.Handle)
+		if err != nil {
+			return nil, err
+		}
+		if last, ok := after[key]; !ok || seq > last {
+			after[key] = seq
+		}
+	}
+	keys, seqs := make([]string, 0, len(after)), make([]int64, 0, len(after))
+	for k, s := range after {
+		keys, seqs = append(keys, k), append(seqs, s)
+	}
 	now := st.cfg.NowFunc()
 	held, err := st.partitions(ctx, owner, now)
 	if err != nil || len(held) == 0 {
 		return nil, err
 	}
-	rows, err := st.cfg.DB.Query(ctx, dueSQL, held, now, limit)
+	rows, err := st.cfg.DB.Query(ctx, dueSQL, held, now, limit, max(run, 1), keys, seqs)
 	if err != nil {
 		return nil, fmt.Errorf("outboxpg: due: %w", err)
 	}

@@ -83,7 +83,7 @@ type Store struct {
 	leases partlease.Cache // owner → partitions held
 }
 
-var _ outbox.Store = (*Store)(nil)
+var _ outbox.RunStore = (*Store)(nil)
 
 // New checks cfg and fills its defaults. It makes no call: the tables
 // must exist (see pgstore.Migrate with pgstore.Outbox).

@@ -1,0 +1,202 @@
+package outboxpg_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sqsonce/sqsonce/outbox"
+	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/pgstore"
+)
+
+// countingDB counts the statements a Store sends, apart from those of the
+// partition leases (once per third of the lease, not per batch).
+type countingDB struct {
+	pgstore.DB
+	mu         sync.Mutex
+	statements int
+}
+
+func (c *countingDB) count(sql string) {
+	if strings.Contains(sql, "sqsonce_outbox_leases") || strings.Contains(sql, "sqsonce_outbox_relays") {
+		return
+	}
+	c.mu.Lock()
+	c.statements++
+	c.mu.Unlock()
+}
+
+func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.count(sql)
+	return c.DB.Exec(ctx, sql, args...)
+}
+
+func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.count(sql)
+	return c.DB.Query(ctx, sql, args...)
+}
+
+func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.count(sql)
+	return c.DB.QueryRow(ctx, sql, args...)
+}
+
+// orderSQS accepts every entry and records, per entity (the body's first
+// field), the bodies in the order they were sent, and whether a call ever
+// held two events of one entity.
+type orderSQS struct {
+	mu     sync.Mutex
+	calls  int
+	sent   map[string][]string
+	shared bool // a call held two events of one entity
+}
+
+func (o *orderSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls++
+	out := &sqs.SendMessageBatchOutput{}
+	inCall := map[string]bool{}
+	for _, e := range in.Entries {
+		entity, _, _ := strings.Cut(aws.ToString(e.MessageBody), " ")
+		o.shared = o.shared || inCall[entity]
+		inCall[entity] = true
+		o.sent[entity] = append(o.sent[entity], aws.ToString(e.MessageBody))
+		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: e.Id})
+	}
+	return out, nil
+}
+
+func (o *orderSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"MaximumMessageSize": "1048576"}}, nil
+}
+
+// With few entities and long runs (400 events of 4 entities), a relay
+// step takes a whole batch of 100 in one read: two statements per batch
+// (the read and the delete) however few the entities, not two per event
+// of each entity; and every entity's events still leave in commit order,
+// one per entity per SendMessageBatch call.
+func TestRelayFewEntitiesTwoStatementsPerBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	writer := newStore(t, pool, outboxpg.Config{})
+	const entities, perEntity = 4, 100
+	for i := range perEntity {
+		evs := make([]outbox.Event, entities)
+		for e := range entities {
+			evs[e] = outbox.Event{Entity: fmt.Sprintf("e%d", e), Payload: fmt.Sprintf("e%d %03d", e, i)}
+		}
+		if err := commit(ctx, pool, writer, evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := &countingDB{DB: pool}
+	st, serr := outboxpg.New(outboxpg.Config{DB: db})
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	client := &orderSQS{sent: map[string][]string{}}
+	relay, err := outbox.NewRelay(outbox.RelayConfig{Store: st, Client: client, QueueURL: "https://sqs.example/q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for range 1000 {
+		n, err := relay.Step(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		total += n
+	}
+	if total != entities*perEntity {
+		t.Fatalf("published %d events, want %d", total, entities*perEntity)
+	}
+	// Two per batch of 100, and the last read that found nothing.
+	if want := 2*(total/100) + 1; db.statements > want {
+		t.Errorf("%d statements for %d events of %d entities, want at most %d (two per batch of 100)", db.statements, total, entities, want)
+	}
+	if client.shared {
+		t.Error("a SendMessageBatch call held two events of one entity")
+	}
+	for e := range entities {
+		got := client.sent[fmt.Sprintf("e%d", e)]
+		for i, body := range got {
+			if want := fmt.Sprintf("e%d %03d", e, i); body != want {
+				t.Fatalf("entity e%d: event %d sent is %q, want %q (commit order)", e, i, body, want)
+			}
+		}
+	}
+}
+
+// DueRuns hands out each entity's ready run in commit order, ranked by
+// place: a run stops before an event that waits for a retry, and no
+// entity takes more than its share of the batch; Due still hands out
+// each entity's oldest event only.
+func TestDueRunsStopAtAHeldBackEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	st := newStore(t, pool, outboxpg.Config{})
+	var evs []outbox.Event
+	for i := range 30 {
+		for _, e := range []string{"a", "b", "c", "d"} {
+			evs = append(evs, outbox.Event{ID: fmt.Sprintf("%s-%02d", e, i), Entity: e, Payload: "x"})
+		}
+	}
+	if err := commit(ctx, pool, st, evs...); err != nil {
+		t.Fatal(err)
+	}
+	heads, err := st.Due(ctx, "r1", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(heads); got != "a-00 b-00 c-00 d-00" {
+		t.Fatalf("Due: %s, want each entity's oldest event", got)
+	}
+	// a-01 fails: it waits for its retry and holds back a's later events.
+	all, err := st.DueRuns(ctx, "r1", 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Failed(ctx, all[4], "boom", time.Now().Add(time.Hour), false); err != nil || all[4].ID != "a-01" {
+		t.Fatalf("Failed(%s): %v", all[4].ID, err)
+	}
+	runs, err := st.DueRuns(ctx, "r1", 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two of each entity at most (8 over 4), ranked by place; a stops at a-01.
+	if got, want := ids(runs), "a-00 b-00 c-00 d-00 b-01 c-01 d-01"; got != want {
+		t.Fatalf("DueRuns: %s, want %s", got, want)
+	}
+	// While b-00 is being sent, b's run starts after it.
+	runs, err = st.DueRuns(ctx, "r1", 8, runs[1:5:5][0:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(runs), "a-00 b-01 c-00 d-00 b-02 c-01 d-01"; got != want {
+		t.Fatalf("DueRuns with b-00 in flight: %s, want %s", got, want)
+	}
+}
+
+func ids(evs []outbox.Event) string {
+	s := make([]string, len(evs))
+	for i, e := range evs {
+		s[i] = e.ID
+	}
+	return strings.Join(s, " ")
+}

@@ -1,0 +1,173 @@
+package outbox_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sqsonce/sqsonce/outbox"
+)
+
+// signalStore is a Memory store that tells when DueRuns and Published are
+// called.
+type signalStore struct {
+	*outbox.Memory
+	reads, removes chan []outbox.Event
+}
+
+func (s signalStore) DueRuns(ctx context.Context, owner string, limit int, inFlight []outbox.Event) ([]outbox.Event, error) {
+	s.reads <- inFlight
+	return s.Memory.DueRuns(ctx, owner, limit, inFlight)
+}
+
+func (s signalStore) Published(ctx context.Context, evs []outbox.Event) error {
+	s.removes <- evs
+	return s.Memory.Published(ctx, evs)
+}
+
+// overlapSQS accepts every entry; during each call it waits for the work
+// the relay should be doing at the same time (until an hour passes).
+type overlapSQS struct {
+	during func(call int) bool
+	mu     sync.Mutex
+	calls  int
+	ok     []bool // per call: the work happened during it
+	bodies [][]string
+}
+
+func (o *overlapSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	o.mu.Lock()
+	o.calls++
+	call := o.calls
+	o.mu.Unlock()
+	ok := o.during(call)
+	out := &sqs.SendMessageBatchOutput{}
+	var bodies []string
+	for _, e := range in.Entries {
+		bodies = append(bodies, aws.ToString(e.MessageBody))
+		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: e.Id})
+	}
+	o.mu.Lock()
+	o.ok = append(o.ok, ok)
+	o.bodies = append(o.bodies, bodies)
+	o.mu.Unlock()
+	return out, nil
+}
+
+func (o *overlapSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"MaximumMessageSize": "1048576"}}, nil
+}
+
+// With a RunStore, Run reads the next batch while the current one is sent
+// (the read names the events in flight, so their entities' runs start
+// after them), and removes a batch's published events while the next one
+// is sent: the store's round trips overlap SQS's instead of adding to
+// them. Every event is published once, in commit order per entity.
+func TestRelayRunReadsAndRemovesWhileSending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		mem := outbox.NewMemory(outbox.MemoryConfig{})
+		for _, id := range []string{"a1", "b1", "c1", "d1", "a2"} {
+			if err := mem.Put(ctx, outbox.Event{ID: id, Entity: id[:1], Payload: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := signalStore{Memory: mem, reads: make(chan []outbox.Event, 100), removes: make(chan []outbox.Event, 100)}
+		var inFlight [][]outbox.Event
+		var removed [][]outbox.Event
+		client := &overlapSQS{during: func(call int) bool {
+			// Call 1 sends the first batch: the second read must start
+			// during it. Call 2 (the first batch's second wave) and
+			// later: the first batch's removal, during the next batch.
+			timeout := time.After(time.Hour)
+			for {
+				select {
+				case f := <-st.reads:
+					inFlight = append(inFlight, f)
+					if call == 1 && len(inFlight) == 2 {
+						return true
+					}
+				case evs := <-st.removes:
+					removed = append(removed, evs)
+					if call > 1 {
+						return true
+					}
+				case <-timeout:
+					return false
+				}
+			}
+		}}
+		done := make(chan struct{})
+		obs := &doneAfter{n: 5, done: done}
+		relay, err := outbox.NewRelay(outbox.RelayConfig{Store: st, Client: client, QueueURL: "https://sqs.example/q", BatchSize: 4, Observer: obs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = relay.Run(ctx) })
+		<-done
+		cancel()
+		wg.Wait()
+		client.mu.Lock()
+		defer client.mu.Unlock()
+		if len(client.ok) < 2 || !client.ok[0] {
+			t.Fatalf("the second read did not start while the first batch was sent (calls %q, reads naming in flight %v)", client.bodies, inFlight)
+		}
+		if !client.ok[1] {
+			t.Fatalf("the first batch's published events were not removed while the next batch was sent (calls %q)", client.bodies)
+		}
+		// Batch 1 (BatchSize 4 over 4 entities, one each): a1 b1 c1 d1;
+		// a2 comes from the read made while it was sent, after a1.
+		want := "[[a1 b1 c1 d1] [a2]]"
+		if got := fmtCalls(client.bodies); got != want {
+			t.Fatalf("calls %s, want %s", got, want)
+		}
+		if len(inFlight) < 2 || len(inFlight[1]) != 4 {
+			t.Fatalf("the read made during the first batch named %v in flight, want its 4 events", inFlight)
+		}
+	})
+}
+
+func fmtCalls(calls [][]string) string {
+	s := "["
+	for i, c := range calls {
+		if i > 0 {
+			s += " "
+		}
+		s += "["
+		for j, b := range c {
+			if j > 0 {
+				s += " "
+			}
+			s += b
+		}
+		s += "]"
+	}
+	return s + "]"
+}
+
+// doneAfter closes done once n events were published.
+type doneAfter struct {
+	outbox.NopObserver
+	n    int
+	done chan struct{}
+	mu   sync.Mutex
+	seen int
+}
+
+func (d *doneAfter) Published(evs []outbox.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seen += len(evs)
+	if d.seen >= d.n && d.done != nil {
+		close(d.done)
+		d.done = nil
+	}
+}
