@@ -20,8 +20,13 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// SemconvVersion is the version of OpenTelemetry's semantic conventions
+// whose names the spans and metrics follow.
+const SemconvVersion = "1.43.0"
 
 // ScopeName is the instrumentation scope of every span and metric.
 const ScopeName = "github.com/sqsonce/sqsonce"
@@ -110,6 +115,10 @@ type Consumer struct {
 
 	spans sync.Map // message key (pointer) → trace.Span
 
+	// receives holds each queue's receive span name and options, by
+	// queue URL (*spanStart), built once.
+	receives sync.Map
+
 	// due holds the not-before times of the messages this process held,
 	// by dedupe key, while they are ahead (see Held).
 	dueMu sync.Mutex
@@ -168,9 +177,9 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 // systemAttrs are the attributes every consumer metric carries:
 // messaging.system and, when queueURL is set, messaging.destination.name.
 func systemAttrs(queueURL string) []attribute.KeyValue {
-	kvs := []attribute.KeyValue{attribute.String("messaging.system", "aws_sqs")}
+	kvs := []attribute.KeyValue{semconv.MessagingSystemAWSSQS}
 	if queueURL != "" {
-		kvs = append(kvs, attribute.String("messaging.destination.name", queueName(queueURL)))
+		kvs = append(kvs, semconv.MessagingDestinationName(queueName(queueURL)))
 	}
 	return kvs
 }
@@ -215,26 +224,125 @@ func (c *Consumer) spanName(queueURL string) string {
 
 func queueName(url string) string { return url[strings.LastIndex(url, "/")+1:] }
 
+// StartReceive begins the span of a ReceiveMessage call on queueURL:
+// "receive <queue>", kind client. End it with [Consumer.EndReceive]. It
+// returns a nil span when tracing is off.
+func (c *Consumer) StartReceive(ctx context.Context, queueURL string) (context.Context, trace.Span) {
+	if c == nil || c.tracer == nil {
+		return ctx, nil
+	}
+	v, ok := c.receives.Load(queueURL)
+	if !ok {
+		v, _ = c.receives.LoadOrStore(queueURL, &spanStart{
+			name: "receive " + queueName(queueURL),
+			opts: []trace.SpanStartOption{
+				trace.WithSpanKind(trace.SpanKindClient),
+				trace.WithAttributes(
+					semconv.MessagingSystemAWSSQS,
+					semconv.MessagingDestinationName(queueName(queueURL)),
+					semconv.MessagingOperationTypeReceive,
+					semconv.MessagingOperationName("receive"),
+				),
+			},
+		})
+	}
+	s := v.(*spanStart)
+	return c.tracer.Start(ctx, s.name, s.opts...)
+}
+
+// spanStart is a span's name and start options, built once.
+type spanStart struct {
+	name string
+	opts []trace.SpanStartOption
+}
+
+// EndReceive ends a receive span (nil: none) with the messages the call
+// returned: their count, and a link to the trace context each carries
+// (see [MessageContext]), since one call brings messages of many traces;
+// the links are built only when the span is recorded.
+func (c *Consumer) EndReceive(span trace.Span, msgs []types.Message, err error) {
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(semconv.MessagingBatchMessageCount(len(msgs)))
+		for i := range msgs {
+			LinkMessage(span, msgs[i].MessageAttributes, msgs[i].Attributes, aws.ToString(msgs[i].MessageId))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
+// LinkMessage adds to span, when it is recorded, a link to the trace
+// context a message carries (none when it carries none), with the
+// message's ID.
+func LinkMessage(span trace.Span, attrs map[string]types.MessageAttributeValue, sys map[string]string, messageID string) {
+	if !span.IsRecording() {
+		return
+	}
+	if sc, ok := MessageContext(attrs, sys); ok {
+		span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(messageID)}})
+	}
+}
+
+// StartBatch begins the span over a batch of n messages processed
+// together from queueURL ("" when they come from several queues):
+// "process <queue>" (or "process"), kind consumer, with
+// messaging.batch.message_count. Link each message with [LinkMessage]
+// and end the span. It returns a nil span when tracing is off.
+func (c *Consumer) StartBatch(ctx context.Context, queueURL string, n int) (context.Context, trace.Span) {
+	if c == nil || c.tracer == nil {
+		return ctx, nil
+	}
+	name := "process"
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemAWSSQS,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName("process"),
+		semconv.MessagingBatchMessageCount(n),
+	}
+	if queueURL != "" {
+		name = c.spanName(queueURL)
+		attrs = append(attrs, semconv.MessagingDestinationName(queueName(queueURL)))
+	}
+	return c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+}
+
 // Start begins the process span of a message received from queueURL,
-// parented to the trace context in its attributes; key identifies the
-// message in later calls.
-func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs map[string]types.MessageAttributeValue, messageID, dedupeKey string, receiveCount int) context.Context {
+// parented to the trace context it carries (its traceparent attribute,
+// else its AWSTraceHeader system attribute, see [Extract]); key
+// identifies the message in later calls. When ctx has a span of its own
+// (a Lambda invocation's batch span) and the message carries a context,
+// the process span links to ctx's span.
+func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs map[string]types.MessageAttributeValue, sys map[string]string, messageID, dedupeKey string, receiveCount int) context.Context {
 	if c == nil || c.tracer == nil {
 		return ctx
 	}
 	name := queueName(queueURL)
-	parent := Propagator.Extract(ctx, Carrier(attrs))
+	parent := ctx
+	var amb trace.SpanContext
+	msc, carried := MessageContext(attrs, sys)
+	if carried {
+		amb = trace.SpanContextFromContext(ctx)
+		parent = trace.ContextWithRemoteSpanContext(ctx, msc)
+	}
 	ctx, span := c.tracer.Start(parent, c.spanName(queueURL),
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
-			attribute.String("messaging.system", "aws_sqs"),
-			attribute.String("messaging.destination.name", name),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.operation.name", "process"),
-			attribute.String("messaging.message.id", messageID),
+			semconv.MessagingSystemAWSSQS,
+			semconv.MessagingDestinationName(name),
+			semconv.MessagingOperationTypeProcess,
+			semconv.MessagingOperationName("process"),
+			semconv.MessagingMessageID(messageID),
 			attribute.String("sqsonce.key", dedupeKey),
 			attribute.Int("sqsonce.receive_count", receiveCount),
 		))
+	if amb.IsValid() && span.IsRecording() {
+		span.AddLink(trace.Link{SpanContext: amb})
+	}
 	if old, ok := c.spans.Swap(key, span); ok {
 		// The message ran before without being settled: a probe that found
 		// its downstream still unavailable, held by the consumer for the
