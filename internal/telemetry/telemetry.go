@@ -280,7 +280,7 @@ func (c *Consumer) EndReceive(span trace.Span, msgs []types.Message, err error) 
 // context a message carries (none when it carries none), with the
 // message's ID.
 func LinkMessage(span trace.Span, attrs map[string]types.MessageAttributeValue, sys map[string]string, messageID string) {
-	if !span.IsRecording() {
+	if span == nil || !span.IsRecording() {
 		return
 	}
 	if sc, ok := MessageContext(attrs, sys); ok {
@@ -289,11 +289,11 @@ func LinkMessage(span trace.Span, attrs map[string]types.MessageAttributeValue, 
 }
 
 // StartBatch begins the span over a batch of n messages processed
-// together from queueURL ("" when they come from several queues):
-// "process <queue>" (or "process"), kind consumer, with
+// together from the queue named queue ("" when they come from several
+// queues): "process <queue>" (or "process"), kind consumer, with
 // messaging.batch.message_count. Link each message with [LinkMessage]
 // and end the span. It returns a nil span when tracing is off.
-func (c *Consumer) StartBatch(ctx context.Context, queueURL string, n int) (context.Context, trace.Span) {
+func (c *Consumer) StartBatch(ctx context.Context, queue string, n int) (context.Context, trace.Span) {
 	if c == nil || c.tracer == nil {
 		return ctx, nil
 	}
@@ -304,9 +304,9 @@ func (c *Consumer) StartBatch(ctx context.Context, queueURL string, n int) (cont
 		semconv.MessagingOperationName("process"),
 		semconv.MessagingBatchMessageCount(n),
 	}
-	if queueURL != "" {
-		name = c.spanName(queueURL)
-		attrs = append(attrs, semconv.MessagingDestinationName(queueName(queueURL)))
+	if queue != "" {
+		name = "process " + queue
+		attrs = append(attrs, semconv.MessagingDestinationName(queue))
 	}
 	return c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 }
