@@ -10,12 +10,14 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -106,6 +108,7 @@ type Consumer struct {
 	nextDue                                                                        metric.Float64Gauge
 	inFlight                                                                       metric.Int64UpDownCounter
 	processDur, callDur                                                            metric.Float64Histogram
+	sent                                                                           metric.Int64Counter
 	batch                                                                          metric.Int64Histogram
 
 	// Back-pressure: 1 while paused, pauses by reason, and the time paused.
@@ -127,10 +130,12 @@ type Consumer struct {
 
 	// Attribute sets and span names, built once: building them for every
 	// message cost more than recording the measurements.
-	base  metric.MeasurementOption // c.system alone
-	mu    sync.RWMutex
-	opts  map[optKey]metric.MeasurementOption
-	names map[string]string // queue URL → span name
+	base    metric.MeasurementOption // c.system alone
+	receive metric.MeasurementOption // c.system, operation receive
+	process metric.MeasurementOption // c.system, operation process
+	mu      sync.RWMutex
+	opts    map[optKey]metric.MeasurementOption
+	names   map[string]string // queue URL → span name
 }
 
 // optKey names an attribute set: c.system plus one or two string
@@ -145,6 +150,8 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	}
 	c := &Consumer{system: systemAttrs(queueURL)}
 	c.base = metric.WithAttributeSet(attribute.NewSet(c.system...))
+	c.receive = metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{semconv.MessagingOperationName("receive"), semconv.MessagingOperationTypeReceive}, c.system...)...))
+	c.process = metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess}, c.system...)...))
 	c.opts = map[optKey]metric.MeasurementOption{}
 	c.names = map[string]string{}
 	if tp != nil {
@@ -167,6 +174,7 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.inFlight, _ = m.Int64UpDownCounter("sqsonce.messages.in_flight", metric.WithDescription("Messages received and not yet settled."), metric.WithUnit("{message}"))
 	c.processDur, _ = m.Float64Histogram("messaging.process.duration", metric.WithDescription("Time the middleware and handler took per message."), metric.WithUnit("s"))
 	c.callDur, _ = m.Float64Histogram("messaging.client.operation.duration", metric.WithDescription("Duration of SQS API calls."), metric.WithUnit("s"))
+	c.sent, _ = m.Int64Counter("messaging.client.sent.messages", metric.WithDescription("Messages the consumer sent to SQS (dead letters, held messages sent again), successfully or not."), metric.WithUnit("{message}"))
 	c.batch, _ = m.Int64Histogram("sqsonce.receive.batch_size", metric.WithDescription("Messages per ReceiveMessage response."), metric.WithUnit("{message}"))
 	c.paused, _ = m.Int64UpDownCounter("sqsonce.consumer.paused", metric.WithDescription("1 while the consumer is paused for an unavailable downstream (no receives, held messages not run), else 0."), metric.WithUnit("{consumer}"))
 	c.pauses, _ = m.Int64Counter("sqsonce.consumer.pauses", metric.WithDescription("Pauses for an unavailable downstream, by reason (unavailable, breaker): an outage's first and one after each failed probe."), metric.WithUnit("{pause}"))
@@ -373,7 +381,7 @@ func (c *Consumer) Received(ctx context.Context) {
 	if c == nil || c.received == nil {
 		return
 	}
-	c.received.Add(ctx, 1, c.base)
+	c.received.Add(ctx, 1, c.receive)
 	c.inFlight.Add(ctx, 1, c.base)
 }
 
@@ -382,7 +390,7 @@ func (c *Consumer) HandlerDone(ctx context.Context, d time.Duration) {
 	if c == nil || c.processDur == nil {
 		return
 	}
-	c.processDur.Record(ctx, d.Seconds(), c.base)
+	c.processDur.Record(ctx, d.Seconds(), c.process)
 }
 
 // Settled counts the outcome and ends the message's span with it.
@@ -457,15 +465,71 @@ func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err err
 	if c == nil || c.calls == nil {
 		return
 	}
-	opAttr := c.attrs("messaging.operation.name", op, "", "")
+	opAttr := c.callAttrs(op, "")
+	durAttr := opAttr
+	if err != nil {
+		durAttr = c.callAttrs(op, errorType(err))
+	}
 	c.calls.Add(ctx, 1, opAttr)
-	c.callDur.Record(ctx, d.Seconds(), opAttr)
+	c.callDur.Record(ctx, d.Seconds(), durAttr)
 	if err != nil {
 		c.errs.Add(ctx, 1, opAttr)
+	}
+	if op == "SendMessage" {
+		c.sent.Add(ctx, 1, durAttr)
 	}
 	if received >= 0 && err == nil {
 		c.batch.Record(ctx, int64(received), c.base)
 	}
+}
+
+// maxAttrSets bounds the attribute sets kept (error.type values come
+// from the server).
+const maxAttrSets = 512
+
+// callAttrs returns the measurement option of an SQS call: c.system,
+// messaging.operation.name (the API's name), messaging.operation.type
+// where the call is one of the messaging operations, and error.type
+// when errType is set; each set built once.
+func (c *Consumer) callAttrs(op, errType string) metric.MeasurementOption {
+	key := optKey{"call", op, "error.type", errType}
+	c.mu.RLock()
+	o, ok := c.opts[key]
+	n := len(c.opts)
+	c.mu.RUnlock()
+	if ok {
+		return o
+	}
+	if errType != "" && errType != "_OTHER" && n >= maxAttrSets {
+		return c.callAttrs(op, "_OTHER")
+	}
+	kvs := append(append([]attribute.KeyValue{}, c.system...), semconv.MessagingOperationName(op))
+	switch op {
+	case "ReceiveMessage":
+		kvs = append(kvs, semconv.MessagingOperationTypeReceive)
+	case "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch":
+		kvs = append(kvs, semconv.MessagingOperationTypeSettle)
+	case "SendMessage", "SendMessageBatch":
+		kvs = append(kvs, semconv.MessagingOperationTypeSend)
+	}
+	if errType != "" {
+		kvs = append(kvs, semconv.ErrorTypeKey.String(errType))
+	}
+	o = metric.WithAttributeSet(attribute.NewSet(kvs...))
+	c.mu.Lock()
+	c.opts[key] = o
+	c.mu.Unlock()
+	return o
+}
+
+// errorType is a failed call's error.type: the AWS error code, else
+// _OTHER.
+func errorType(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() != "" {
+		return ae.ErrorCode()
+	}
+	return "_OTHER"
 }
 
 // Paused counts a pause for an unavailable downstream; first says it
