@@ -330,12 +330,25 @@ func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs ma
 		return ctx
 	}
 	name := queueName(queueURL)
-	parent := ctx
-	var amb trace.SpanContext
-	msc, carried := MessageContext(attrs, sys)
-	if carried {
-		amb = trace.SpanContextFromContext(ctx)
-		parent = trace.ContextWithRemoteSpanContext(ctx, msc)
+	// The message's context, as MessageContext reads it, with one
+	// context allocated; amb, ctx's own span, is linked when the message
+	// carries a context of its own.
+	parent, carried := ctx, false
+	amb := trace.SpanContextFromContext(ctx)
+	if _, ok := attrs["traceparent"]; ok {
+		parent = Propagator.Extract(ctx, Carrier(attrs)) // ctx itself when not valid
+		sc := trace.SpanContextFromContext(parent)
+		carried = sc.IsValid() && !sc.Equal(amb)
+	}
+	if !carried {
+		if h, ok := sys[AttrAWSTraceHeader]; ok {
+			if sc, ok := ParseXRay(h); ok {
+				parent, carried = trace.ContextWithRemoteSpanContext(ctx, sc), true
+			}
+		}
+	}
+	if !carried {
+		amb = trace.SpanContext{}
 	}
 	ctx, span := c.tracer.Start(parent, c.spanName(queueURL),
 		trace.WithSpanKind(trace.SpanKindConsumer),
