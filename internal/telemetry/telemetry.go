@@ -10,18 +10,25 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// SemconvVersion is the version of OpenTelemetry's semantic conventions
+// whose names the spans and metrics follow.
+const SemconvVersion = "1.43.0"
 
 // ScopeName is the instrumentation scope of every span and metric.
 const ScopeName = "github.com/sqsonce/sqsonce"
@@ -101,6 +108,7 @@ type Consumer struct {
 	nextDue                                                                        metric.Float64Gauge
 	inFlight                                                                       metric.Int64UpDownCounter
 	processDur, callDur                                                            metric.Float64Histogram
+	sent                                                                           metric.Int64Counter
 	batch                                                                          metric.Int64Histogram
 
 	// Back-pressure: 1 while paused, pauses by reason, and the time paused.
@@ -110,6 +118,10 @@ type Consumer struct {
 
 	spans sync.Map // message key (pointer) → trace.Span
 
+	// receives holds each queue's receive span name and options, by
+	// queue URL (*spanStart), built once.
+	receives sync.Map
+
 	// due holds the not-before times of the messages this process held,
 	// by dedupe key, while they are ahead (see Held).
 	dueMu sync.Mutex
@@ -118,10 +130,12 @@ type Consumer struct {
 
 	// Attribute sets and span names, built once: building them for every
 	// message cost more than recording the measurements.
-	base  metric.MeasurementOption // c.system alone
-	mu    sync.RWMutex
-	opts  map[optKey]metric.MeasurementOption
-	names map[string]string // queue URL → span name
+	base    metric.MeasurementOption // c.system alone
+	receive metric.MeasurementOption // c.system, operation receive
+	process metric.MeasurementOption // c.system, operation process
+	mu      sync.RWMutex
+	opts    map[optKey]metric.MeasurementOption
+	names   map[string]string // queue URL → span name
 }
 
 // optKey names an attribute set: c.system plus one or two string
@@ -136,6 +150,8 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	}
 	c := &Consumer{system: systemAttrs(queueURL)}
 	c.base = metric.WithAttributeSet(attribute.NewSet(c.system...))
+	c.receive = metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{semconv.MessagingOperationName("receive"), semconv.MessagingOperationTypeReceive}, c.system...)...))
+	c.process = metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess}, c.system...)...))
 	c.opts = map[optKey]metric.MeasurementOption{}
 	c.names = map[string]string{}
 	if tp != nil {
@@ -158,6 +174,7 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.inFlight, _ = m.Int64UpDownCounter("sqsonce.messages.in_flight", metric.WithDescription("Messages received and not yet settled."), metric.WithUnit("{message}"))
 	c.processDur, _ = m.Float64Histogram("messaging.process.duration", metric.WithDescription("Time the middleware and handler took per message."), metric.WithUnit("s"))
 	c.callDur, _ = m.Float64Histogram("messaging.client.operation.duration", metric.WithDescription("Duration of SQS API calls."), metric.WithUnit("s"))
+	c.sent, _ = m.Int64Counter("messaging.client.sent.messages", metric.WithDescription("Messages the consumer sent to SQS (dead letters, held messages sent again), successfully or not."), metric.WithUnit("{message}"))
 	c.batch, _ = m.Int64Histogram("sqsonce.receive.batch_size", metric.WithDescription("Messages per ReceiveMessage response."), metric.WithUnit("{message}"))
 	c.paused, _ = m.Int64UpDownCounter("sqsonce.consumer.paused", metric.WithDescription("1 while the consumer is paused for an unavailable downstream (no receives, held messages not run), else 0."), metric.WithUnit("{consumer}"))
 	c.pauses, _ = m.Int64Counter("sqsonce.consumer.pauses", metric.WithDescription("Pauses for an unavailable downstream, by reason (unavailable, breaker): an outage's first and one after each failed probe."), metric.WithUnit("{pause}"))
@@ -168,9 +185,9 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 // systemAttrs are the attributes every consumer metric carries:
 // messaging.system and, when queueURL is set, messaging.destination.name.
 func systemAttrs(queueURL string) []attribute.KeyValue {
-	kvs := []attribute.KeyValue{attribute.String("messaging.system", "aws_sqs")}
+	kvs := []attribute.KeyValue{semconv.MessagingSystemAWSSQS}
 	if queueURL != "" {
-		kvs = append(kvs, attribute.String("messaging.destination.name", queueName(queueURL)))
+		kvs = append(kvs, semconv.MessagingDestinationName(queueName(queueURL)))
 	}
 	return kvs
 }
@@ -215,26 +232,138 @@ func (c *Consumer) spanName(queueURL string) string {
 
 func queueName(url string) string { return url[strings.LastIndex(url, "/")+1:] }
 
+// StartReceive begins the span of a ReceiveMessage call on queueURL:
+// "receive <queue>", kind client. End it with [Consumer.EndReceive]. It
+// returns a nil span when tracing is off.
+func (c *Consumer) StartReceive(ctx context.Context, queueURL string) (context.Context, trace.Span) {
+	if c == nil || c.tracer == nil {
+		return ctx, nil
+	}
+	v, ok := c.receives.Load(queueURL)
+	if !ok {
+		v, _ = c.receives.LoadOrStore(queueURL, &spanStart{
+			name: "receive " + queueName(queueURL),
+			opts: []trace.SpanStartOption{
+				trace.WithSpanKind(trace.SpanKindClient),
+				trace.WithAttributes(
+					semconv.MessagingSystemAWSSQS,
+					semconv.MessagingDestinationName(queueName(queueURL)),
+					semconv.MessagingOperationTypeReceive,
+					semconv.MessagingOperationName("receive"),
+				),
+			},
+		})
+	}
+	s := v.(*spanStart)
+	return c.tracer.Start(ctx, s.name, s.opts...)
+}
+
+// spanStart is a span's name and start options, built once.
+type spanStart struct {
+	name string
+	opts []trace.SpanStartOption
+}
+
+// EndReceive ends a receive span (nil: none) with the messages the call
+// returned: their count, and a link to the trace context each carries
+// (see [MessageContext]), since one call brings messages of many traces;
+// the links are built only when the span is recorded.
+func (c *Consumer) EndReceive(span trace.Span, msgs []types.Message, err error) {
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(semconv.MessagingBatchMessageCount(len(msgs)))
+		for i := range msgs {
+			LinkMessage(span, msgs[i].MessageAttributes, msgs[i].Attributes, aws.ToString(msgs[i].MessageId))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
+// LinkMessage adds to span, when it is recorded, a link to the trace
+// context a message carries (none when it carries none), with the
+// message's ID.
+func LinkMessage(span trace.Span, attrs map[string]types.MessageAttributeValue, sys map[string]string, messageID string) {
+	if span == nil || !span.IsRecording() {
+		return
+	}
+	if sc, ok := MessageContext(attrs, sys); ok {
+		span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(messageID)}})
+	}
+}
+
+// StartBatch begins the span over a batch of n messages processed
+// together from the queue named queue ("" when they come from several
+// queues): "process <queue>" (or "process"), kind consumer, with
+// messaging.batch.message_count. Link each message with [LinkMessage]
+// and end the span. It returns a nil span when tracing is off.
+func (c *Consumer) StartBatch(ctx context.Context, queue string, n int) (context.Context, trace.Span) {
+	if c == nil || c.tracer == nil {
+		return ctx, nil
+	}
+	name := "process"
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemAWSSQS,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName("process"),
+		semconv.MessagingBatchMessageCount(n),
+	}
+	if queue != "" {
+		name = "process " + queue
+		attrs = append(attrs, semconv.MessagingDestinationName(queue))
+	}
+	return c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+}
+
 // Start begins the process span of a message received from queueURL,
-// parented to the trace context in its attributes; key identifies the
-// message in later calls.
-func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs map[string]types.MessageAttributeValue, messageID, dedupeKey string, receiveCount int) context.Context {
+// parented to the trace context it carries (its traceparent attribute,
+// else its AWSTraceHeader system attribute, see [Extract]); key
+// identifies the message in later calls. When ctx has a span of its own
+// (a Lambda invocation's batch span) and the message carries a context,
+// the process span links to ctx's span.
+func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs map[string]types.MessageAttributeValue, sys map[string]string, messageID, dedupeKey string, receiveCount int) context.Context {
 	if c == nil || c.tracer == nil {
 		return ctx
 	}
 	name := queueName(queueURL)
-	parent := Propagator.Extract(ctx, Carrier(attrs))
+	// The message's context, as MessageContext reads it, with one
+	// context allocated; amb, ctx's own span, is linked when the message
+	// carries a context of its own.
+	parent, carried := ctx, false
+	amb := trace.SpanContextFromContext(ctx)
+	if _, ok := attrs["traceparent"]; ok {
+		parent = Propagator.Extract(ctx, Carrier(attrs)) // ctx itself when not valid
+		sc := trace.SpanContextFromContext(parent)
+		carried = sc.IsValid() && !sc.Equal(amb)
+	}
+	if !carried {
+		if h, ok := sys[AttrAWSTraceHeader]; ok {
+			if sc, ok := ParseXRay(h); ok {
+				parent, carried = trace.ContextWithRemoteSpanContext(ctx, sc), true
+			}
+		}
+	}
+	if !carried {
+		amb = trace.SpanContext{}
+	}
 	ctx, span := c.tracer.Start(parent, c.spanName(queueURL),
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
-			attribute.String("messaging.system", "aws_sqs"),
-			attribute.String("messaging.destination.name", name),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.operation.name", "process"),
-			attribute.String("messaging.message.id", messageID),
+			semconv.MessagingSystemAWSSQS,
+			semconv.MessagingDestinationName(name),
+			semconv.MessagingOperationTypeProcess,
+			semconv.MessagingOperationName("process"),
+			semconv.MessagingMessageID(messageID),
 			attribute.String("sqsonce.key", dedupeKey),
 			attribute.Int("sqsonce.receive_count", receiveCount),
 		))
+	if amb.IsValid() && span.IsRecording() {
+		span.AddLink(trace.Link{SpanContext: amb})
+	}
 	if old, ok := c.spans.Swap(key, span); ok {
 		// The message ran before without being settled: a probe that found
 		// its downstream still unavailable, held by the consumer for the
@@ -265,7 +394,7 @@ func (c *Consumer) Received(ctx context.Context) {
 	if c == nil || c.received == nil {
 		return
 	}
-	c.received.Add(ctx, 1, c.base)
+	c.received.Add(ctx, 1, c.receive)
 	c.inFlight.Add(ctx, 1, c.base)
 }
 
@@ -274,7 +403,7 @@ func (c *Consumer) HandlerDone(ctx context.Context, d time.Duration) {
 	if c == nil || c.processDur == nil {
 		return
 	}
-	c.processDur.Record(ctx, d.Seconds(), c.base)
+	c.processDur.Record(ctx, d.Seconds(), c.process)
 }
 
 // Settled counts the outcome and ends the message's span with it.
@@ -349,15 +478,71 @@ func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err err
 	if c == nil || c.calls == nil {
 		return
 	}
-	opAttr := c.attrs("messaging.operation.name", op, "", "")
+	opAttr := c.callAttrs(op, "")
+	durAttr := opAttr
+	if err != nil {
+		durAttr = c.callAttrs(op, errorType(err))
+	}
 	c.calls.Add(ctx, 1, opAttr)
-	c.callDur.Record(ctx, d.Seconds(), opAttr)
+	c.callDur.Record(ctx, d.Seconds(), durAttr)
 	if err != nil {
 		c.errs.Add(ctx, 1, opAttr)
+	}
+	if op == "SendMessage" {
+		c.sent.Add(ctx, 1, durAttr)
 	}
 	if received >= 0 && err == nil {
 		c.batch.Record(ctx, int64(received), c.base)
 	}
+}
+
+// maxAttrSets bounds the attribute sets kept (error.type values come
+// from the server).
+const maxAttrSets = 512
+
+// callAttrs returns the measurement option of an SQS call: c.system,
+// messaging.operation.name (the API's name), messaging.operation.type
+// where the call is one of the messaging operations, and error.type
+// when errType is set; each set built once.
+func (c *Consumer) callAttrs(op, errType string) metric.MeasurementOption {
+	key := optKey{"call", op, "error.type", errType}
+	c.mu.RLock()
+	o, ok := c.opts[key]
+	n := len(c.opts)
+	c.mu.RUnlock()
+	if ok {
+		return o
+	}
+	if errType != "" && errType != "_OTHER" && n >= maxAttrSets {
+		return c.callAttrs(op, "_OTHER")
+	}
+	kvs := append(append([]attribute.KeyValue{}, c.system...), semconv.MessagingOperationName(op))
+	switch op {
+	case "ReceiveMessage":
+		kvs = append(kvs, semconv.MessagingOperationTypeReceive)
+	case "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch":
+		kvs = append(kvs, semconv.MessagingOperationTypeSettle)
+	case "SendMessage", "SendMessageBatch":
+		kvs = append(kvs, semconv.MessagingOperationTypeSend)
+	}
+	if errType != "" {
+		kvs = append(kvs, semconv.ErrorTypeKey.String(errType))
+	}
+	o = metric.WithAttributeSet(attribute.NewSet(kvs...))
+	c.mu.Lock()
+	c.opts[key] = o
+	c.mu.Unlock()
+	return o
+}
+
+// errorType is a failed call's error.type: the AWS error code, else
+// _OTHER.
+func errorType(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() != "" {
+		return ae.ErrorCode()
+	}
+	return "_OTHER"
 }
 
 // Paused counts a pause for an unavailable downstream; first says it
