@@ -12,6 +12,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -92,6 +93,13 @@ func InjectAs[V any](ctx context.Context, attrs map[string]V, max int, conv func
 
 // Consumer instruments one queue's consumer (or Lambda event source).
 // A nil *Consumer does nothing.
+//
+// Its per-message methods are built to cost next to nothing beyond the
+// SDK's own work: the attribute sets of the metrics and the options of
+// the spans are built once (per queue, outcome, operation) and passed as
+// ready slices, so a measurement allocates nothing; a span the sampler
+// drops is not kept and gets no attributes; a recorded span gets its
+// per-message attributes in one call, when it ends.
 type Consumer struct {
 	tracer trace.Tracer
 	system []attribute.KeyValue
@@ -108,7 +116,7 @@ type Consumer struct {
 	pauses     metric.Int64Counter
 	pausedTime metric.Float64Counter
 
-	spans sync.Map // message key (pointer) → trace.Span
+	spans spanTable // the recorded spans of the messages in flight
 
 	// due holds the not-before times of the messages this process held,
 	// by dedupe key, while they are ahead (see Held).
@@ -116,17 +124,88 @@ type Consumer struct {
 	due   map[string]time.Time
 	next  time.Time // the earliest of due while ahead; zero when unknown
 
-	// Attribute sets and span names, built once: building them for every
-	// message cost more than recording the measurements.
-	base  metric.MeasurementOption // c.system alone
-	mu    sync.RWMutex
-	opts  map[optKey]metric.MeasurementOption
-	names map[string]string // queue URL → span name
+	// Attribute sets and span options, built once: building them for
+	// every message cost more than recording the measurements. Read
+	// without a lock; a new entry copies the map (entries are few).
+	base   *measureOpts // c.system alone
+	buildM sync.Mutex
+	opts   atomic.Pointer[map[optKey]*measureOpts]
+	queues atomic.Pointer[map[string]*queueSpans]
 }
 
 // optKey names an attribute set: c.system plus one or two string
 // attributes (k2 "" for one).
 type optKey struct{ k1, v1, k2, v2 string }
+
+// measureOpts is one attribute set as the ready options of an Add and of
+// a Record: passing a slice that exists allocates nothing, where a
+// variadic argument built at the call would.
+type measureOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+func newMeasureOpts(kvs ...attribute.KeyValue) *measureOpts {
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return &measureOpts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
+}
+
+// maxOpts bounds the attribute sets a Consumer keeps: beyond it (a
+// failure class or pause reason of unbounded values), a set is built for
+// each measurement.
+const maxOpts = 1024
+
+// queueSpans is what the process spans of one queue share: the span name
+// and the start options (kind and the attributes known at creation, for
+// samplers).
+type queueSpans struct {
+	name  string
+	start []trace.SpanStartOption
+}
+
+// spanRec is a recorded span in flight and the per-message attributes it
+// gets when it ends.
+type spanRec struct {
+	span      trace.Span
+	messageID string
+	key       string
+	receives  int
+}
+
+// spanTable maps a message's key to its recorded span. A mutex and a
+// map: sync.Map allocated a node per message.
+type spanTable struct {
+	mu sync.Mutex
+	m  map[any]spanRec
+}
+
+func (t *spanTable) swap(key any, r spanRec) (spanRec, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, ok := t.m[key]
+	if t.m == nil {
+		t.m = map[any]spanRec{}
+	}
+	t.m[key] = r
+	return old, ok
+}
+
+func (t *spanTable) take(key any) (spanRec, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.m[key]
+	if ok {
+		delete(t.m, key)
+	}
+	return r, ok
+}
+
+func (t *spanTable) load(key any) (spanRec, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.m[key]
+	return r, ok
+}
 
 // NewConsumer returns the instrumentation of queueURL, or nil when both
 // providers are nil (telemetry off: nothing is wrapped, nothing costs).
@@ -135,9 +214,9 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 		return nil
 	}
 	c := &Consumer{system: systemAttrs(queueURL)}
-	c.base = metric.WithAttributeSet(attribute.NewSet(c.system...))
-	c.opts = map[optKey]metric.MeasurementOption{}
-	c.names = map[string]string{}
+	c.base = newMeasureOpts(c.system...)
+	c.opts.Store(&map[optKey]*measureOpts{})
+	c.queues.Store(&map[string]*queueSpans{})
 	if tp != nil {
 		c.tracer = tp.Tracer(ScopeName)
 	}
@@ -175,89 +254,147 @@ func systemAttrs(queueURL string) []attribute.KeyValue {
 	return kvs
 }
 
-// attrs returns the measurement option for c.system plus k1=v1 (and
+// attrs returns the measurement options for c.system plus k1=v1 (and
 // k2=v2 when k2 is set), building each distinct set once: the values are
 // few (outcomes, classes, operations, results).
-func (c *Consumer) attrs(k1, v1, k2, v2 string) metric.MeasurementOption {
+func (c *Consumer) attrs(k1, v1, k2, v2 string) *measureOpts {
 	key := optKey{k1, v1, k2, v2}
-	c.mu.RLock()
-	o, ok := c.opts[key]
-	c.mu.RUnlock()
-	if ok {
+	if o, ok := (*c.opts.Load())[key]; ok {
 		return o
 	}
-	kvs := append(append([]attribute.KeyValue{}, c.system...), attribute.String(k1, v1))
+	kvs := append(append(make([]attribute.KeyValue, 0, len(c.system)+2), c.system...), attribute.String(k1, v1))
 	if k2 != "" {
 		kvs = append(kvs, attribute.String(k2, v2))
 	}
-	o = metric.WithAttributeSet(attribute.NewSet(kvs...))
-	c.mu.Lock()
-	c.opts[key] = o
-	c.mu.Unlock()
+	o := newMeasureOpts(kvs...)
+	c.buildM.Lock()
+	defer c.buildM.Unlock()
+	old := *c.opts.Load()
+	if have, ok := old[key]; ok {
+		return have
+	}
+	if len(old) >= maxOpts {
+		return o
+	}
+	m := make(map[optKey]*measureOpts, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[key] = o
+	c.opts.Store(&m)
 	return o
 }
 
-// spanName returns "process <queue name>" for queueURL, built once per
-// queue.
-func (c *Consumer) spanName(queueURL string) string {
-	c.mu.RLock()
-	n, ok := c.names[queueURL]
-	c.mu.RUnlock()
-	if ok {
-		return n
+// queueSpans returns the span name and start options of queueURL's
+// process spans, built once per queue.
+func (c *Consumer) queueSpans(queueURL string) *queueSpans {
+	if q, ok := (*c.queues.Load())[queueURL]; ok {
+		return q
 	}
-	n = "process " + queueName(queueURL)
-	c.mu.Lock()
-	c.names[queueURL] = n
-	c.mu.Unlock()
-	return n
+	name := queueName(queueURL)
+	q := &queueSpans{
+		name: "process " + name,
+		start: []trace.SpanStartOption{
+			trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(
+				attribute.String("messaging.system", "aws_sqs"),
+				attribute.String("messaging.destination.name", name),
+				attribute.String("messaging.operation.type", "process"),
+				attribute.String("messaging.operation.name", "process"),
+			),
+		},
+	}
+	c.buildM.Lock()
+	defer c.buildM.Unlock()
+	old := *c.queues.Load()
+	if have, ok := old[queueURL]; ok {
+		return have
+	}
+	if len(old) >= maxOpts {
+		return q
+	}
+	m := make(map[string]*queueSpans, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[queueURL] = q
+	c.queues.Store(&m)
+	return q
 }
 
 func queueName(url string) string { return url[strings.LastIndex(url, "/")+1:] }
 
 // Start begins the process span of a message received from queueURL,
 // parented to the trace context in its attributes; key identifies the
-// message in later calls.
+// message in later calls. The attributes known at creation (system,
+// queue, operation) are the span's from its start; the message's own
+// (ID, key, receive count) are added when it ends, and only if the
+// sampler kept it.
 func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs map[string]types.MessageAttributeValue, messageID, dedupeKey string, receiveCount int) context.Context {
 	if c == nil || c.tracer == nil {
 		return ctx
 	}
-	name := queueName(queueURL)
-	parent := Propagator.Extract(ctx, Carrier(attrs))
-	ctx, span := c.tracer.Start(parent, c.spanName(queueURL),
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "aws_sqs"),
-			attribute.String("messaging.destination.name", name),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.operation.name", "process"),
-			attribute.String("messaging.message.id", messageID),
-			attribute.String("sqsonce.key", dedupeKey),
-			attribute.Int("sqsonce.receive_count", receiveCount),
-		))
-	if old, ok := c.spans.Swap(key, span); ok {
+	q := c.queueSpans(queueURL)
+	parent := ctx
+	if len(attrs) > 0 {
+		parent = Propagator.Extract(ctx, Carrier(attrs))
+	}
+	ctx, span := c.tracer.Start(parent, q.name, q.start...)
+	var old spanRec
+	var ok bool
+	if span.IsRecording() {
+		old, ok = c.spans.swap(key, spanRec{span: span, messageID: messageID, key: dedupeKey, receives: receiveCount})
+	} else {
+		old, ok = c.spans.take(key)
+	}
+	if ok {
 		// The message ran before without being settled: a probe that found
 		// its downstream still unavailable, held by the consumer for the
 		// next probe. That run's span ends here.
-		prev := old.(trace.Span)
-		prev.SetAttributes(attribute.String("sqsonce.outcome", "held"))
-		prev.End()
+		old.end("held", "", nil)
 	}
 	return ctx
 }
 
+// end sets the span's per-message attributes and its outcome, in one
+// call, and ends it.
+func (r spanRec) end(outcome, class string, err error) {
+	kvs := [...]attribute.KeyValue{
+		attribute.String("messaging.message.id", r.messageID),
+		attribute.String("sqsonce.key", r.key),
+		attribute.Int("sqsonce.receive_count", r.receives),
+		attribute.String("sqsonce.outcome", outcome),
+		attribute.String("sqsonce.failure_class", class),
+	}
+	n := len(kvs)
+	if class == "" {
+		n--
+	}
+	r.span.SetAttributes(kvs[:n]...)
+	switch outcome {
+	case "ack", "duplicate", "release", "held":
+	default:
+		if err != nil {
+			r.span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	r.span.End()
+}
+
 // Event adds a named event to the message's span.
 func (c *Consumer) Event(key any, name string, err error) {
-	if c == nil {
+	if c == nil || c.tracer == nil {
 		return
 	}
-	if s, ok := c.spans.Load(key); ok {
-		opts := []trace.EventOption{}
-		if err != nil {
-			opts = append(opts, trace.WithAttributes(attribute.String("error", err.Error())))
-		}
-		s.(trace.Span).AddEvent(name, opts...)
+	r, ok := c.spans.load(key)
+	if !ok {
+		return
 	}
+	if err != nil {
+		r.span.AddEvent(name, trace.WithAttributes(attribute.String("error", err.Error())))
+		return
+	}
+	r.span.AddEvent(name)
 }
 
 // Received counts one received message.
@@ -265,8 +402,8 @@ func (c *Consumer) Received(ctx context.Context) {
 	if c == nil || c.received == nil {
 		return
 	}
-	c.received.Add(ctx, 1, c.base)
-	c.inFlight.Add(ctx, 1, c.base)
+	c.received.Add(ctx, 1, c.base.add...)
+	c.inFlight.Add(ctx, 1, c.base.add...)
 }
 
 // HandlerDone records the time the handler took.
@@ -274,7 +411,7 @@ func (c *Consumer) HandlerDone(ctx context.Context, d time.Duration) {
 	if c == nil || c.processDur == nil {
 		return
 	}
-	c.processDur.Record(ctx, d.Seconds(), c.base)
+	c.processDur.Record(ctx, d.Seconds(), c.base.rec...)
 }
 
 // Settled counts the outcome and ends the message's span with it.
@@ -283,23 +420,14 @@ func (c *Consumer) Settled(ctx context.Context, key any, outcome, class string, 
 		return
 	}
 	if c.settled != nil {
-		c.settled.Add(ctx, 1, c.attrs("sqsonce.outcome", outcome, "sqsonce.failure_class", class))
-		c.inFlight.Add(ctx, -1, c.base)
+		c.settled.Add(ctx, 1, c.attrs("sqsonce.outcome", outcome, "sqsonce.failure_class", class).add...)
+		c.inFlight.Add(ctx, -1, c.base.add...)
 	}
-	if s, ok := c.spans.LoadAndDelete(key); ok {
-		span := s.(trace.Span)
-		span.SetAttributes(attribute.String("sqsonce.outcome", outcome))
-		if class != "" {
-			span.SetAttributes(attribute.String("sqsonce.failure_class", class))
-		}
-		switch outcome {
-		case "ack", "duplicate", "release":
-		default:
-			if err != nil {
-				span.SetStatus(codes.Error, err.Error())
-			}
-		}
-		span.End()
+	if c.tracer == nil {
+		return
+	}
+	if r, ok := c.spans.take(key); ok {
+		r.end(outcome, class, err)
 	}
 }
 
@@ -310,7 +438,7 @@ func (c *Consumer) DeadLettered(ctx context.Context, key any, result string, err
 		return
 	}
 	if c.deadLetters != nil {
-		c.deadLetters.Add(ctx, 1, c.attrs("result", result, "", ""))
+		c.deadLetters.Add(ctx, 1, c.attrs("result", result, "", "").add...)
 	}
 	c.Event(key, "sqsonce.dead_letter."+result, err)
 }
@@ -321,7 +449,7 @@ func (c *Consumer) LeaseLost(ctx context.Context, key any, err error) {
 		return
 	}
 	if c.leaseLost != nil {
-		c.leaseLost.Add(ctx, 1, c.base)
+		c.leaseLost.Add(ctx, 1, c.base.add...)
 	}
 	c.Event(key, "sqsonce.lease_lost", err)
 }
@@ -332,7 +460,7 @@ func (c *Consumer) SettleFailed(ctx context.Context, op string) {
 	if c == nil || c.settleFailed == nil {
 		return
 	}
-	c.settleFailed.Add(ctx, 1, c.attrs("messaging.operation.name", op, "", ""))
+	c.settleFailed.Add(ctx, 1, c.attrs("messaging.operation.name", op, "", "").add...)
 }
 
 // HeartbeatFailed counts failed extensions.
@@ -340,7 +468,7 @@ func (c *Consumer) HeartbeatFailed(ctx context.Context, n int) {
 	if c == nil || c.hbFailed == nil {
 		return
 	}
-	c.hbFailed.Add(ctx, int64(n), c.base)
+	c.hbFailed.Add(ctx, int64(n), c.base.add...)
 }
 
 // Call records one SQS API call; received is the number of messages a
@@ -349,14 +477,14 @@ func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err err
 	if c == nil || c.calls == nil {
 		return
 	}
-	opAttr := c.attrs("messaging.operation.name", op, "", "")
-	c.calls.Add(ctx, 1, opAttr)
-	c.callDur.Record(ctx, d.Seconds(), opAttr)
+	o := c.attrs("messaging.operation.name", op, "", "")
+	c.calls.Add(ctx, 1, o.add...)
+	c.callDur.Record(ctx, d.Seconds(), o.rec...)
 	if err != nil {
-		c.errs.Add(ctx, 1, opAttr)
+		c.errs.Add(ctx, 1, o.add...)
 	}
 	if received >= 0 && err == nil {
-		c.batch.Record(ctx, int64(received), c.base)
+		c.batch.Record(ctx, int64(received), c.base.rec...)
 	}
 }
 
@@ -366,9 +494,9 @@ func (c *Consumer) Paused(ctx context.Context, reason string, first bool) {
 	if c == nil || c.pauses == nil {
 		return
 	}
-	c.pauses.Add(ctx, 1, c.attrs("sqsonce.pause.reason", reason, "", ""))
+	c.pauses.Add(ctx, 1, c.attrs("sqsonce.pause.reason", reason, "", "").add...)
 	if first {
-		c.paused.Add(ctx, 1, c.base)
+		c.paused.Add(ctx, 1, c.base.add...)
 	}
 }
 
@@ -377,8 +505,8 @@ func (c *Consumer) Resumed(ctx context.Context, d time.Duration) {
 	if c == nil || c.paused == nil {
 		return
 	}
-	c.paused.Add(ctx, -1, c.base)
-	c.pausedTime.Add(ctx, d.Seconds(), c.base)
+	c.paused.Add(ctx, -1, c.base.add...)
+	c.pausedTime.Add(ctx, d.Seconds(), c.base.add...)
 }
 
 // maxDue bounds the not-before times a Consumer keeps for its next_due
@@ -392,7 +520,7 @@ func (c *Consumer) Held(ctx context.Context, key, how string, notBefore time.Tim
 	if c == nil || c.held == nil {
 		return
 	}
-	c.held.Add(ctx, 1, c.attrs("sqsonce.hold", how, "", ""))
+	c.held.Add(ctx, 1, c.attrs("sqsonce.hold", how, "", "").add...)
 	c.dueMu.Lock()
 	defer c.dueMu.Unlock()
 	if c.due == nil {
@@ -453,7 +581,7 @@ func (c *Consumer) recordDue(ctx context.Context, now time.Time) {
 	if !c.next.IsZero() {
 		v = float64(c.next.UnixMilli()) / 1000
 	}
-	c.nextDue.Record(ctx, v, c.base)
+	c.nextDue.Record(ctx, v, c.base.rec...)
 }
 
 // pruneDue forgets the times not after now (c.dueMu held).
