@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
@@ -31,20 +33,25 @@ func instrument(cfg Config, queueURL string) Config {
 	return cfg
 }
 
-// tracedSQS counts and times every SQS call.
+// tracedSQS counts and times every SQS call, and traces ReceiveMessage.
 type tracedSQS struct {
 	SQSAPI
 	t *telemetry.Consumer
 }
 
+// ReceiveMessage also traces the call: a receive span that links to the
+// trace context of each message returned (the messages' process spans
+// are children of those contexts, not of the receive span).
 func (c *tracedSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
 	start := time.Now()
-	out, err := c.SQSAPI.ReceiveMessage(ctx, in, o...)
-	n := 0
+	sctx, span := c.t.StartReceive(ctx, aws.ToString(in.QueueUrl))
+	out, err := c.SQSAPI.ReceiveMessage(sctx, in, o...)
+	var msgs []types.Message
 	if out != nil {
-		n = len(out.Messages)
+		msgs = out.Messages
 	}
-	c.t.Call(ctx, "ReceiveMessage", time.Since(start), err, n)
+	c.t.EndReceive(span, msgs, err)
+	c.t.Call(ctx, "ReceiveMessage", time.Since(start), err, len(msgs))
 	return out, err
 }
 

@@ -37,7 +37,7 @@ func Instrument(cfg Config, t *telemetry.Consumer) Config {
 func traceMiddleware(t *telemetry.Consumer) sqsmsg.Middleware {
 	return func(next sqsmsg.Handler) sqsmsg.Handler {
 		return sqsmsg.HandlerFunc(func(ctx context.Context, msg *sqsmsg.Message) error {
-			ctx = t.Start(ctx, msg, msg.QueueURL, msg.Attributes, msg.ID, msg.Key(), msg.ReceiveCount)
+			ctx = t.Start(ctx, msg, msg.QueueURL, msg.Attributes, msg.SystemAttributes, msg.ID, msg.Key(), msg.ReceiveCount)
 			return next.Handle(ctx, msg)
 		})
 	}

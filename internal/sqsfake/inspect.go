@@ -100,7 +100,7 @@ func (f *Fake) Put(queueURL, body, group string) string {
 			d = aws.String(f.newMessageID())
 		}
 	}
-	id, _, err := f.sendOne(q, in.MessageBody, 0, nil, g, d)
+	id, _, err := f.sendOne(q, in.MessageBody, 0, nil, nil, g, d)
 	if err != nil {
 		panic("sqsfake: Put: " + err.Error())
 	}

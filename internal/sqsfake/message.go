@@ -30,6 +30,7 @@ type msg struct {
 	handle                  string    // latest receipt handle
 	origin                  string    // queue URL a move took it from
 	deadLetterSource        string    // ARN of the queue whose RedrivePolicy moved it here
+	traceHeader             string    // the AWSTraceHeader system attribute sent with it
 	receives                int
 	version                 int // bumped by every change a receive attempt must notice
 	deleted                 bool
@@ -118,9 +119,20 @@ func size(body string, attrs map[string]types.MessageAttributeValue) int {
 }
 
 // sendOne validates and enqueues one message. Callers hold f.mu.
-func (f *Fake) sendOne(q *queue, body *string, delay int32, attrs map[string]types.MessageAttributeValue, group, dedupe *string) (id, seqNum string, err error) {
+func (f *Fake) sendOne(q *queue, body *string, delay int32, attrs map[string]types.MessageAttributeValue, sysAttrs map[string]types.MessageSystemAttributeValue, group, dedupe *string) (id, seqNum string, err error) {
 	if body == nil || *body == "" {
 		return "", "", missingParameter("MessageBody")
+	}
+	// AWSTraceHeader is the one system attribute a sender may set.
+	var traceHeader string
+	for k, v := range sysAttrs {
+		if k != string(types.MessageSystemAttributeNameForSendsAWSTraceHeader) {
+			return "", "", invalidParameter("Message system attribute name '%s' is invalid.", k)
+		}
+		if aws.ToString(v.DataType) != "String" || aws.ToString(v.StringValue) == "" {
+			return "", "", invalidParameter("Message system attribute '%s' must contain a non-empty value of type 'String'.", k)
+		}
+		traceHeader = aws.ToString(v.StringValue)
 	}
 	if !validBody(*body) {
 		return "", "", &types.InvalidMessageContents{Message: aws.String("Invalid binary character in the message body.")}
@@ -155,7 +167,7 @@ func (f *Fake) sendOne(q *queue, body *string, delay int32, attrs map[string]typ
 	}
 	now := time.Now()
 	q.expire(now)
-	m := &msg{body: *body, attrs: maps.Clone(attrs), sentAt: now}
+	m := &msg{body: *body, attrs: maps.Clone(attrs), sentAt: now, traceHeader: traceHeader}
 	d := time.Duration(q.intAttr("DelaySeconds")) * time.Second
 	if q.fifo() {
 		if delay != 0 {
@@ -208,7 +220,7 @@ func (f *Fake) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...f
 	q, err := f.queueByURL(in.QueueUrl)
 	if err == nil {
 		var id, seq string
-		id, seq, err = f.sendOne(q, in.MessageBody, in.DelaySeconds, in.MessageAttributes, in.MessageGroupId, in.MessageDeduplicationId)
+		id, seq, err = f.sendOne(q, in.MessageBody, in.DelaySeconds, in.MessageAttributes, in.MessageSystemAttributes, in.MessageGroupId, in.MessageDeduplicationId)
 		if err == nil {
 			out = &sqs.SendMessageOutput{MessageId: aws.String(id), MD5OfMessageBody: aws.String(md5Hex(*in.MessageBody))}
 			if seq != "" {
@@ -311,7 +323,7 @@ func (f *Fake) sendBatch(ft Fault, in *sqs.SendMessageBatchInput) (*sqs.SendMess
 			out.Failed = append(out.Failed, entryError(e.Id, code, "injected failure", false))
 			continue
 		}
-		id, seq, err := f.sendOne(q, e.MessageBody, e.DelaySeconds, e.MessageAttributes, e.MessageGroupId, e.MessageDeduplicationId)
+		id, seq, err := f.sendOne(q, e.MessageBody, e.DelaySeconds, e.MessageAttributes, e.MessageSystemAttributes, e.MessageGroupId, e.MessageDeduplicationId)
 		if err != nil {
 			out.Failed = append(out.Failed, batchEntryError(e.Id, err))
 			continue
@@ -587,6 +599,9 @@ func (m *msg) toSDK(q *queue, in *sqs.ReceiveMessageInput) types.Message {
 	}
 	if m.deadLetterSource != "" {
 		sys[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)] = m.deadLetterSource
+	}
+	if m.traceHeader != "" {
+		sys[string(types.MessageSystemAttributeNameAWSTraceHeader)] = m.traceHeader
 	}
 	out := types.Message{
 		MessageId:     aws.String(m.id),

@@ -21,8 +21,13 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// SemconvVersion is the version of OpenTelemetry's semantic conventions
+// whose names the spans and metrics follow.
+const SemconvVersion = "1.43.0"
 
 // ScopeName is the instrumentation scope of every span and metric.
 const ScopeName = "github.com/sqsonce/sqsonce"
@@ -155,12 +160,14 @@ func newMeasureOpts(kvs ...attribute.KeyValue) *measureOpts {
 // each measurement.
 const maxOpts = 1024
 
-// queueSpans is what the process spans of one queue share: the span name
-// and the start options (kind and the attributes known at creation, for
-// samplers).
+// queueSpans is what the process spans of one queue share, and its
+// receive spans: the span name and the start options (kind and the
+// attributes known at creation, for samplers).
 type queueSpans struct {
-	name  string
-	start []trace.SpanStartOption
+	name         string
+	start        []trace.SpanStartOption
+	receive      string
+	receiveStart []trace.SpanStartOption
 }
 
 // spanRec is a recorded span in flight and the per-message attributes it
@@ -247,9 +254,9 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 // systemAttrs are the attributes every consumer metric carries:
 // messaging.system and, when queueURL is set, messaging.destination.name.
 func systemAttrs(queueURL string) []attribute.KeyValue {
-	kvs := []attribute.KeyValue{attribute.String("messaging.system", "aws_sqs")}
+	kvs := []attribute.KeyValue{semconv.MessagingSystemAWSSQS}
 	if queueURL != "" {
-		kvs = append(kvs, attribute.String("messaging.destination.name", queueName(queueURL)))
+		kvs = append(kvs, semconv.MessagingDestinationName(queueName(queueURL)))
 	}
 	return kvs
 }
@@ -297,10 +304,20 @@ func (c *Consumer) queueSpans(queueURL string) *queueSpans {
 		start: []trace.SpanStartOption{
 			trace.WithSpanKind(trace.SpanKindConsumer),
 			trace.WithAttributes(
-				attribute.String("messaging.system", "aws_sqs"),
-				attribute.String("messaging.destination.name", name),
-				attribute.String("messaging.operation.type", "process"),
-				attribute.String("messaging.operation.name", "process"),
+				semconv.MessagingSystemAWSSQS,
+				semconv.MessagingDestinationName(name),
+				semconv.MessagingOperationTypeProcess,
+				semconv.MessagingOperationName("process"),
+			),
+		},
+		receive: "receive " + name,
+		receiveStart: []trace.SpanStartOption{
+			trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(
+				semconv.MessagingSystemAWSSQS,
+				semconv.MessagingDestinationName(name),
+				semconv.MessagingOperationTypeReceive,
+				semconv.MessagingOperationName("receive"),
 			),
 		},
 	}
@@ -324,25 +341,101 @@ func (c *Consumer) queueSpans(queueURL string) *queueSpans {
 
 func queueName(url string) string { return url[strings.LastIndex(url, "/")+1:] }
 
+// StartReceive begins the span of a ReceiveMessage call on queueURL:
+// "receive <queue>", kind client. End it with [Consumer.EndReceive]. It
+// returns a nil span when tracing is off.
+func (c *Consumer) StartReceive(ctx context.Context, queueURL string) (context.Context, trace.Span) {
+	if c == nil || c.tracer == nil {
+		return ctx, nil
+	}
+	q := c.queueSpans(queueURL)
+	return c.tracer.Start(ctx, q.receive, q.receiveStart...)
+}
+
+// EndReceive ends a receive span (nil: none) with the messages the call
+// returned: their count, and a link to the trace context each carries
+// (see [MessageContext]), since one call brings messages of many traces;
+// the links are built only when the span is recorded.
+func (c *Consumer) EndReceive(span trace.Span, msgs []types.Message, err error) {
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(semconv.MessagingBatchMessageCount(len(msgs)))
+		for i := range msgs {
+			LinkMessage(span, msgs[i].MessageAttributes, msgs[i].Attributes, aws.ToString(msgs[i].MessageId))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
+// LinkMessage adds to span, when it is recorded, a link to the trace
+// context a message carries (none when it carries none), with the
+// message's ID.
+func LinkMessage(span trace.Span, attrs map[string]types.MessageAttributeValue, sys map[string]string, messageID string) {
+	if !span.IsRecording() {
+		return
+	}
+	if sc, ok := MessageContext(attrs, sys); ok {
+		span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(messageID)}})
+	}
+}
+
+// StartBatch begins the span over a batch of n messages processed
+// together from queueURL ("" when they come from several queues):
+// "process <queue>" (or "process"), kind consumer, with
+// messaging.batch.message_count. Link each message with [LinkMessage]
+// and end the span. It returns a nil span when tracing is off.
+func (c *Consumer) StartBatch(ctx context.Context, queueURL string, n int) (context.Context, trace.Span) {
+	if c == nil || c.tracer == nil {
+		return ctx, nil
+	}
+	name := "process"
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemAWSSQS,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName("process"),
+		semconv.MessagingBatchMessageCount(n),
+	}
+	if queueURL != "" {
+		name = c.queueSpans(queueURL).name
+		attrs = append(attrs, semconv.MessagingDestinationName(queueName(queueURL)))
+	}
+	return c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+}
+
 // Start begins the process span of a message received from queueURL,
-// parented to the trace context in its attributes; key identifies the
-// message in later calls. The attributes known at creation (system,
-// queue, operation) are the span's from its start; the message's own
-// (ID, key, receive count) are added when it ends, and only if the
-// sampler kept it.
-func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs map[string]types.MessageAttributeValue, messageID, dedupeKey string, receiveCount int) context.Context {
+// parented to the trace context it carries (its traceparent attribute,
+// else its AWSTraceHeader system attribute, see [Extract]); key
+// identifies the message in later calls. When ctx has a span of its own
+// (a Lambda invocation's batch span) and the message carries a context,
+// the process span links to ctx's span. The attributes known at creation
+// (system, queue, operation) are the span's from its start; the
+// message's own (ID, key, receive count) are added when it ends, and
+// only if the sampler kept it.
+func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs map[string]types.MessageAttributeValue, sys map[string]string, messageID, dedupeKey string, receiveCount int) context.Context {
 	if c == nil || c.tracer == nil {
 		return ctx
 	}
 	q := c.queueSpans(queueURL)
 	parent := ctx
-	if len(attrs) > 0 {
-		parent = Propagator.Extract(ctx, Carrier(attrs))
+	var amb trace.SpanContext
+	if len(attrs) > 0 || len(sys) > 0 {
+		if msc, carried := MessageContext(attrs, sys); carried {
+			amb = trace.SpanContextFromContext(ctx)
+			parent = trace.ContextWithRemoteSpanContext(ctx, msc)
+		}
 	}
 	ctx, span := c.tracer.Start(parent, q.name, q.start...)
 	var old spanRec
 	var ok bool
 	if span.IsRecording() {
+		if amb.IsValid() {
+			span.AddLink(trace.Link{SpanContext: amb})
+		}
 		old, ok = c.spans.swap(key, spanRec{span: span, messageID: messageID, key: dedupeKey, receives: receiveCount})
 	} else {
 		old, ok = c.spans.take(key)
@@ -360,7 +453,7 @@ func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs ma
 // call, and ends it.
 func (r spanRec) end(outcome, class string, err error) {
 	kvs := [...]attribute.KeyValue{
-		attribute.String("messaging.message.id", r.messageID),
+		semconv.MessagingMessageID(r.messageID),
 		attribute.String("sqsonce.key", r.key),
 		attribute.Int("sqsonce.receive_count", r.receives),
 		attribute.String("sqsonce.outcome", outcome),

@@ -43,18 +43,24 @@ func providers(t testing.TB, sampled bool, p sdktrace.SpanProcessor) (*sdktrace.
 	return tp, mp
 }
 
+// receivedTen is a ReceiveMessage's ten messages, carrying no trace
+// context (as the benchmark's do).
+var receivedTen = make([]types.Message, 10)
+
 // message is the telemetry of one message on the consumer's path, as
 // pipeline.Instrument and the traced client feed it: received, its span
-// started, its handler done, settled; and a tenth of a receive and of a
-// delete batch's call.
+// started, its handler done, settled; and a tenth of a receive (its span
+// and call) and of a delete batch's call.
 func message(c *telemetry.Consumer, key any, attrs map[string]types.MessageAttributeValue, i int) {
 	ctx := context.Background()
 	c.Received(ctx)
-	hctx := c.Start(ctx, key, testQueueURL, attrs, "6f9c1d2e-msg", "6f9c1d2e-key", 1)
+	hctx := c.Start(ctx, key, testQueueURL, attrs, nil, "6f9c1d2e-msg", "6f9c1d2e-key", 1)
 	_ = hctx
 	c.HandlerDone(ctx, time.Millisecond)
 	c.Settled(ctx, key, "ack", "", nil)
 	if i%10 == 0 {
+		_, span := c.StartReceive(ctx, testQueueURL)
+		c.EndReceive(span, receivedTen, nil)
 		c.Call(ctx, "ReceiveMessage", time.Millisecond, nil, 10)
 		c.Call(ctx, "DeleteMessageBatch", time.Millisecond, nil, -1)
 	}
@@ -105,7 +111,7 @@ func TestSampledOutSpanGetsNothing(t *testing.T) {
 	tp, mp := providers(t, false, p)
 	c := telemetry.NewConsumer(tp, mp, testQueueURL)
 	key := new(int)
-	ctx := c.Start(context.Background(), key, testQueueURL, nil, "id", "k", 1)
+	ctx := c.Start(context.Background(), key, testQueueURL, nil, nil, "id", "k", 1)
 	if !traceSpanContextValid(ctx) {
 		t.Fatal("the handler's context carries no span context")
 	}
