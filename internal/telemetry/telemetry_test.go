@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -154,4 +155,39 @@ func BenchmarkMessage(b *testing.B) {
 
 func traceSpanContextValid(ctx context.Context) bool {
 	return trace.SpanContextFromContext(ctx).IsValid()
+}
+
+// TestInFlight: sqsonce.messages.in_flight is the messages received and
+// not yet settled, with the consumer's attributes.
+func TestInFlight(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	c := telemetry.NewConsumer(nil, mp, testQueueURL)
+	ctx := context.Background()
+	for range 3 {
+		c.Received(ctx)
+	}
+	c.Settled(ctx, new(int), "ack", "", nil)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "sqsonce.messages.in_flight" {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok || sum.IsMonotonic || len(sum.DataPoints) != 1 {
+				t.Fatalf("in_flight is %#v, want one non-monotonic int64 point", m.Data)
+			}
+			p := sum.DataPoints[0]
+			if dest, _ := p.Attributes.Value("messaging.destination.name"); p.Value != 2 || dest.AsString() != "orders" {
+				t.Errorf("in_flight %d with %v, want 2 with messaging.destination.name=orders", p.Value, p.Attributes.ToSlice())
+			}
+			return
+		}
+	}
+	t.Fatal("no sqsonce.messages.in_flight")
 }
