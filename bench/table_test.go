@@ -159,6 +159,7 @@ func TestNewRowsTiny(t *testing.T) {
 		"dedupepg Transactional vs textbook transaction",
 		"outbox relay, PostgreSQL, vs plain SendMessageBatch loop (raw)", "outbox relay, PostgreSQL, vs textbook relay loop",
 		"no-op consumer, telemetry on vs off (throughput)", "Go CPU per message, telemetry on vs off", "heap allocations per message, telemetry on vs off",
+		"Go CPU per message, spans sampled out vs telemetry off",
 	} {
 		r, ok := got[want]
 		if !ok {
