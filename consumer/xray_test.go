@@ -137,3 +137,70 @@ func hasAttr(kvs []attribute.KeyValue, key string) bool {
 	}
 	return false
 }
+
+// Messages of three traces received together: a receive span links to
+// each message's context, with its message ID, and records the batch's
+// size; the process spans are children of the messages' contexts.
+func TestReceiveSpanLinks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, q, _ := onFake(false, map[string]string{"VisibilityTimeout": "30"}, nil)
+		ctx := context.Background()
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		defer func() { _ = tp.Shutdown(ctx) }()
+
+		traces := map[trace.TraceID]bool{}
+		var entries []types.SendMessageBatchRequestEntry
+		for _, id := range []string{"a", "b", "c"} {
+			_, s := tp.Tracer("test").Start(ctx, "checkout "+id)
+			s.End()
+			traces[s.SpanContext().TraceID()] = true
+			entries = append(entries, types.SendMessageBatchRequestEntry{
+				Id: aws.String(id), MessageBody: aws.String(id),
+				MessageAttributes: map[string]types.MessageAttributeValue{
+					"traceparent": {DataType: aws.String("String"), StringValue: aws.String("00-" + s.SpanContext().TraceID().String() + "-" + s.SpanContext().SpanID().String() + "-01")},
+				},
+			})
+		}
+		if out, err := f.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q), Entries: entries}); err != nil || len(out.Failed) > 0 {
+			t.Fatalf("send: %v %+v", err, out)
+		}
+		var handled atomic.Int64
+		stop := startOnFake(t, f, q, consumer.Config{
+			Concurrency: 4, TracerProvider: tp,
+			Handler: consumer.HandlerFunc(func(context.Context, *consumer.Message) error {
+				handled.Add(1)
+				return nil
+			}),
+		})
+		if !waitUntil(time.Minute, func() bool { return handled.Load() == 3 }) {
+			t.Fatalf("%d handled, want 3", handled.Load())
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		linked := map[trace.TraceID]bool{}
+		var messages int64
+		for _, s := range spans.Ended() {
+			if s.Name() != "receive orders" {
+				continue
+			}
+			for _, kv := range s.Attributes() {
+				if kv.Key == "messaging.batch.message_count" {
+					messages += kv.Value.AsInt64()
+				}
+			}
+			for _, l := range s.Links() {
+				linked[l.SpanContext.TraceID()] = true
+			}
+		}
+		if len(linked) != 3 || messages != 3 {
+			t.Fatalf("receive spans link to %d traces with %d messages, want the 3 of %v", len(linked), messages, traces)
+		}
+		for tid := range traces {
+			if !linked[tid] {
+				t.Fatalf("no link to trace %s", tid)
+			}
+		}
+	})
+}

@@ -136,6 +136,9 @@ func (f *fakeSQS) event(recs ...events.SQSMessage) events.SQSEvent {
 		if g := r.Attributes["MessageGroupId"]; g != "" {
 			in.MessageGroupId, in.MessageDeduplicationId = aws.String(g), aws.String(r.MessageId)
 		}
+		if h := r.Attributes["AWSTraceHeader"]; h != "" {
+			in.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String(h)}}
+		}
 		for name, v := range r.MessageAttributes {
 			if in.MessageAttributes == nil {
 				in.MessageAttributes = map[string]types.MessageAttributeValue{}

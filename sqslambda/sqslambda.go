@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,6 +153,7 @@ type Handler struct {
 	obs     sqsmsg.Observer
 	now     func() time.Time
 	process func(context.Context, *sqsmsg.Message) sqsmsg.Result
+	tel     *telemetry.Consumer // nil when telemetry is off
 
 	mu      sync.Mutex
 	queues  map[string]*queue // by eventSourceARN
@@ -221,6 +223,7 @@ func New(cfg Config) (*Handler, error) {
 	// The record's path is configured as a worker's would be, with the
 	// same telemetry (no queue name in the metrics: one function may
 	// consume several queues).
+	h.tel = telemetry.NewConsumer(cfg.TracerProvider, cfg.MeterProvider, "")
 	pcfg := pipeline.Instrument(pipeline.Config{
 		Handler:     cfg.Handler,
 		Middleware:  cfg.Middleware,
@@ -232,7 +235,7 @@ func New(cfg Config) (*Handler, error) {
 		Observer:    h.obs,
 		Payload:     cfg.Payload,
 		NowFunc:     h.now,
-	}, telemetry.NewConsumer(cfg.TracerProvider, cfg.MeterProvider, ""))
+	}, h.tel)
 	// Every Observer call, here and in the path, recovers a panic in it.
 	pcfg.Observer = pipeline.Guard(pcfg.Observer, h.log)
 	h.obs = pcfg.Observer
@@ -302,6 +305,13 @@ var (
 // record by record, and no record is lost.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	start := h.now()
+	// The invocation's batch span links to each record's trace context;
+	// each record's process span is a child of its record's context (see
+	// Start in internal/telemetry) and links back to the batch span.
+	ctx, batchSpan := h.tel.StartBatch(ctx, batchQueue(ev.Records), len(ev.Records))
+	if batchSpan != nil {
+		defer batchSpan.End()
+	}
 	hctx := ctx
 	if dl, ok := ctx.Deadline(); ok {
 		left := dl.Sub(start)
@@ -347,6 +357,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		for _, r := range byQueue[q] {
 			r.url, r.hb = url, hb
 			r.msg = toMessage(*r.ev, url, start)
+			telemetry.LinkMessage(batchSpan, r.msg.Attributes, r.msg.SystemAttributes, r.msg.ID)
 			r.ctx, r.cancel = context.WithCancelCause(hctx)
 			h.obs.Received(r.msg)
 			var dated bool
@@ -394,6 +405,21 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		}
 	}
 	return resp, nil
+}
+
+// batchQueue is the name of the queue the records come from, "" when
+// they come from several.
+func batchQueue(recs []events.SQSMessage) string {
+	if len(recs) == 0 {
+		return ""
+	}
+	arn := recs[0].EventSourceARN
+	for i := range recs {
+		if recs[i].EventSourceARN != arn {
+			return ""
+		}
+	}
+	return arn[strings.LastIndex(arn, ":")+1:]
 }
 
 // lanes splits the records into units that run one record at a time:

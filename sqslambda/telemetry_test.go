@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqsonce/sqsonce/sqslambda"
 )
@@ -43,7 +44,7 @@ func TestTelemetry(t *testing.T) {
 	}
 	var process, inTrace int
 	for _, s := range spans.Ended() {
-		if strings.HasPrefix(s.Name(), "process ") {
+		if strings.HasPrefix(s.Name(), "process ") && hasAttr(s, "messaging.message.id") { // not the batch span
 			process++
 			if s.SpanContext().TraceID() == parent.SpanContext().TraceID() && s.Parent().SpanID() == parent.SpanContext().SpanID() {
 				inTrace++
@@ -71,4 +72,105 @@ func TestTelemetry(t *testing.T) {
 	if len(got) != 3 || got["ack"] != 1 || got["retry"] != 1 || got["dead_letter"] != 1 {
 		t.Fatalf("settled metric %v, want one each of ack, retry, dead_letter", got)
 	}
+}
+
+// xrayHeader builds the AWSTraceHeader an AWS service would set for sc.
+func xrayHeader(sc trace.SpanContext) string {
+	tid := sc.TraceID().String()
+	return "Root=1-" + tid[:8] + "-" + tid[8:] + ";Parent=" + sc.SpanID().String() + ";Sampled=1;Lineage=a87bd80c:1|68fd508a:5"
+}
+
+// A batch of records from three traces begun in AWS services (carried in
+// attributes.AWSTraceHeader, one record also with a traceparent of a
+// fourth trace, which wins): each record's process span continues its
+// record's trace, and the invocation's batch span links to every
+// record's context.
+func TestXRayTraceContinues(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	ctx := context.Background()
+	defer func() { _ = tp.Shutdown(ctx) }()
+
+	upstream := map[string]trace.SpanContext{} // record ID → the context it carries
+	var recs []events.SQSMessage
+	for _, id := range []string{"m1", "m2", "m3"} {
+		_, s := tp.Tracer("test").Start(ctx, "api "+id)
+		s.End()
+		upstream[id] = s.SpanContext()
+		r := rec(stdARN, id, "ack", "")
+		r.Attributes["AWSTraceHeader"] = xrayHeader(s.SpanContext())
+		recs = append(recs, r)
+	}
+	_, ws := tp.Tracer("test").Start(ctx, "w3c m3")
+	ws.End()
+	recs[2].MessageAttributes = map[string]events.SQSMessageAttribute{"traceparent": {DataType: "String",
+		StringValue: aws.String("00-" + ws.SpanContext().TraceID().String() + "-" + ws.SpanContext().SpanID().String() + "-01")}}
+	xray3 := upstream["m3"]
+	upstream["m3"] = ws.SpanContext()
+
+	f := newFake()
+	h := newHandler(t, f, &scripted{}, func(c *sqslambda.Config) { c.TracerProvider = tp })
+	resp, err := h.Handle(ctx, f.event(recs...))
+	if err != nil || failures(resp) != "" {
+		t.Fatalf("failures %q, err %v", failures(resp), err)
+	}
+	var process int
+	var batch []sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		if s.Name() != "process orders" {
+			continue
+		}
+		if s.SpanKind() != trace.SpanKindConsumer {
+			t.Fatalf("span %s kind %v, want consumer", s.Name(), s.SpanKind())
+		}
+		if !hasAttr(s, "messaging.message.id") {
+			batch = append(batch, s)
+			continue
+		}
+		process++
+		var id string
+		for i, sc := range upstream {
+			if s.Parent().SpanID() == sc.SpanID() && s.SpanContext().TraceID() == sc.TraceID() {
+				id = i
+			}
+		}
+		if id == "" {
+			t.Fatalf("process span in trace %s, parent %s: not a record's upstream context", s.SpanContext().TraceID(), s.Parent().SpanID())
+		}
+		if len(s.Links()) != 1 {
+			t.Fatalf("process span with %d links, want 1 to the batch span", len(s.Links()))
+		}
+	}
+	if process != 3 {
+		t.Fatalf("%d process spans, want 3", process)
+	}
+	if len(batch) != 1 {
+		t.Fatalf("%d batch spans linking to the records, want 1", len(batch))
+	}
+	for _, s := range spans.Ended() {
+		if hasAttr(s, "messaging.message.id") && s.Links()[0].SpanContext.SpanID() != batch[0].SpanContext().SpanID() {
+			t.Fatalf("process span links to %s, not the batch span", s.Links()[0].SpanContext.SpanID())
+		}
+	}
+	linked := map[trace.TraceID]bool{}
+	for _, l := range batch[0].Links() {
+		linked[l.SpanContext.TraceID()] = true
+	}
+	for id, sc := range upstream {
+		if !linked[sc.TraceID()] {
+			t.Fatalf("the batch span does not link to record %s's trace %s", id, sc.TraceID())
+		}
+	}
+	if linked[xray3.TraceID()] {
+		t.Fatal("the batch span links to the AWSTraceHeader of a record whose traceparent wins")
+	}
+}
+
+func hasAttr(s sdktrace.ReadOnlySpan, key string) bool {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return true
+		}
+	}
+	return false
 }

@@ -10,6 +10,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -117,6 +119,7 @@ type Consumer struct {
 	// measurements per message fewer than an UpDownCounter's.
 	inFlight            atomic.Int64
 	processDur, callDur metric.Float64Histogram
+	sent                metric.Int64Counter
 	batch               metric.Int64Histogram
 
 	// Back-pressure: 1 while paused, pauses by reason, and the time paused.
@@ -135,10 +138,12 @@ type Consumer struct {
 	// Attribute sets and span options, built once: building them for
 	// every message cost more than recording the measurements. Read
 	// without a lock; a new entry copies the map (entries are few).
-	base   *measureOpts // c.system alone
-	buildM sync.Mutex
-	opts   atomic.Pointer[map[optKey]*measureOpts]
-	queues atomic.Pointer[map[string]*queueSpans]
+	base    *measureOpts // c.system alone
+	receive *measureOpts // c.system, operation receive
+	process *measureOpts // c.system, operation process
+	buildM  sync.Mutex
+	opts    atomic.Pointer[map[optKey]*measureOpts]
+	queues  atomic.Pointer[map[string]*queueSpans]
 }
 
 // optKey names an attribute set: c.system plus one or two string
@@ -226,6 +231,8 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	}
 	c := &Consumer{system: systemAttrs(queueURL)}
 	c.base = newMeasureOpts(c.system...)
+	c.receive = newMeasureOpts(append([]attribute.KeyValue{semconv.MessagingOperationName("receive"), semconv.MessagingOperationTypeReceive}, c.system...)...)
+	c.process = newMeasureOpts(append([]attribute.KeyValue{semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess}, c.system...)...)
 	c.opts.Store(&map[optKey]*measureOpts{})
 	c.queues.Store(&map[string]*queueSpans{})
 	if tp != nil {
@@ -252,6 +259,7 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	}, inFlight)
 	c.processDur, _ = m.Float64Histogram("messaging.process.duration", metric.WithDescription("Time the middleware and handler took per message."), metric.WithUnit("s"))
 	c.callDur, _ = m.Float64Histogram("messaging.client.operation.duration", metric.WithDescription("Duration of SQS API calls."), metric.WithUnit("s"))
+	c.sent, _ = m.Int64Counter("messaging.client.sent.messages", metric.WithDescription("Messages the consumer sent to SQS (dead letters, held messages sent again), successfully or not."), metric.WithUnit("{message}"))
 	c.batch, _ = m.Int64Histogram("sqsonce.receive.batch_size", metric.WithDescription("Messages per ReceiveMessage response."), metric.WithUnit("{message}"))
 	c.paused, _ = m.Int64UpDownCounter("sqsonce.consumer.paused", metric.WithDescription("1 while the consumer is paused for an unavailable downstream (no receives, held messages not run), else 0."), metric.WithUnit("{consumer}"))
 	c.pauses, _ = m.Int64Counter("sqsonce.consumer.pauses", metric.WithDescription("Pauses for an unavailable downstream, by reason (unavailable, breaker): an outage's first and one after each failed probe."), metric.WithUnit("{pause}"))
@@ -281,7 +289,12 @@ func (c *Consumer) attrs(k1, v1, k2, v2 string) *measureOpts {
 	if k2 != "" {
 		kvs = append(kvs, attribute.String(k2, v2))
 	}
-	o := newMeasureOpts(kvs...)
+	return c.keep(key, newMeasureOpts(kvs...))
+}
+
+// keep adds o to the sets kept under key, unless maxOpts are kept, and
+// returns the set kept under key (o when none is).
+func (c *Consumer) keep(key optKey, o *measureOpts) *measureOpts {
 	c.buildM.Lock()
 	defer c.buildM.Unlock()
 	old := *c.opts.Load()
@@ -384,7 +397,7 @@ func (c *Consumer) EndReceive(span trace.Span, msgs []types.Message, err error) 
 // context a message carries (none when it carries none), with the
 // message's ID.
 func LinkMessage(span trace.Span, attrs map[string]types.MessageAttributeValue, sys map[string]string, messageID string) {
-	if !span.IsRecording() {
+	if span == nil || !span.IsRecording() {
 		return
 	}
 	if sc, ok := MessageContext(attrs, sys); ok {
@@ -393,11 +406,11 @@ func LinkMessage(span trace.Span, attrs map[string]types.MessageAttributeValue, 
 }
 
 // StartBatch begins the span over a batch of n messages processed
-// together from queueURL ("" when they come from several queues):
-// "process <queue>" (or "process"), kind consumer, with
+// together from the queue named queue ("" when they come from several
+// queues): "process <queue>" (or "process"), kind consumer, with
 // messaging.batch.message_count. Link each message with [LinkMessage]
 // and end the span. It returns a nil span when tracing is off.
-func (c *Consumer) StartBatch(ctx context.Context, queueURL string, n int) (context.Context, trace.Span) {
+func (c *Consumer) StartBatch(ctx context.Context, queue string, n int) (context.Context, trace.Span) {
 	if c == nil || c.tracer == nil {
 		return ctx, nil
 	}
@@ -408,9 +421,9 @@ func (c *Consumer) StartBatch(ctx context.Context, queueURL string, n int) (cont
 		semconv.MessagingOperationName("process"),
 		semconv.MessagingBatchMessageCount(n),
 	}
-	if queueURL != "" {
-		name = c.queueSpans(queueURL).name
-		attrs = append(attrs, semconv.MessagingDestinationName(queueName(queueURL)))
+	if queue != "" {
+		name = "process " + queue
+		attrs = append(attrs, semconv.MessagingDestinationName(queue))
 	}
 	return c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 }
@@ -429,13 +442,25 @@ func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs ma
 		return ctx
 	}
 	q := c.queueSpans(queueURL)
-	parent := ctx
-	var amb trace.SpanContext
-	if len(attrs) > 0 || len(sys) > 0 {
-		if msc, carried := MessageContext(attrs, sys); carried {
-			amb = trace.SpanContextFromContext(ctx)
-			parent = trace.ContextWithRemoteSpanContext(ctx, msc)
+	// The message's context, as MessageContext reads it, with one
+	// context allocated; amb, ctx's own span, is linked when the message
+	// carries a context of its own.
+	parent, carried := ctx, false
+	amb := trace.SpanContextFromContext(ctx)
+	if _, ok := attrs["traceparent"]; ok {
+		parent = Propagator.Extract(ctx, Carrier(attrs)) // ctx itself when not valid
+		sc := trace.SpanContextFromContext(parent)
+		carried = sc.IsValid() && !sc.Equal(amb)
+	}
+	if !carried {
+		if h, ok := sys[AttrAWSTraceHeader]; ok {
+			if sc, ok := ParseXRay(h); ok {
+				parent, carried = trace.ContextWithRemoteSpanContext(ctx, sc), true
+			}
 		}
+	}
+	if !carried {
+		amb = trace.SpanContext{}
 	}
 	ctx, span := c.tracer.Start(parent, q.name, q.start...)
 	var old spanRec
@@ -503,7 +528,7 @@ func (c *Consumer) Received(ctx context.Context) {
 	if c == nil || c.received == nil {
 		return
 	}
-	c.received.Add(ctx, 1, c.base.add...)
+	c.received.Add(ctx, 1, c.receive.add...)
 	c.inFlight.Add(1)
 }
 
@@ -512,7 +537,7 @@ func (c *Consumer) HandlerDone(ctx context.Context, d time.Duration) {
 	if c == nil || c.processDur == nil {
 		return
 	}
-	c.processDur.Record(ctx, d.Seconds(), c.base.rec...)
+	c.processDur.Record(ctx, d.Seconds(), c.process.rec...)
 }
 
 // Settled counts the outcome and ends the message's span with it.
@@ -578,15 +603,64 @@ func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err err
 	if c == nil || c.calls == nil {
 		return
 	}
-	o := c.attrs("messaging.operation.name", op, "", "")
+	o := c.callAttrs(op, "")
+	dur := o
+	if err != nil {
+		dur = c.callAttrs(op, errorType(err))
+	}
 	c.calls.Add(ctx, 1, o.add...)
-	c.callDur.Record(ctx, d.Seconds(), o.rec...)
+	c.callDur.Record(ctx, d.Seconds(), dur.rec...)
 	if err != nil {
 		c.errs.Add(ctx, 1, o.add...)
+	}
+	if op == "SendMessage" {
+		c.sent.Add(ctx, 1, dur.add...)
 	}
 	if received >= 0 && err == nil {
 		c.batch.Record(ctx, int64(received), c.base.rec...)
 	}
+}
+
+// maxAttrSets bounds the attribute sets kept (error.type values come
+// from the server).
+const maxAttrSets = 512
+
+// callAttrs returns the measurement options of an SQS call: c.system,
+// messaging.operation.name (the API's name), messaging.operation.type
+// where the call is one of the messaging operations, and error.type
+// when errType is set; each set built once.
+func (c *Consumer) callAttrs(op, errType string) *measureOpts {
+	key := optKey{"call", op, "error.type", errType}
+	m := *c.opts.Load()
+	if o, ok := m[key]; ok {
+		return o
+	}
+	if errType != "" && errType != "_OTHER" && len(m) >= maxAttrSets {
+		return c.callAttrs(op, "_OTHER")
+	}
+	kvs := append(append([]attribute.KeyValue{}, c.system...), semconv.MessagingOperationName(op))
+	switch op {
+	case "ReceiveMessage":
+		kvs = append(kvs, semconv.MessagingOperationTypeReceive)
+	case "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch":
+		kvs = append(kvs, semconv.MessagingOperationTypeSettle)
+	case "SendMessage", "SendMessageBatch":
+		kvs = append(kvs, semconv.MessagingOperationTypeSend)
+	}
+	if errType != "" {
+		kvs = append(kvs, semconv.ErrorTypeKey.String(errType))
+	}
+	return c.keep(key, newMeasureOpts(kvs...))
+}
+
+// errorType is a failed call's error.type: the AWS error code, else
+// _OTHER.
+func errorType(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() != "" {
+		return ae.ErrorCode()
+	}
+	return "_OTHER"
 }
 
 // Paused counts a pause for an unavailable downstream; first says it
