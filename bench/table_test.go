@@ -160,6 +160,7 @@ func TestNewRowsTiny(t *testing.T) {
 		"outbox relay, PostgreSQL, vs plain SendMessageBatch loop (raw)", "outbox relay, PostgreSQL, vs textbook relay loop",
 		"outbox relay, DynamoDB, 4 entities, vs ordered send loop", "outbox relay, PostgreSQL, 4 entities, vs ordered send loop",
 		"no-op consumer, telemetry on vs off (throughput)", "Go CPU per message, telemetry on vs off", "heap allocations per message, telemetry on vs off",
+		"Go CPU per message, spans sampled out vs telemetry off",
 	} {
 		r, ok := got[want]
 		if !ok {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -99,6 +100,13 @@ func InjectAs[V any](ctx context.Context, attrs map[string]V, max int, conv func
 
 // Consumer instruments one queue's consumer (or Lambda event source).
 // A nil *Consumer does nothing.
+//
+// Its per-message methods are built to cost next to nothing beyond the
+// SDK's own work: the attribute sets of the metrics and the options of
+// the spans are built once (per queue, outcome, operation) and passed as
+// ready slices, so a measurement allocates nothing; a span the sampler
+// drops is not kept and gets no attributes; a recorded span gets its
+// per-message attributes in one call, when it ends.
 type Consumer struct {
 	tracer trace.Tracer
 	system []attribute.KeyValue
@@ -106,21 +114,20 @@ type Consumer struct {
 	received, settled, deadLetters, leaseLost, hbFailed, calls, errs, settleFailed metric.Int64Counter
 	held                                                                           metric.Int64Counter
 	nextDue                                                                        metric.Float64Gauge
-	inFlight                                                                       metric.Int64UpDownCounter
-	processDur, callDur                                                            metric.Float64Histogram
-	sent                                                                           metric.Int64Counter
-	batch                                                                          metric.Int64Histogram
+	// inFlight is the messages received and not yet settled, counted here
+	// and observed at collection (sqsonce.messages.in_flight): two SDK
+	// measurements per message fewer than an UpDownCounter's.
+	inFlight            atomic.Int64
+	processDur, callDur metric.Float64Histogram
+	sent                metric.Int64Counter
+	batch               metric.Int64Histogram
 
 	// Back-pressure: 1 while paused, pauses by reason, and the time paused.
 	paused     metric.Int64UpDownCounter
 	pauses     metric.Int64Counter
 	pausedTime metric.Float64Counter
 
-	spans sync.Map // message key (pointer) → trace.Span
-
-	// receives holds each queue's receive span name and options, by
-	// queue URL (*spanStart), built once.
-	receives sync.Map
+	spans spanTable // the recorded spans of the messages in flight
 
 	// due holds the not-before times of the messages this process held,
 	// by dedupe key, while they are ahead (see Held).
@@ -128,19 +135,93 @@ type Consumer struct {
 	due   map[string]time.Time
 	next  time.Time // the earliest of due while ahead; zero when unknown
 
-	// Attribute sets and span names, built once: building them for every
-	// message cost more than recording the measurements.
-	base    metric.MeasurementOption // c.system alone
-	receive metric.MeasurementOption // c.system, operation receive
-	process metric.MeasurementOption // c.system, operation process
-	mu      sync.RWMutex
-	opts    map[optKey]metric.MeasurementOption
-	names   map[string]string // queue URL → span name
+	// Attribute sets and span options, built once: building them for
+	// every message cost more than recording the measurements. Read
+	// without a lock; a new entry copies the map (entries are few).
+	base    *measureOpts // c.system alone
+	receive *measureOpts // c.system, operation receive
+	process *measureOpts // c.system, operation process
+	buildM  sync.Mutex
+	opts    atomic.Pointer[map[optKey]*measureOpts]
+	queues  atomic.Pointer[map[string]*queueSpans]
 }
 
 // optKey names an attribute set: c.system plus one or two string
 // attributes (k2 "" for one).
 type optKey struct{ k1, v1, k2, v2 string }
+
+// measureOpts is one attribute set as the ready options of an Add and of
+// a Record: passing a slice that exists allocates nothing, where a
+// variadic argument built at the call would.
+type measureOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+	obs []metric.ObserveOption
+}
+
+func newMeasureOpts(kvs ...attribute.KeyValue) *measureOpts {
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return &measureOpts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}, obs: []metric.ObserveOption{o}}
+}
+
+// maxOpts bounds the attribute sets a Consumer keeps: beyond it (a
+// failure class or pause reason of unbounded values), a set is built for
+// each measurement.
+const maxOpts = 1024
+
+// queueSpans is what the process spans of one queue share, and its
+// receive spans: the span name and the start options (kind and the
+// attributes known at creation, for samplers).
+type queueSpans struct {
+	name         string
+	start        []trace.SpanStartOption
+	receive      string
+	receiveStart []trace.SpanStartOption
+}
+
+// spanRec is a recorded span in flight and the per-message attributes it
+// gets when it ends.
+type spanRec struct {
+	span      trace.Span
+	messageID string
+	key       string
+	receives  int
+}
+
+// spanTable maps a message's key to its recorded span. A mutex and a
+// map: sync.Map allocated a node per message.
+type spanTable struct {
+	mu sync.Mutex
+	m  map[any]spanRec
+}
+
+func (t *spanTable) swap(key any, r spanRec) (spanRec, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, ok := t.m[key]
+	if t.m == nil {
+		t.m = map[any]spanRec{}
+	}
+	t.m[key] = r
+	return old, ok
+}
+
+func (t *spanTable) take(key any) (spanRec, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.m[key]
+	if ok {
+		delete(t.m, key)
+	}
+	return r, ok
+}
+
+func (t *spanTable) load(key any) (spanRec, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.m[key]
+	return r, ok
+}
 
 // NewConsumer returns the instrumentation of queueURL, or nil when both
 // providers are nil (telemetry off: nothing is wrapped, nothing costs).
@@ -149,11 +230,11 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 		return nil
 	}
 	c := &Consumer{system: systemAttrs(queueURL)}
-	c.base = metric.WithAttributeSet(attribute.NewSet(c.system...))
-	c.receive = metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{semconv.MessagingOperationName("receive"), semconv.MessagingOperationTypeReceive}, c.system...)...))
-	c.process = metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess}, c.system...)...))
-	c.opts = map[optKey]metric.MeasurementOption{}
-	c.names = map[string]string{}
+	c.base = newMeasureOpts(c.system...)
+	c.receive = newMeasureOpts(append([]attribute.KeyValue{semconv.MessagingOperationName("receive"), semconv.MessagingOperationTypeReceive}, c.system...)...)
+	c.process = newMeasureOpts(append([]attribute.KeyValue{semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess}, c.system...)...)
+	c.opts.Store(&map[optKey]*measureOpts{})
+	c.queues.Store(&map[string]*queueSpans{})
 	if tp != nil {
 		c.tracer = tp.Tracer(ScopeName)
 	}
@@ -171,7 +252,11 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.errs, _ = m.Int64Counter("sqsonce.sqs.errors", metric.WithDescription("SQS API calls that failed, by operation."), metric.WithUnit("{call}"))
 	c.held, _ = m.Int64Counter("sqsonce.messages.held", metric.WithDescription("Messages received before their not-before time and held, by how (visibility, resend)."), metric.WithUnit("{message}"))
 	c.nextDue, _ = m.Float64Gauge("sqsonce.messages.held.next_due", metric.WithDescription("The earliest not-before time (Unix seconds) of the messages this process held that are not yet due, as of its last hold or held run; 0 when none."), metric.WithUnit("s"))
-	c.inFlight, _ = m.Int64UpDownCounter("sqsonce.messages.in_flight", metric.WithDescription("Messages received and not yet settled."), metric.WithUnit("{message}"))
+	inFlight, _ := m.Int64ObservableUpDownCounter("sqsonce.messages.in_flight", metric.WithDescription("Messages received and not yet settled."), metric.WithUnit("{message}"))
+	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(inFlight, c.inFlight.Load(), c.base.obs...)
+		return nil
+	}, inFlight)
 	c.processDur, _ = m.Float64Histogram("messaging.process.duration", metric.WithDescription("Time the middleware and handler took per message."), metric.WithUnit("s"))
 	c.callDur, _ = m.Float64Histogram("messaging.client.operation.duration", metric.WithDescription("Duration of SQS API calls."), metric.WithUnit("s"))
 	c.sent, _ = m.Int64Counter("messaging.client.sent.messages", metric.WithDescription("Messages the consumer sent to SQS (dead letters, held messages sent again), successfully or not."), metric.WithUnit("{message}"))
@@ -192,42 +277,87 @@ func systemAttrs(queueURL string) []attribute.KeyValue {
 	return kvs
 }
 
-// attrs returns the measurement option for c.system plus k1=v1 (and
+// attrs returns the measurement options for c.system plus k1=v1 (and
 // k2=v2 when k2 is set), building each distinct set once: the values are
 // few (outcomes, classes, operations, results).
-func (c *Consumer) attrs(k1, v1, k2, v2 string) metric.MeasurementOption {
+func (c *Consumer) attrs(k1, v1, k2, v2 string) *measureOpts {
 	key := optKey{k1, v1, k2, v2}
-	c.mu.RLock()
-	o, ok := c.opts[key]
-	c.mu.RUnlock()
-	if ok {
+	if o, ok := (*c.opts.Load())[key]; ok {
 		return o
 	}
-	kvs := append(append([]attribute.KeyValue{}, c.system...), attribute.String(k1, v1))
+	kvs := append(append(make([]attribute.KeyValue, 0, len(c.system)+2), c.system...), attribute.String(k1, v1))
 	if k2 != "" {
 		kvs = append(kvs, attribute.String(k2, v2))
 	}
-	o = metric.WithAttributeSet(attribute.NewSet(kvs...))
-	c.mu.Lock()
-	c.opts[key] = o
-	c.mu.Unlock()
+	return c.keep(key, newMeasureOpts(kvs...))
+}
+
+// keep adds o to the sets kept under key, unless maxOpts are kept, and
+// returns the set kept under key (o when none is).
+func (c *Consumer) keep(key optKey, o *measureOpts) *measureOpts {
+	c.buildM.Lock()
+	defer c.buildM.Unlock()
+	old := *c.opts.Load()
+	if have, ok := old[key]; ok {
+		return have
+	}
+	if len(old) >= maxOpts {
+		return o
+	}
+	m := make(map[optKey]*measureOpts, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[key] = o
+	c.opts.Store(&m)
 	return o
 }
 
-// spanName returns "process <queue name>" for queueURL, built once per
-// queue.
-func (c *Consumer) spanName(queueURL string) string {
-	c.mu.RLock()
-	n, ok := c.names[queueURL]
-	c.mu.RUnlock()
-	if ok {
-		return n
+// queueSpans returns the span name and start options of queueURL's
+// process spans, built once per queue.
+func (c *Consumer) queueSpans(queueURL string) *queueSpans {
+	if q, ok := (*c.queues.Load())[queueURL]; ok {
+		return q
 	}
-	n = "process " + queueName(queueURL)
-	c.mu.Lock()
-	c.names[queueURL] = n
-	c.mu.Unlock()
-	return n
+	name := queueName(queueURL)
+	q := &queueSpans{
+		name: "process " + name,
+		start: []trace.SpanStartOption{
+			trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(
+				semconv.MessagingSystemAWSSQS,
+				semconv.MessagingDestinationName(name),
+				semconv.MessagingOperationTypeProcess,
+				semconv.MessagingOperationName("process"),
+			),
+		},
+		receive: "receive " + name,
+		receiveStart: []trace.SpanStartOption{
+			trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(
+				semconv.MessagingSystemAWSSQS,
+				semconv.MessagingDestinationName(name),
+				semconv.MessagingOperationTypeReceive,
+				semconv.MessagingOperationName("receive"),
+			),
+		},
+	}
+	c.buildM.Lock()
+	defer c.buildM.Unlock()
+	old := *c.queues.Load()
+	if have, ok := old[queueURL]; ok {
+		return have
+	}
+	if len(old) >= maxOpts {
+		return q
+	}
+	m := make(map[string]*queueSpans, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[queueURL] = q
+	c.queues.Store(&m)
+	return q
 }
 
 func queueName(url string) string { return url[strings.LastIndex(url, "/")+1:] }
@@ -239,29 +369,8 @@ func (c *Consumer) StartReceive(ctx context.Context, queueURL string) (context.C
 	if c == nil || c.tracer == nil {
 		return ctx, nil
 	}
-	v, ok := c.receives.Load(queueURL)
-	if !ok {
-		v, _ = c.receives.LoadOrStore(queueURL, &spanStart{
-			name: "receive " + queueName(queueURL),
-			opts: []trace.SpanStartOption{
-				trace.WithSpanKind(trace.SpanKindClient),
-				trace.WithAttributes(
-					semconv.MessagingSystemAWSSQS,
-					semconv.MessagingDestinationName(queueName(queueURL)),
-					semconv.MessagingOperationTypeReceive,
-					semconv.MessagingOperationName("receive"),
-				),
-			},
-		})
-	}
-	s := v.(*spanStart)
-	return c.tracer.Start(ctx, s.name, s.opts...)
-}
-
-// spanStart is a span's name and start options, built once.
-type spanStart struct {
-	name string
-	opts []trace.SpanStartOption
+	q := c.queueSpans(queueURL)
+	return c.tracer.Start(ctx, q.receive, q.receiveStart...)
 }
 
 // EndReceive ends a receive span (nil: none) with the messages the call
@@ -324,12 +433,15 @@ func (c *Consumer) StartBatch(ctx context.Context, queue string, n int) (context
 // else its AWSTraceHeader system attribute, see [Extract]); key
 // identifies the message in later calls. When ctx has a span of its own
 // (a Lambda invocation's batch span) and the message carries a context,
-// the process span links to ctx's span.
+// the process span links to ctx's span. The attributes known at creation
+// (system, queue, operation) are the span's from its start; the
+// message's own (ID, key, receive count) are added when it ends, and
+// only if the sampler kept it.
 func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs map[string]types.MessageAttributeValue, sys map[string]string, messageID, dedupeKey string, receiveCount int) context.Context {
 	if c == nil || c.tracer == nil {
 		return ctx
 	}
-	name := queueName(queueURL)
+	q := c.queueSpans(queueURL)
 	// The message's context, as MessageContext reads it, with one
 	// context allocated; amb, ctx's own span, is linked when the message
 	// carries a context of its own.
@@ -350,43 +462,65 @@ func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs ma
 	if !carried {
 		amb = trace.SpanContext{}
 	}
-	ctx, span := c.tracer.Start(parent, c.spanName(queueURL),
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			semconv.MessagingSystemAWSSQS,
-			semconv.MessagingDestinationName(name),
-			semconv.MessagingOperationTypeProcess,
-			semconv.MessagingOperationName("process"),
-			semconv.MessagingMessageID(messageID),
-			attribute.String("sqsonce.key", dedupeKey),
-			attribute.Int("sqsonce.receive_count", receiveCount),
-		))
-	if amb.IsValid() && span.IsRecording() {
-		span.AddLink(trace.Link{SpanContext: amb})
+	ctx, span := c.tracer.Start(parent, q.name, q.start...)
+	var old spanRec
+	var ok bool
+	if span.IsRecording() {
+		if amb.IsValid() {
+			span.AddLink(trace.Link{SpanContext: amb})
+		}
+		old, ok = c.spans.swap(key, spanRec{span: span, messageID: messageID, key: dedupeKey, receives: receiveCount})
+	} else {
+		old, ok = c.spans.take(key)
 	}
-	if old, ok := c.spans.Swap(key, span); ok {
+	if ok {
 		// The message ran before without being settled: a probe that found
 		// its downstream still unavailable, held by the consumer for the
 		// next probe. That run's span ends here.
-		prev := old.(trace.Span)
-		prev.SetAttributes(attribute.String("sqsonce.outcome", "held"))
-		prev.End()
+		old.end("held", "", nil)
 	}
 	return ctx
 }
 
+// end sets the span's per-message attributes and its outcome, in one
+// call, and ends it.
+func (r spanRec) end(outcome, class string, err error) {
+	kvs := [...]attribute.KeyValue{
+		semconv.MessagingMessageID(r.messageID),
+		attribute.String("sqsonce.key", r.key),
+		attribute.Int("sqsonce.receive_count", r.receives),
+		attribute.String("sqsonce.outcome", outcome),
+		attribute.String("sqsonce.failure_class", class),
+	}
+	n := len(kvs)
+	if class == "" {
+		n--
+	}
+	r.span.SetAttributes(kvs[:n]...)
+	switch outcome {
+	case "ack", "duplicate", "release", "held":
+	default:
+		if err != nil {
+			r.span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	r.span.End()
+}
+
 // Event adds a named event to the message's span.
 func (c *Consumer) Event(key any, name string, err error) {
-	if c == nil {
+	if c == nil || c.tracer == nil {
 		return
 	}
-	if s, ok := c.spans.Load(key); ok {
-		opts := []trace.EventOption{}
-		if err != nil {
-			opts = append(opts, trace.WithAttributes(attribute.String("error", err.Error())))
-		}
-		s.(trace.Span).AddEvent(name, opts...)
+	r, ok := c.spans.load(key)
+	if !ok {
+		return
 	}
+	if err != nil {
+		r.span.AddEvent(name, trace.WithAttributes(attribute.String("error", err.Error())))
+		return
+	}
+	r.span.AddEvent(name)
 }
 
 // Received counts one received message.
@@ -394,8 +528,8 @@ func (c *Consumer) Received(ctx context.Context) {
 	if c == nil || c.received == nil {
 		return
 	}
-	c.received.Add(ctx, 1, c.receive)
-	c.inFlight.Add(ctx, 1, c.base)
+	c.received.Add(ctx, 1, c.receive.add...)
+	c.inFlight.Add(1)
 }
 
 // HandlerDone records the time the handler took.
@@ -403,7 +537,7 @@ func (c *Consumer) HandlerDone(ctx context.Context, d time.Duration) {
 	if c == nil || c.processDur == nil {
 		return
 	}
-	c.processDur.Record(ctx, d.Seconds(), c.process)
+	c.processDur.Record(ctx, d.Seconds(), c.process.rec...)
 }
 
 // Settled counts the outcome and ends the message's span with it.
@@ -412,23 +546,14 @@ func (c *Consumer) Settled(ctx context.Context, key any, outcome, class string, 
 		return
 	}
 	if c.settled != nil {
-		c.settled.Add(ctx, 1, c.attrs("sqsonce.outcome", outcome, "sqsonce.failure_class", class))
-		c.inFlight.Add(ctx, -1, c.base)
+		c.settled.Add(ctx, 1, c.attrs("sqsonce.outcome", outcome, "sqsonce.failure_class", class).add...)
+		c.inFlight.Add(-1)
 	}
-	if s, ok := c.spans.LoadAndDelete(key); ok {
-		span := s.(trace.Span)
-		span.SetAttributes(attribute.String("sqsonce.outcome", outcome))
-		if class != "" {
-			span.SetAttributes(attribute.String("sqsonce.failure_class", class))
-		}
-		switch outcome {
-		case "ack", "duplicate", "release":
-		default:
-			if err != nil {
-				span.SetStatus(codes.Error, err.Error())
-			}
-		}
-		span.End()
+	if c.tracer == nil {
+		return
+	}
+	if r, ok := c.spans.take(key); ok {
+		r.end(outcome, class, err)
 	}
 }
 
@@ -439,7 +564,7 @@ func (c *Consumer) DeadLettered(ctx context.Context, key any, result string, err
 		return
 	}
 	if c.deadLetters != nil {
-		c.deadLetters.Add(ctx, 1, c.attrs("result", result, "", ""))
+		c.deadLetters.Add(ctx, 1, c.attrs("result", result, "", "").add...)
 	}
 	c.Event(key, "sqsonce.dead_letter."+result, err)
 }
@@ -450,7 +575,7 @@ func (c *Consumer) LeaseLost(ctx context.Context, key any, err error) {
 		return
 	}
 	if c.leaseLost != nil {
-		c.leaseLost.Add(ctx, 1, c.base)
+		c.leaseLost.Add(ctx, 1, c.base.add...)
 	}
 	c.Event(key, "sqsonce.lease_lost", err)
 }
@@ -461,7 +586,7 @@ func (c *Consumer) SettleFailed(ctx context.Context, op string) {
 	if c == nil || c.settleFailed == nil {
 		return
 	}
-	c.settleFailed.Add(ctx, 1, c.attrs("messaging.operation.name", op, "", ""))
+	c.settleFailed.Add(ctx, 1, c.attrs("messaging.operation.name", op, "", "").add...)
 }
 
 // HeartbeatFailed counts failed extensions.
@@ -469,7 +594,7 @@ func (c *Consumer) HeartbeatFailed(ctx context.Context, n int) {
 	if c == nil || c.hbFailed == nil {
 		return
 	}
-	c.hbFailed.Add(ctx, int64(n), c.base)
+	c.hbFailed.Add(ctx, int64(n), c.base.add...)
 }
 
 // Call records one SQS API call; received is the number of messages a
@@ -478,21 +603,21 @@ func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err err
 	if c == nil || c.calls == nil {
 		return
 	}
-	opAttr := c.callAttrs(op, "")
-	durAttr := opAttr
+	o := c.callAttrs(op, "")
+	dur := o
 	if err != nil {
-		durAttr = c.callAttrs(op, errorType(err))
+		dur = c.callAttrs(op, errorType(err))
 	}
-	c.calls.Add(ctx, 1, opAttr)
-	c.callDur.Record(ctx, d.Seconds(), durAttr)
+	c.calls.Add(ctx, 1, o.add...)
+	c.callDur.Record(ctx, d.Seconds(), dur.rec...)
 	if err != nil {
-		c.errs.Add(ctx, 1, opAttr)
+		c.errs.Add(ctx, 1, o.add...)
 	}
 	if op == "SendMessage" {
-		c.sent.Add(ctx, 1, durAttr)
+		c.sent.Add(ctx, 1, dur.add...)
 	}
 	if received >= 0 && err == nil {
-		c.batch.Record(ctx, int64(received), c.base)
+		c.batch.Record(ctx, int64(received), c.base.rec...)
 	}
 }
 
@@ -500,20 +625,17 @@ func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err err
 // from the server).
 const maxAttrSets = 512
 
-// callAttrs returns the measurement option of an SQS call: c.system,
+// callAttrs returns the measurement options of an SQS call: c.system,
 // messaging.operation.name (the API's name), messaging.operation.type
 // where the call is one of the messaging operations, and error.type
 // when errType is set; each set built once.
-func (c *Consumer) callAttrs(op, errType string) metric.MeasurementOption {
+func (c *Consumer) callAttrs(op, errType string) *measureOpts {
 	key := optKey{"call", op, "error.type", errType}
-	c.mu.RLock()
-	o, ok := c.opts[key]
-	n := len(c.opts)
-	c.mu.RUnlock()
-	if ok {
+	m := *c.opts.Load()
+	if o, ok := m[key]; ok {
 		return o
 	}
-	if errType != "" && errType != "_OTHER" && n >= maxAttrSets {
+	if errType != "" && errType != "_OTHER" && len(m) >= maxAttrSets {
 		return c.callAttrs(op, "_OTHER")
 	}
 	kvs := append(append([]attribute.KeyValue{}, c.system...), semconv.MessagingOperationName(op))
@@ -528,11 +650,7 @@ func (c *Consumer) callAttrs(op, errType string) metric.MeasurementOption {
 	if errType != "" {
 		kvs = append(kvs, semconv.ErrorTypeKey.String(errType))
 	}
-	o = metric.WithAttributeSet(attribute.NewSet(kvs...))
-	c.mu.Lock()
-	c.opts[key] = o
-	c.mu.Unlock()
-	return o
+	return c.keep(key, newMeasureOpts(kvs...))
 }
 
 // errorType is a failed call's error.type: the AWS error code, else
@@ -551,9 +669,9 @@ func (c *Consumer) Paused(ctx context.Context, reason string, first bool) {
 	if c == nil || c.pauses == nil {
 		return
 	}
-	c.pauses.Add(ctx, 1, c.attrs("sqsonce.pause.reason", reason, "", ""))
+	c.pauses.Add(ctx, 1, c.attrs("sqsonce.pause.reason", reason, "", "").add...)
 	if first {
-		c.paused.Add(ctx, 1, c.base)
+		c.paused.Add(ctx, 1, c.base.add...)
 	}
 }
 
@@ -562,8 +680,8 @@ func (c *Consumer) Resumed(ctx context.Context, d time.Duration) {
 	if c == nil || c.paused == nil {
 		return
 	}
-	c.paused.Add(ctx, -1, c.base)
-	c.pausedTime.Add(ctx, d.Seconds(), c.base)
+	c.paused.Add(ctx, -1, c.base.add...)
+	c.pausedTime.Add(ctx, d.Seconds(), c.base.add...)
 }
 
 // maxDue bounds the not-before times a Consumer keeps for its next_due
@@ -577,7 +695,7 @@ func (c *Consumer) Held(ctx context.Context, key, how string, notBefore time.Tim
 	if c == nil || c.held == nil {
 		return
 	}
-	c.held.Add(ctx, 1, c.attrs("sqsonce.hold", how, "", ""))
+	c.held.Add(ctx, 1, c.attrs("sqsonce.hold", how, "", "").add...)
 	c.dueMu.Lock()
 	defer c.dueMu.Unlock()
 	if c.due == nil {
@@ -638,7 +756,7 @@ func (c *Consumer) recordDue(ctx context.Context, now time.Time) {
 	if !c.next.IsZero() {
 		v = float64(c.next.UnixMilli()) / 1000
 	}
-	c.nextDue.Record(ctx, v, c.base)
+	c.nextDue.Record(ctx, v, c.base.rec...)
 }
 
 // pruneDue forgets the times not after now (c.dueMu held).

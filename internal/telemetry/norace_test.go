@@ -1,0 +1,6 @@
+//go:build !race
+
+package telemetry_test
+
+// raceAllocs: see race_test.go.
+const raceAllocs = 0

@@ -1,0 +1,8 @@
+//go:build race
+
+package telemetry_test
+
+// raceAllocs is the allocations the race detector adds to a sampled
+// message's path (the SDK's, not ours): the bounds of
+// TestMessageAllocations allow for them under -race.
+const raceAllocs = 2
