@@ -69,9 +69,9 @@ func (op batchOp) retried() bool { return op.tries > 0 }
 // An op joins its batch in the caller's goroutine, under one short lock:
 // no goroutine is woken per message (BenchmarkSettle: 182 ns an op, where
 // handing each op to a batcher goroutine took 531). The caller that fills
-// a batch hands it to a sender (see slots), or on a FIFO queue makes the
-// call itself (see inline), waiting while parallel calls are in flight; a
-// timer sends a partial batch once its oldest op has waited the interval.
+// a batch hands it to a sender (see slots), waiting while parallel calls
+// are in flight; a timer sends a partial batch once its oldest op has
+// waited the interval.
 type batcher struct {
 	client   SQSAPI
 	queueURL string
@@ -97,17 +97,6 @@ type batcher struct {
 	// batchDone, when set, is called after each batch call, once every op
 	// of the batch that was resolved had its done called.
 	batchDone func()
-	// inline makes the caller that fills a batch (or whose nudge, or the
-	// timer, sends the partial ones) make the call itself, in its own
-	// goroutine, instead of handing the batch to a sender (FIFO queues).
-	// On a FIFO queue a group's next messages are handed out only once its
-	// received ones are deleted: a handoff puts a goroutine wake-up (often
-	// a thread's) between the last handler of a receive and the delete
-	// that unlocks its groups. The caller waits for the call, which a FIFO
-	// worker can afford: its lane's next message is already received, and
-	// the receivers wait for the call's slots anyway. Deletes tried again
-	// later still go to the senders.
-	inline bool
 
 	qmu    sync.Mutex
 	dels   []batchOp   // the delete batch being filled
@@ -126,6 +115,11 @@ type batcher struct {
 	// senders in use stay few, with their stacks grown for the SDK's
 	// calls (a sender left idle over a GC cycle has its stack shrunk, and
 	// grows it again on its next call), and the rest are never started.
+	// (Calls made by the worker that fills a batch, without the handoff,
+	// cost more on the bench's FIFO rows: any of the workers made them,
+	// each growing its stack for the SDK's call after a GC shrank it,
+	// about nine times the senders' runtime.newstack time; the handoff
+	// readies the sender on the worker's own P.)
 	slots chan struct{} // one per call in flight: cap is parallel
 	smu   sync.Mutex
 	idleS []chan []batchOp
@@ -321,7 +315,7 @@ func (s *batcher) sendAll(ops []batchOp) {
 	for len(ops) > 0 {
 		n := min(len(ops), sqslimits.MaxBatchEntries)
 		s.inflight.Add(1)
-		s.handOff(ops[:n:n])
+		s.send(ops[:n:n])
 		ops = ops[n:]
 	}
 }
@@ -351,27 +345,10 @@ func (s *batcher) close() {
 	s.wg.Wait()
 }
 
-// send makes the call of ops (all deletes or all visibility changes,
-// counted in s.inflight) now, in the caller's goroutine, when s.inline is
-// set, else hands them to a sender (handOff); either waits while parallel
-// calls are in flight.
+// send hands ops (all deletes or all visibility changes, counted in
+// s.inflight) to the sender that finished last, or to a new one, waiting
+// while parallel calls are in flight.
 func (s *batcher) send(ops []batchOp) {
-	if len(ops) == 0 {
-		return
-	}
-	if !s.inline {
-		s.handOff(ops)
-		return
-	}
-	s.slots <- struct{}{}
-	s.call(ops)
-	<-s.slots
-	s.inflight.Done()
-}
-
-// handOff hands ops (as send's) to the sender that finished last, or to a
-// new one, waiting while parallel calls are in flight.
-func (s *batcher) handOff(ops []batchOp) {
 	if len(ops) == 0 {
 		return
 	}

@@ -392,7 +392,6 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		// received message is queued, send what is queued without waiting
 		// for full batches.
 		r.batcher.idle = func() bool { return r.unsettled.Load() == 0 }
-		r.batcher.inline = true
 		r.batcher.batchDone = func() {
 			if n := r.freed.Swap(0); n > 0 {
 				r.capacity.release(int(n))
