@@ -69,7 +69,7 @@ func TestTableTiny(t *testing.T) {
 		"dedupe, lease mode vs its own two writes", "latency send → delete returned, p99", "live heap growth per message, 600 msgs",
 		"dedupe, transactional mode vs its own transaction, 32 at once, no SQS", "transactions in flight as each starts, transactional mode",
 		"Idempotency-Key, new key vs handler + the store's 2 writes", "outbox relay, DynamoDB, vs textbook relay loop",
-		"no-op consumer, telemetry on vs off (throughput)", gcRow,
+		"no-op consumer, telemetry on vs off (throughput)", gcRow, fifoIORow,
 	} {
 		if !names[want] {
 			t.Errorf("bench.md lacks the row %q", want)

@@ -115,6 +115,11 @@ type batcher struct {
 	// senders in use stay few, with their stacks grown for the SDK's
 	// calls (a sender left idle over a GC cycle has its stack shrunk, and
 	// grows it again on its next call), and the rest are never started.
+	// (Calls made by the worker that fills a batch, without the handoff,
+	// cost more on the bench's FIFO rows: any of the workers made them,
+	// each growing its stack for the SDK's call after a GC shrank it,
+	// about nine times the senders' runtime.newstack time; the handoff
+	// readies the sender on the worker's own P.)
 	slots chan struct{} // one per call in flight: cap is parallel
 	smu   sync.Mutex
 	idleS []chan []batchOp
