@@ -309,8 +309,8 @@ func (b *bench) ioBound() ([]row, error) {
 		times       []time.Duration
 		target      float64
 	}{
-		{"I/O-bound handler (20 ms, conc 100)", "io", fixed, 0.95},
-		{"mixed handler times (median 5 ms, p99 200 ms, conc 100)", "mixed", mixed, 0.9},
+		{"I/O-bound handler (20 ms, conc 100)", "io", fixed, 0.97},
+		{"mixed handler times (median 5 ms, p99 200 ms, conc 100)", "mixed", mixed, 0.95},
 	} {
 		r, err := b.handlerRow(c.name, c.label, 0, conc, pollers, c.times, atLeast(c.target))
 		if err != nil {
@@ -500,7 +500,7 @@ func (b *bench) fifo() ([]row, error) {
 	for _, c := range []struct {
 		groups int
 		target target
-	}{{100, atLeast(0.9)}, {10, target{}}} {
+	}{{100, atLeast(0.9)}, {10, atLeast(0.95)}} {
 		pollers, err := b.plainPollers(true, c.groups)
 		if err != nil {
 			return nil, err
@@ -539,7 +539,7 @@ func (b *bench) fifo() ([]row, error) {
 			interleavedRuns(drainRounds(b.runs)), thousands(int64(n)), pollers, thousands(int64(b.n)), receives.med(), deletes.med(), plainReceives.med(), plainDeletes.med(), cpu.med(), plainCPU.med())
 		note += serverNote(srv, plainSrv) + switchNote(sw, plainSw)
 		if c.groups == 10 {
-			note += "; few groups: SQS hands out a group's next messages only once its received ones are deleted"
+			note += "; few groups: SQS hands out a group's next messages only once its received ones are deleted; target: the same receives and delete batches as the plain loop, so ≥ 0.95"
 		}
 		rows = append(rows, row{group: "Throughput, SQS", name: fmt.Sprintf("FIFO, %d groups, no-op (conc 32)", c.groups), value: rate, limit: limit, ratio: ratios(rate, limit), unit: "msgs/s", note: note}.with(c.target))
 		if c.groups == 10 {
