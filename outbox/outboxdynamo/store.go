@@ -80,8 +80,8 @@ type Store struct {
 
 	leases partlease.Cache // owner → partitions held
 
-	pageMu sync.Mutex
-	page   pageHint // how the last Due sized its pages
+	aheadMu sync.Mutex
+	ahead   map[int]*ahead // by partition: what its pass read and kept (ahead.go)
 }
 
 // New checks cfg and fills its defaults.

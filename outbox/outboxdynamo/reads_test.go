@@ -1,0 +1,83 @@
+package outboxdynamo_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
+)
+
+// A relay reads each event about once: draining a backlog step by step as
+// a relay does (Due, or DueRuns, then Published), the Queries of the
+// event partitions read at most 1.1 items per event published, as the
+// textbook loop (Query a page, send it, delete it) reads 1. Before, every
+// step queried every held partition and re-read the events queued behind
+// each entity's oldest: about 5.5 items per event. Each entity's events
+// still come out in commit order: one per step from Due, its ready run in
+// order from DueRuns.
+func TestRelayReadsEachEventAboutOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		entities, perEntity int
+		limit               int
+		runs                bool
+	}{
+		{"100 entities of 10 events", 100, 10, 100, false},
+		{"4 entities of 150 events", 4, 150, 100, false},
+		{"2000 entities of 1 event, 10 a step", 2000, 1, 10, false},
+		{"runs: 100 entities of 10 events", 100, 10, 100, true},
+		{"runs: 4 entities of 150 events", 4, 150, 100, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, mk := newTable(t)
+			rc := &readCounter{DynamoDBAPI: testenv.Dynamo(t)}
+			st := mk(outboxdynamo.Config{Client: rc})
+			backlog(t, st, "ent", tc.entities, tc.perEntity)
+			rc.take()
+			ctx := context.Background()
+			next := map[string]int{} // entity → its next event's number
+			published, steps := 0, 0
+			due := st.Due
+			if tc.runs {
+				due = st.DueRuns
+			}
+			for ; steps < 2*tc.perEntity+2*tc.entities*tc.perEntity/tc.limit+10; steps++ {
+				evs, err := due(ctx, "r1", tc.limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(evs) == 0 {
+					break
+				}
+				seen := map[string]bool{}
+				for _, e := range evs {
+					if seen[e.Entity] && !tc.runs {
+						t.Fatalf("step %d: two events of %s at once", steps, e.Entity)
+					}
+					seen[e.Entity] = true
+					if want := fmt.Sprintf("%s-%d", e.Entity, next[e.Entity]); e.ID != want {
+						t.Fatalf("step %d: %s, want %s (commit order)", steps, e.ID, want)
+					}
+					next[e.Entity]++
+				}
+				if err := st.Published(ctx, evs); err != nil {
+					t.Fatal(err)
+				}
+				published += len(evs)
+			}
+			queries, items := rc.take()
+			perEvent := float64(items) / float64(max(published, 1))
+			t.Logf("%d events published in %d steps: %d queries of event partitions, %d items read, %.2f per event",
+				published, steps, queries, items, perEvent)
+			if published != tc.entities*tc.perEntity {
+				t.Fatalf("published %d of %d events", published, tc.entities*tc.perEntity)
+			}
+			if perEvent > 1.1 {
+				t.Fatalf("read %d items in %d queries for %d events published: %.2f per event, want at most 1.1",
+					items, queries, published, perEvent)
+			}
+		})
+	}
+}
