@@ -122,18 +122,33 @@ func (l *ddbLeases) Drop(ctx context.Context, owner string, ps []int) error {
 }
 
 func (l *ddbLeases) Renew(ctx context.Context, owner string, ps []int, _, until time.Time) ([]int, error) {
+	// At once (they sit on a relay's step), in order for the answer.
+	ok := make([]bool, len(ps))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(2 * readers)
+	for i, p := range ps {
+		g.Go(func() error {
+			_, err := l.st.cfg.Client.UpdateItem(gctx, &dynamodb.UpdateItemInput{TableName: aws.String(l.st.cfg.Table), Key: leaseKey(p),
+				UpdateExpression:          aws.String("SET #u = :until"),
+				ConditionExpression:       aws.String("#o = :me"),
+				ExpressionAttributeNames:  map[string]string{"#o": "owner", "#u": "until"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(until.UnixMilli())}}, dynamohttp.Guard)
+			switch {
+			case err == nil:
+				ok[i] = true
+			case !isConditionFailed(err):
+				return fmt.Errorf("outboxdynamo: renew partition %d: %w", p, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
 	var renewed []int
-	for _, p := range ps {
-		_, err := l.st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(l.st.cfg.Table), Key: leaseKey(p),
-			UpdateExpression:          aws.String("SET #u = :until"),
-			ConditionExpression:       aws.String("#o = :me"),
-			ExpressionAttributeNames:  map[string]string{"#o": "owner", "#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(until.UnixMilli())}}, dynamohttp.Guard)
-		switch {
-		case err == nil:
+	for i, p := range ps {
+		if ok[i] {
 			renewed = append(renewed, p)
-		case !isConditionFailed(err):
-			return nil, fmt.Errorf("outboxdynamo: renew partition %d: %w", p, err)
 		}
 	}
 	l.held = renewed
