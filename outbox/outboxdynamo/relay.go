@@ -157,30 +157,51 @@ func (l *ddbLeases) Renew(ctx context.Context, owner string, ps []int, _, until 
 
 func (l *ddbLeases) Take(ctx context.Context, owner string, want int, now, until time.Time) ([]int, error) {
 	nowMs := now.UnixMilli()
-	var taken []int
+	var free []int // lowest first
 	for p := range l.st.cfg.Partitions {
-		if len(taken) >= want {
-			break
-		}
 		if item, ok := l.leases[p]; ok && num(item, "until") > nowMs {
 			continue
 		}
-		if slices.Contains(l.held, p) {
-			continue
+		if !slices.Contains(l.held, p) {
+			free = append(free, p)
 		}
-		_, err := l.st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.st.cfg.Table),
-			Item:                      map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p)), "owner": s(owner), "until": n(until.UnixMilli())},
-			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u <= :now"),
-			ExpressionAttributeNames:  map[string]string{"#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}}, dynamohttp.Guard)
-		switch {
-		case err == nil:
-			// Another owner may have published from it since this
-			// Store last held it.
-			l.st.forget(p)
-			taken = append(taken, p)
-		case !isConditionFailed(err):
-			return nil, fmt.Errorf("outboxdynamo: take partition %d: %w", p, err)
+	}
+	var taken []int
+	// As many at once as are still wanted (they sit on a relay's step),
+	// lowest first, until enough were taken or none is left to try.
+	for len(taken) < want && len(free) > 0 {
+		try := free[:min(want-len(taken), len(free))]
+		free = free[len(try):]
+		ok := make([]bool, len(try))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(2 * readers)
+		for i, p := range try {
+			g.Go(func() error {
+				_, err := l.st.cfg.Client.PutItem(gctx, &dynamodb.PutItemInput{TableName: aws.String(l.st.cfg.Table),
+					Item:                      map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p)), "owner": s(owner), "until": n(until.UnixMilli())},
+					ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u <= :now"),
+					ExpressionAttributeNames:  map[string]string{"#u": "until"},
+					ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}}, dynamohttp.Guard)
+				switch {
+				case err == nil:
+					ok[i] = true
+				case !isConditionFailed(err):
+					return fmt.Errorf("outboxdynamo: take partition %d: %w", p, err)
+				}
+				return nil
+			})
+		}
+		err := g.Wait()
+		for i, p := range try {
+			if ok[i] {
+				// Another owner may have published from it since this
+				// Store last held it.
+				l.st.forget(p)
+				taken = append(taken, p)
+			}
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	return taken, nil
