@@ -168,8 +168,14 @@ func (st *Store) due(ctx context.Context, owner string, limit int, runs bool) ([
 	}
 	st.forgetOwner(owner, held)
 	var out []outbox.Event
-	for len(held) > 0 && len(out) < limit {
+	var places []int // with runs: each event's place in its run
+	// With runs every partition is asked, so that one partition's long
+	// runs do not fill the batch ahead of others' oldest events.
+	for len(held) > 0 && (runs || len(out) < limit) {
 		wave, need := min(readers, len(held)), limit-len(out)
+		if runs {
+			need = limit
+		}
 		got := make([][]outbox.Event, wave)
 		g, gctx := errgroup.WithContext(ctx)
 		for i, p := range held[:wave] {
@@ -182,9 +188,34 @@ func (st *Store) due(ctx context.Context, owner string, limit int, runs bool) ([
 			return nil, err
 		}
 		for _, evs := range got {
+			if runs {
+				place := map[string]int{}
+				for _, ev := range evs {
+					places = append(places, place[ev.Entity])
+					place[ev.Entity]++
+				}
+				out = append(out, evs...)
+				continue
+			}
 			out = append(out, evs[:min(len(evs), limit-len(out))]...)
 		}
 		held = held[wave:]
+	}
+	if runs && len(out) > limit {
+		// By place, then as the partitions ranked them: each entity's
+		// events stay in commit order.
+		idx := make([]int, len(out))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return places[a] - places[b] })
+		idx = idx[:limit]
+		slices.Sort(idx) // and back in the partitions' order
+		kept := make([]outbox.Event, len(idx))
+		for i, j := range idx {
+			kept[i] = out[j]
+		}
+		out = kept
 	}
 	return out, nil
 }
@@ -212,13 +243,15 @@ func (st *Store) dueIn(ctx context.Context, owner string, p int, now time.Time, 
 			}
 			continue
 		}
-		heads := a.heads(now.UnixMilli(), need, runs)
+		// Enough when need entities are due: with runs, an entity found
+		// on a later page ranks before the second event of a run.
+		heads, entities := a.heads(now.UnixMilli(), need, runs)
 		switch {
-		case len(heads) >= need:
+		case entities >= need:
 		case !a.ended:
 			after := a.after
 			st.aheadMu.Unlock()
-			if err := st.readPage(ctx, p, a, after, need-len(heads)); err != nil {
+			if err := st.readPage(ctx, p, a, after, need-entities); err != nil {
 				return nil, err
 			}
 			continue
@@ -271,10 +304,11 @@ func (a *ahead) tidy() *run {
 }
 
 // heads returns up to need kept entities' oldest events that are due at
-// now (ms), or when runs their ready runs ranked by place, and drops the
-// runs whose oldest event is parked: another process may requeue, edit or
-// discard it, so a later pass reads them again. st.aheadMu is held.
-func (a *ahead) heads(now int64, need int, runs bool) []outbox.Event {
+// now (ms), or when runs their ready runs ranked by place, and how many
+// entities are due; it drops the runs whose oldest event is parked:
+// another process may requeue, edit or discard it, so a later pass reads
+// them again. st.aheadMu is held.
+func (a *ahead) heads(now int64, need int, runs bool) ([]outbox.Event, int) {
 	var ready []*run
 	live := a.runs[:0]
 	for _, r := range a.runs {
@@ -300,7 +334,7 @@ func (a *ahead) heads(now int64, need int, runs bool) []outbox.Event {
 		for _, r := range ready[:min(need, len(ready))] {
 			out = append(out, r.evs[0].ev)
 		}
-		return out
+		return out, len(ready)
 	}
 	lens := make([]int, len(ready)) // each run's ready length
 	for i, r := range ready {
@@ -324,7 +358,7 @@ func (a *ahead) heads(now int64, need int, runs bool) []outbox.Event {
 			break
 		}
 	}
-	return out
+	return out, len(ready)
 }
 
 // readPage reads the next page of a's pass, after the sort key after,

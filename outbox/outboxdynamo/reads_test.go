@@ -81,3 +81,34 @@ func TestRelayReadsEachEventAboutOnce(t *testing.T) {
 		})
 	}
 }
+
+// DueRuns ranks events by their place in their run across partitions: a
+// batch over one long run and many single events holds every entity's
+// oldest event, the long run's next ones filling the rest in order.
+func TestDueRunsRanksByPlace(t *testing.T) {
+	_, mk := newTable(t)
+	st := mk(outboxdynamo.Config{})
+	ctx := context.Background()
+	long := backlog(t, st, "long", 1, 300)[0]
+	singles := backlog(t, st, "one", 50, 1)
+	evs, err := st.DueRuns(ctx, "r1", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, count := map[string]int{}, map[string]int{}
+	for _, e := range evs {
+		if want := fmt.Sprintf("%s-%d", e.Entity, next[e.Entity]); e.ID != want {
+			t.Fatalf("%s, want %s (commit order)", e.ID, want)
+		}
+		next[e.Entity]++
+		count[e.Entity]++
+	}
+	for _, s := range singles {
+		if count[s] != 1 {
+			t.Fatalf("DueRuns(100) holds %d events of %s, want its one (counts %v)", count[s], s, count)
+		}
+	}
+	if len(evs) != 100 || count[long] != 50 {
+		t.Fatalf("DueRuns(100): %d events, %d of the long run; want 100 and 50", len(evs), count[long])
+	}
+}
