@@ -1,6 +1,7 @@
 package outboxdynamo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -151,10 +152,10 @@ func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Eve
 
 // DueRuns is [Store.Due] with, for each entity, its ready run rather than
 // its oldest event only: its kept events in commit order, up to the first
-// that is parked or waiting for its retry. Each partition's events are
-// ranked by their place in their run, then by entity, so that no entity
-// starves behind another's long run; each entity's events are in the
-// slice in commit order.
+// that is parked or waiting for its retry. Events are ranked by their
+// place in their run, then by age, so that no entity starves behind
+// another's long run; each entity's events are in the slice in commit
+// order.
 func (st *Store) DueRuns(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
 	return st.due(ctx, owner, limit, true)
 }
@@ -202,13 +203,15 @@ func (st *Store) due(ctx context.Context, owner string, limit int, runs bool) ([
 		held = held[wave:]
 	}
 	if runs && len(out) > limit {
-		// By place, then as the partitions ranked them: each entity's
-		// events stay in commit order.
+		// By place, then by age: each entity's events stay in commit
+		// order (a later place, or the same entity's later event).
 		idx := make([]int, len(out))
 		for i := range idx {
 			idx[i] = i
 		}
-		slices.SortStableFunc(idx, func(a, b int) int { return places[a] - places[b] })
+		slices.SortStableFunc(idx, func(a, b int) int {
+			return cmp.Or(cmp.Compare(places[a], places[b]), out[a].CreatedAt.Compare(out[b].CreatedAt))
+		})
 		idx = idx[:limit]
 		slices.Sort(idx) // and back in the partitions' order
 		kept := make([]outbox.Event, len(idx))
