@@ -23,9 +23,9 @@ import (
 // reads each partition its relay holds in passes: a pass reads the
 // partition from its start, a page (Query, sk > where the last page
 // ended) at a time, and keeps what it read, run by run, until it is
-// published. Due hands out each entity's oldest kept event, if it is
-// neither parked nor waiting for its retry, without reading again what it
-// kept; Published and Failed update what is kept. So an event is read
+// published. Due hands out each entity's oldest kept event (DueRuns its
+// ready run), if it is neither parked nor waiting for its retry, without
+// reading again what it kept; Published and Failed update what is kept. So an event is read
 // once, as a plain relay loop reads it, however many steps its entity's
 // run takes.
 //
@@ -47,8 +47,8 @@ import (
 // or gives up the partition, when another owner reads it, and when
 // Requeue, Edit or Discard change events through this Store.
 const (
-	// minPage and maxPage bound a page of a pass: twice the events still
-	// wanted, so that one Query usually finds them.
+	// minPage and maxPage bound a page of a pass: twice the entities
+	// still wanted, so that one Query usually finds them.
 	minPage = 8
 	maxPage = 1000
 	// runPage is how many events of one run are read at once after a
