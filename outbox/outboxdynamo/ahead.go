@@ -147,7 +147,7 @@ func (st *Store) forgetOwner(owner string, held []int) {
 // readers at once, until it has limit events; each partition answers from
 // what its pass kept, and reads only what it did not keep.
 func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
-	return st.due(ctx, owner, limit, false)
+	return st.due(ctx, owner, limit, false, nil)
 }
 
 // DueRuns is [Store.Due] with, for each entity, its ready run rather than
@@ -155,19 +155,34 @@ func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Eve
 // that is parked or waiting for its retry. Events are ranked by their
 // place in their run, then by age, so that no entity starves behind
 // another's long run; each entity's events are in the slice in commit
-// order.
-func (st *Store) DueRuns(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
-	return st.due(ctx, owner, limit, true)
+// order. inFlight are events owner took and is still sending (neither
+// published nor failed yet): an entity of theirs has its run start after
+// its last one of them.
+func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight []outbox.Event) ([]outbox.Event, error) {
+	return st.due(ctx, owner, limit, true, inFlight)
 }
 
 // due is Due, or DueRuns when runs.
-func (st *Store) due(ctx context.Context, owner string, limit int, runs bool) ([]outbox.Event, error) {
+func (st *Store) due(ctx context.Context, owner string, limit int, runs bool, inFlight []outbox.Event) ([]outbox.Event, error) {
 	now := st.cfg.NowFunc()
 	held, err := st.partitions(ctx, owner, now)
 	if err != nil {
 		return nil, err
 	}
 	st.forgetOwner(owner, held)
+	// By partition and entity hash: the last sort key in flight.
+	flying := map[int]map[string]string{}
+	for _, ev := range inFlight {
+		p, sk, ok := parseHandle(ev.Handle)
+		if !ok {
+			continue
+		}
+		hash, _, _ := strings.Cut(sk, "#")
+		if flying[p] == nil {
+			flying[p] = map[string]string{}
+		}
+		flying[p][hash] = max(flying[p][hash], sk)
+	}
 	var out []outbox.Event
 	var places []int // with runs: each event's place in its run
 	// With runs every partition is asked, so that one partition's long
@@ -181,7 +196,7 @@ func (st *Store) due(ctx context.Context, owner string, limit int, runs bool) ([
 		g, gctx := errgroup.WithContext(ctx)
 		for i, p := range held[:wave] {
 			g.Go(func() (err error) {
-				got[i], err = st.dueIn(gctx, owner, p, now, need, runs)
+				got[i], err = st.dueIn(gctx, owner, p, now, need, runs, flying[p])
 				return err
 			})
 		}
@@ -202,9 +217,9 @@ func (st *Store) due(ctx context.Context, owner string, limit int, runs bool) ([
 		}
 		held = held[wave:]
 	}
-	if runs && len(out) > limit {
-		// By place, then by age: each entity's events stay in commit
-		// order (a later place, or the same entity's later event).
+	if runs {
+		// By place, then by age, then as the partitions ranked them:
+		// each entity's events stay in commit order (a later place).
 		idx := make([]int, len(out))
 		for i := range idx {
 			idx[i] = i
@@ -212,21 +227,21 @@ func (st *Store) due(ctx context.Context, owner string, limit int, runs bool) ([
 		slices.SortStableFunc(idx, func(a, b int) int {
 			return cmp.Or(cmp.Compare(places[a], places[b]), out[a].CreatedAt.Compare(out[b].CreatedAt))
 		})
-		idx = idx[:limit]
-		slices.Sort(idx) // and back in the partitions' order
-		kept := make([]outbox.Event, len(idx))
-		for i, j := range idx {
-			kept[i] = out[j]
+		ranked := make([]outbox.Event, min(limit, len(idx)))
+		for i := range ranked {
+			ranked[i] = out[idx[i]]
 		}
-		out = kept
+		out = ranked
 	}
 	return out, nil
 }
 
 // dueIn returns up to need due events of partition p: each entity's
 // oldest (its ready run when runs), if it is neither parked nor waiting
-// for its retry (then it holds back its entity).
-func (st *Store) dueIn(ctx context.Context, owner string, p int, now time.Time, need int, runs bool) ([]outbox.Event, error) {
+// for its retry (then it holds back its entity). flying maps an entity
+// hash to its last event in flight: the entity's events up to it are not
+// handed out.
+func (st *Store) dueIn(ctx context.Context, owner string, p int, now time.Time, need int, runs bool, flying map[string]string) ([]outbox.Event, error) {
 	st.aheadMu.Lock()
 	a := st.aheadOf(owner, p, now)
 	a.steps++
@@ -248,7 +263,7 @@ func (st *Store) dueIn(ctx context.Context, owner string, p int, now time.Time, 
 		}
 		// Enough when need entities are due: with runs, an entity found
 		// on a later page ranks before the second event of a run.
-		heads, entities := a.heads(now.UnixMilli(), need, runs)
+		heads, entities := a.heads(now.UnixMilli(), need, runs, flying)
 		switch {
 		case entities >= need:
 		case !a.ended:
@@ -308,52 +323,53 @@ func (a *ahead) tidy() *run {
 
 // heads returns up to need kept entities' oldest events that are due at
 // now (ms), or when runs their ready runs ranked by place, and how many
-// entities are due; it drops the runs whose oldest event is parked:
+// entities are due; an entity's events up to its last in flight (flying)
+// are passed over. It drops the runs whose oldest event is parked:
 // another process may requeue, edit or discard it, so a later pass reads
 // them again. st.aheadMu is held.
-func (a *ahead) heads(now int64, need int, runs bool) ([]outbox.Event, int) {
-	var ready []*run
+func (a *ahead) heads(now int64, need int, runs bool, flying map[string]string) ([]outbox.Event, int) {
+	type ready struct {
+		r        *run
+		from, to int // r.evs[from:to] are due
+	}
+	var due []ready
 	live := a.runs[:0]
 	for _, r := range a.runs {
-		if len(r.evs) > 0 {
-			h := r.evs[0]
-			switch {
-			case h.ev.Dead:
-				a.held = true
-				delete(a.byHash, r.hash)
-				continue
-			case h.nextAt > now:
-				a.held = true
-			default:
-				ready = append(ready, r)
-			}
+		if len(r.evs) > 0 && r.evs[0].ev.Dead {
+			a.held = true
+			delete(a.byHash, r.hash)
+			continue
 		}
 		live = append(live, r)
+		from := 0
+		if last, ok := flying[r.hash]; ok {
+			for from < len(r.evs) && r.evs[from].sk <= last {
+				from++
+			}
+		}
+		if from == len(r.evs) {
+			continue
+		}
+		if h := r.evs[from]; h.ev.Dead || h.nextAt > now {
+			a.held = true
+			continue
+		}
+		to := from + 1
+		if runs {
+			for to < len(r.evs) && !r.evs[to].ev.Dead && r.evs[to].nextAt <= now {
+				to++ // up to the first held back: its run's later events wait
+			}
+		}
+		due = append(due, ready{r, from, to})
 	}
 	clear(a.runs[len(live):])
 	a.runs = live
 	var out []outbox.Event
-	if !runs {
-		for _, r := range ready[:min(need, len(ready))] {
-			out = append(out, r.evs[0].ev)
-		}
-		return out, len(ready)
-	}
-	lens := make([]int, len(ready)) // each run's ready length
-	for i, r := range ready {
-		lens[i] = len(r.evs)
-		for j, k := range r.evs[1:] {
-			if k.ev.Dead || k.nextAt > now {
-				lens[i] = j + 1 // held back: its run's later events too
-				break
-			}
-		}
-	}
 	for place := 0; len(out) < need; place++ {
 		more := false
-		for i, r := range ready {
-			if place < lens[i] && len(out) < need {
-				out = append(out, r.evs[place].ev)
+		for _, d := range due {
+			if i := d.from + place; i < d.to && len(out) < need {
+				out = append(out, d.r.evs[i].ev)
 				more = true
 			}
 		}
@@ -361,7 +377,7 @@ func (a *ahead) heads(now int64, need int, runs bool) ([]outbox.Event, int) {
 			break
 		}
 	}
-	return out, len(ready)
+	return out, len(due)
 }
 
 // readPage reads the next page of a's pass, after the sort key after,
@@ -450,15 +466,21 @@ func (a *ahead) keep(item map[string]types.AttributeValue) *run {
 	return r
 }
 
+// parseHandle returns the partition and sort key of an event's handle.
+func parseHandle(h string) (p int, sk string, ok bool) {
+	pk, sk, ok := strings.Cut(h, "|")
+	if !ok || !strings.HasPrefix(pk, "b#") {
+		return 0, "", false
+	}
+	p, err := strconv.Atoi(pk[2:])
+	return p, sk, err == nil
+}
+
 // keptAt finds the kept event of handle h: its run and index, or nil.
 // st.aheadMu is held.
 func (st *Store) keptAt(h string) (*run, int) {
-	pk, sk, ok := strings.Cut(h, "|")
-	if !ok || !strings.HasPrefix(pk, "b#") {
-		return nil, 0
-	}
-	p, err := strconv.Atoi(pk[2:])
-	if err != nil {
+	p, sk, ok := parseHandle(h)
+	if !ok {
 		return nil, 0
 	}
 	a := st.ahead[p]

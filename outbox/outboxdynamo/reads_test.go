@@ -3,9 +3,12 @@ package outboxdynamo_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
 )
 
@@ -41,7 +44,9 @@ func TestRelayReadsEachEventAboutOnce(t *testing.T) {
 			published, steps := 0, 0
 			due := st.Due
 			if tc.runs {
-				due = st.DueRuns
+				due = func(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
+					return st.DueRuns(ctx, owner, limit, nil)
+				}
 			}
 			for ; steps < 2*tc.perEntity+2*tc.entities*tc.perEntity/tc.limit+10; steps++ {
 				evs, err := due(ctx, "r1", tc.limit)
@@ -91,7 +96,7 @@ func TestDueRunsRanksByPlace(t *testing.T) {
 	ctx := context.Background()
 	long := backlog(t, st, "long", 1, 300)[0]
 	singles := backlog(t, st, "one", 50, 1)
-	evs, err := st.DueRuns(ctx, "r1", 100)
+	evs, err := st.DueRuns(ctx, "r1", 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,5 +115,62 @@ func TestDueRunsRanksByPlace(t *testing.T) {
 	}
 	if len(evs) != 100 || count[long] != 50 {
 		t.Fatalf("DueRuns(100): %d events, %d of the long run; want 100 and 50", len(evs), count[long])
+	}
+}
+
+// DueRuns passes over the events in flight (taken, still being sent): an
+// entity's run starts after its last one of them, and a failed send holds
+// back its entity again, without reading anything again.
+func TestDueRunsAfterInFlight(t *testing.T) {
+	_, mk := newTable(t)
+	rc := &readCounter{DynamoDBAPI: testenv.Dynamo(t)}
+	st := mk(outboxdynamo.Config{Client: rc})
+	ctx := context.Background()
+	backlog(t, st, "a", 1, 5)
+	backlog(t, st, "b", 1, 3)
+	ids := func(evs []outbox.Event) string {
+		var s []string
+		for _, e := range evs {
+			s = append(s, e.ID)
+		}
+		return strings.Join(s, " ")
+	}
+	byID := map[string]outbox.Event{}
+	all, err := st.DueRuns(ctx, "r1", 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range all {
+		byID[e.ID] = e
+	}
+	if got, want := ids(all), "a0000-0 b0000-0 a0000-1 b0000-1 a0000-2 b0000-2 a0000-3 a0000-4"; got != want {
+		t.Fatalf("DueRuns: %s, want %s", got, want)
+	}
+	rc.take()
+	flying := []outbox.Event{byID["a0000-0"], byID["a0000-1"], byID["b0000-0"]}
+	evs, err := st.DueRuns(ctx, "r1", 100, flying)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(evs), "a0000-2 b0000-1 a0000-3 b0000-2 a0000-4"; got != want {
+		t.Fatalf("DueRuns with %s in flight: %s, want %s", ids(flying), got, want)
+	}
+	if err := st.Published(ctx, flying[:2]); err != nil {
+		t.Fatal(err)
+	}
+	failed := byID["b0000-0"]
+	failed.Attempts = 1
+	if err := st.Failed(ctx, failed, "throttled", time.Now().Add(time.Hour), false); err != nil {
+		t.Fatal(err)
+	}
+	evs, err = st.DueRuns(ctx, "r1", 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(evs), "a0000-2 a0000-3 a0000-4"; got != want {
+		t.Fatalf("after a0000-0 and a0000-1 published and b0000-0 failed: %s, want %s", got, want)
+	}
+	if _, items := rc.take(); items != 0 {
+		t.Fatalf("read %d items again", items)
 	}
 }
