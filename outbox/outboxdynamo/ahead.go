@@ -165,6 +165,9 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 // due is Due, or DueRuns when runs.
 func (st *Store) due(ctx context.Context, owner string, limit int, runs bool, inFlight []outbox.Event) ([]outbox.Event, error) {
 	now := st.cfg.NowFunc()
+	if err := st.leave(ctx, owner); err != nil {
+		return nil, err
+	}
 	held, err := st.partitions(ctx, owner, now)
 	if err != nil {
 		return nil, err

@@ -108,15 +108,42 @@ func leaseKey(p int) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p))}
 }
 
-func (l *ddbLeases) Drop(ctx context.Context, owner string, ps []int) error {
+func (l *ddbLeases) Drop(_ context.Context, owner string, ps []int) error {
+	// Given up at the start of the owner's next Due, not now: a relay
+	// that reads its next batch while it sends one may still hold events
+	// of ps, sent but not yet removed, which the next owner would read and
+	// send again. Due no longer reads ps meanwhile, nor renews them.
+	l.st.leavingMu.Lock()
+	defer l.st.leavingMu.Unlock()
+	if l.st.leaving == nil {
+		l.st.leaving = map[string][]int{}
+	}
 	for _, p := range ps {
-		_, err := l.st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(l.st.cfg.Table), Key: leaseKey(p),
+		if !slices.Contains(l.st.leaving[owner], p) {
+			l.st.leaving[owner] = append(l.st.leaving[owner], p)
+		}
+	}
+	return nil
+}
+
+// leave gives up the partitions owner's last lease round let go (see
+// ddbLeases.Drop).
+func (st *Store) leave(ctx context.Context, owner string) error {
+	st.leavingMu.Lock()
+	ps := st.leaving[owner]
+	delete(st.leaving, owner)
+	st.leavingMu.Unlock()
+	for i, p := range ps {
+		_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.cfg.Table), Key: leaseKey(p),
 			ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, dynamohttp.Guard)
 		if err != nil && !isConditionFailed(err) {
+			st.leavingMu.Lock()
+			st.leaving[owner] = append(st.leaving[owner], ps[i:]...)
+			st.leavingMu.Unlock()
 			return fmt.Errorf("outboxdynamo: give up partition %d: %w", p, err)
 		}
-		l.st.forget(p)
+		st.forget(p)
 	}
 	return nil
 }
@@ -530,6 +557,9 @@ func (st *Store) Edit(ctx context.Context, id, payload string) error {
 func (st *Store) Release(ctx context.Context, owner string) error {
 	st.leases.Forget(owner)
 	st.forgetOwner(owner, nil)
+	st.leavingMu.Lock()
+	delete(st.leaving, owner) // released below with the rest
+	st.leavingMu.Unlock()
 	leases, err := st.queryAll(ctx, "l")
 	if err != nil {
 		return err

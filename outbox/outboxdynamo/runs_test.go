@@ -20,7 +20,9 @@ import (
 // Relays, each with its own Store as in separate processes, publish a few
 // entities' long runs to a FIFO queue while more events are committed; a
 // second relay joins, takes partitions whose runs the first had read
-// ahead, publishes from them and stops, and the first takes them back:
+// ahead, publishes from them and stops, and the first takes them back
+// (batches of one event per entity keep the first relay busy until the
+// second joins):
 // every event is published once (what the first had kept of those
 // partitions is not sent again) and arrives in commit order in its
 // entity's message group.
@@ -65,7 +67,7 @@ func TestRelaysKeepLongRunsInOrder(t *testing.T) {
 	start := func(ctx context.Context, owner string) (done chan struct{}) {
 		st := mk(outboxdynamo.Config{Lease: 1500 * time.Millisecond})
 		r, err := outbox.NewRelay(outbox.RelayConfig{Store: st, Client: q.Client, QueueURL: q.URL, Owner: owner,
-			PollInterval: 20 * time.Millisecond, Observer: obs.as(owner)})
+			PollInterval: 20 * time.Millisecond, Observer: obs.as(owner), BatchSize: entities})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,6 +82,9 @@ type Store struct {
 
 	aheadMu sync.Mutex
 	ahead   map[int]*ahead // by partition: what its pass read and kept (ahead.go)
+
+	leavingMu sync.Mutex
+	leaving   map[string][]int // owner → partitions to give up at its next Due
 }
 
 // New checks cfg and fills its defaults.
