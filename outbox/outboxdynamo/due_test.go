@@ -103,54 +103,6 @@ func backlog(t *testing.T, st *outboxdynamo.Store, prefix string, entities, perE
 	return names
 }
 
-// A relay step reads in proportion to what it returns, not to the backlog:
-// Due(10) over 2,000 events reads at most 15 items per event it returns, whether
-// the events belong to 20 entities (long runs of later events to skip) or
-// to 2,000 (one each). Each returned event is its entity's oldest.
-func TestDueReadsInProportionToWhatItReturns(t *testing.T) {
-	const limit = 10
-	for _, tc := range []struct {
-		name                string
-		entities, perEntity int
-		most                int // items read
-	}{
-		// A page of about 8 items (a Query's smallest cost, one read
-		// unit) per entity looked at, after a first page of 10; the
-		// partitions read at once look at a few more entities than needed.
-		{"20 entities of 100 events", 20, 100, 15 * limit},
-		{"2000 entities of 1 event", 2000, 1, 2 * limit},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, mk := newTable(t)
-			rc := &readCounter{DynamoDBAPI: testenv.Dynamo(t)}
-			st := mk(outboxdynamo.Config{Client: rc})
-			backlog(t, st, "ent", tc.entities, tc.perEntity)
-			rc.take()
-			evs, err := st.Due(context.Background(), "r1", limit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			queries, items := rc.take()
-			t.Logf("Due(%d) over %d events: %d events, %d queries of event partitions, %d items read",
-				limit, tc.entities*tc.perEntity, len(evs), queries, items)
-			if len(evs) != limit {
-				t.Fatalf("Due(%d) returned %d events", limit, len(evs))
-			}
-			seen := map[string]bool{}
-			for _, e := range evs {
-				if e.ID != e.Entity+"-0" || seen[e.Entity] {
-					t.Fatalf("Due returned %s: want the oldest event of distinct entities", e.ID)
-				}
-				seen[e.Entity] = true
-			}
-			if items > tc.most {
-				t.Fatalf("Due(%d) read %d items in %d queries for %d events out of %d: want at most %d",
-					limit, items, queries, len(evs), tc.entities*tc.perEntity, tc.most)
-			}
-		})
-	}
-}
-
 // Dead events and events waiting for a retry hold back their entities
 // while Due skips past the rest of their backlog: over 20 entities of 100
 // events with 5 heads dead and 5 waiting, Due returns exactly the other 10

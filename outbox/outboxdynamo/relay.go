@@ -1,15 +1,12 @@
 package outboxdynamo
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -111,31 +108,74 @@ func leaseKey(p int) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p))}
 }
 
-func (l *ddbLeases) Drop(ctx context.Context, owner string, ps []int) error {
+func (l *ddbLeases) Drop(_ context.Context, owner string, ps []int) error {
+	// Given up at the start of the owner's next Due, not now: a relay
+	// that reads its next batch while it sends one may still hold events
+	// of ps, sent but not yet removed, which the next owner would read and
+	// send again. Due no longer reads ps meanwhile, nor renews them.
+	l.st.leavingMu.Lock()
+	defer l.st.leavingMu.Unlock()
+	if l.st.leaving == nil {
+		l.st.leaving = map[string][]int{}
+	}
 	for _, p := range ps {
-		_, err := l.st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(l.st.cfg.Table), Key: leaseKey(p),
-			ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, dynamohttp.Guard)
-		if err != nil && !isConditionFailed(err) {
-			return fmt.Errorf("outboxdynamo: give up partition %d: %w", p, err)
+		if !slices.Contains(l.st.leaving[owner], p) {
+			l.st.leaving[owner] = append(l.st.leaving[owner], p)
 		}
 	}
 	return nil
 }
 
+// leave gives up the partitions owner's last lease round let go (see
+// ddbLeases.Drop).
+func (st *Store) leave(ctx context.Context, owner string) error {
+	st.leavingMu.Lock()
+	ps := st.leaving[owner]
+	delete(st.leaving, owner)
+	st.leavingMu.Unlock()
+	for i, p := range ps {
+		_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.cfg.Table), Key: leaseKey(p),
+			ConditionExpression: aws.String("#o = :me"), ExpressionAttributeNames: map[string]string{"#o": "owner"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner)}}, dynamohttp.Guard)
+		if err != nil && !isConditionFailed(err) {
+			st.leavingMu.Lock()
+			st.leaving[owner] = append(st.leaving[owner], ps[i:]...)
+			st.leavingMu.Unlock()
+			return fmt.Errorf("outboxdynamo: give up partition %d: %w", p, err)
+		}
+		st.forget(p)
+	}
+	return nil
+}
+
 func (l *ddbLeases) Renew(ctx context.Context, owner string, ps []int, _, until time.Time) ([]int, error) {
+	// At once (they sit on a relay's step), in order for the answer.
+	ok := make([]bool, len(ps))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(2 * readers)
+	for i, p := range ps {
+		g.Go(func() error {
+			_, err := l.st.cfg.Client.UpdateItem(gctx, &dynamodb.UpdateItemInput{TableName: aws.String(l.st.cfg.Table), Key: leaseKey(p),
+				UpdateExpression:          aws.String("SET #u = :until"),
+				ConditionExpression:       aws.String("#o = :me"),
+				ExpressionAttributeNames:  map[string]string{"#o": "owner", "#u": "until"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(until.UnixMilli())}}, dynamohttp.Guard)
+			switch {
+			case err == nil:
+				ok[i] = true
+			case !isConditionFailed(err):
+				return fmt.Errorf("outboxdynamo: renew partition %d: %w", p, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
 	var renewed []int
-	for _, p := range ps {
-		_, err := l.st.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(l.st.cfg.Table), Key: leaseKey(p),
-			UpdateExpression:          aws.String("SET #u = :until"),
-			ConditionExpression:       aws.String("#o = :me"),
-			ExpressionAttributeNames:  map[string]string{"#o": "owner", "#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": s(owner), ":until": n(until.UnixMilli())}}, dynamohttp.Guard)
-		switch {
-		case err == nil:
+	for i, p := range ps {
+		if ok[i] {
 			renewed = append(renewed, p)
-		case !isConditionFailed(err):
-			return nil, fmt.Errorf("outboxdynamo: renew partition %d: %w", p, err)
 		}
 	}
 	l.held = renewed
@@ -144,27 +184,51 @@ func (l *ddbLeases) Renew(ctx context.Context, owner string, ps []int, _, until 
 
 func (l *ddbLeases) Take(ctx context.Context, owner string, want int, now, until time.Time) ([]int, error) {
 	nowMs := now.UnixMilli()
-	var taken []int
+	var free []int // lowest first
 	for p := range l.st.cfg.Partitions {
-		if len(taken) >= want {
-			break
-		}
 		if item, ok := l.leases[p]; ok && num(item, "until") > nowMs {
 			continue
 		}
-		if slices.Contains(l.held, p) {
-			continue
+		if !slices.Contains(l.held, p) {
+			free = append(free, p)
 		}
-		_, err := l.st.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.st.cfg.Table),
-			Item:                      map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p)), "owner": s(owner), "until": n(until.UnixMilli())},
-			ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u <= :now"),
-			ExpressionAttributeNames:  map[string]string{"#u": "until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}}, dynamohttp.Guard)
-		switch {
-		case err == nil:
-			taken = append(taken, p)
-		case !isConditionFailed(err):
-			return nil, fmt.Errorf("outboxdynamo: take partition %d: %w", p, err)
+	}
+	var taken []int
+	// As many at once as are still wanted (they sit on a relay's step),
+	// lowest first, until enough were taken or none is left to try.
+	for len(taken) < want && len(free) > 0 {
+		try := free[:min(want-len(taken), len(free))]
+		free = free[len(try):]
+		ok := make([]bool, len(try))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(2 * readers)
+		for i, p := range try {
+			g.Go(func() error {
+				_, err := l.st.cfg.Client.PutItem(gctx, &dynamodb.PutItemInput{TableName: aws.String(l.st.cfg.Table),
+					Item:                      map[string]types.AttributeValue{attrPK: s("l"), attrSK: s(strconv.Itoa(p)), "owner": s(owner), "until": n(until.UnixMilli())},
+					ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u <= :now"),
+					ExpressionAttributeNames:  map[string]string{"#u": "until"},
+					ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(nowMs)}}, dynamohttp.Guard)
+				switch {
+				case err == nil:
+					ok[i] = true
+				case !isConditionFailed(err):
+					return fmt.Errorf("outboxdynamo: take partition %d: %w", p, err)
+				}
+				return nil
+			})
+		}
+		err := g.Wait()
+		for i, p := range try {
+			if ok[i] {
+				// Another owner may have published from it since this
+				// Store last held it.
+				l.st.forget(p)
+				taken = append(taken, p)
+			}
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	return taken, nil
@@ -232,204 +296,6 @@ func handleKey(h string) (map[string]types.AttributeValue, error) {
 // batches at once.
 const readers = 4
 
-// Due implements [outbox.Store]. It reads the held partitions in order,
-// each through [Store.dueIn], until it has limit events: up to readers at
-// once, as many as the events still needed take at the events per
-// partition found so far (in this call, else in the last; the first
-// partition alone when neither knows).
-func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
-	now := st.cfg.NowFunc()
-	held, err := st.partitions(ctx, owner, now)
-	if err != nil {
-		return nil, err
-	}
-	st.pageMu.Lock()
-	pg := &pager{est: st.page.est, cap: st.page.cap}
-	per := st.page.per
-	st.pageMu.Unlock()
-	var out []outbox.Event
-	read := 0
-	defer func() {
-		h := pg.save()
-		h.per = per
-		if read > 0 {
-			h.per = max(len(out)/read, 1)
-		}
-		st.pageMu.Lock()
-		st.page = h
-		st.pageMu.Unlock()
-	}()
-	for len(held) > 0 && len(out) < limit {
-		need := limit - len(out)
-		if read > 0 {
-			per = max(len(out)/read, 1)
-		}
-		wave := 1
-		if per > 0 {
-			wave = min(readers, len(held), (need+per-1)/per)
-		}
-		got := make([][]outbox.Event, wave)
-		g, gctx := errgroup.WithContext(ctx)
-		for i, p := range held[:wave] {
-			g.Go(func() (err error) {
-				got[i], err = st.dueIn(gctx, p, now, need, pg)
-				return err
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return nil, err
-		}
-		for _, evs := range got {
-			out = append(out, evs[:min(len(evs), limit-len(out))]...)
-		}
-		held, read = held[wave:], read+wave
-	}
-	return out, nil
-}
-
-// Reading a partition. Its items sort by entity hash, then order stamp, so
-// each entity's oldest event heads a run of its later ones, and only that
-// head is due. dueIn reads the partition a page at a time and, after each
-// page, goes on after the last entity the page showed (sk > "<entity
-// hash>$": '$' sorts right after '#'), never through the rest of that
-// entity's run. The page size follows what pages showed: a page reads as
-// many items as the heads still needed take at the average run length
-// seen, so when entities hold few events each, one Query reads a
-// partition; when one entity filled a page (a long run), pages shrink down
-// to minPage items, a Query per entity. So a step reads in proportion to
-// the entities it looks at, not to the backlog behind them.
-const (
-	// minPage is the smallest page: DynamoDB charges a Query at least one
-	// 4 KB read unit, about 8 small events, so reading 8 costs what
-	// reading 1 does, and shows where runs shorter than 8 end.
-	minPage = 8
-	maxPage = 1000
-	// readThrough is the longest average run a page reads through rather
-	// than skipping run by run: about what one more Query costs, in items
-	// read, on DynamoDB Local and in latency on DynamoDB.
-	readThrough = 32
-)
-
-// pageHint is what one Due call leaves for the next.
-type pageHint struct {
-	est float64 // average run length seen, 1 to readThrough; 0 when unknown
-	cap int     // the page size cap; 0 when unknown
-	per int     // due events per partition read; 0 when unknown
-}
-
-// pager sizes the pages of one Due call; the partitions it reads at once
-// share it.
-type pager struct {
-	mu         sync.Mutex
-	est        float64
-	cap        int
-	runs, seen int // completed runs this call, and their items
-}
-
-// size is the Limit of the next page when need more heads are wanted.
-func (pg *pager) size(need int) int {
-	pg.mu.Lock()
-	defer pg.mu.Unlock()
-	est := cmp.Or(pg.est, 1)
-	if pg.runs > 0 {
-		est = min(max(float64(pg.seen)/float64(pg.runs), 1), readThrough)
-	}
-	n := int(math.Ceil(float64(need) * est))
-	return max(minPage, min(n, cmp.Or(pg.cap, maxPage)))
-}
-
-// completed records a run read to its end.
-func (pg *pager) completed(run int) {
-	pg.mu.Lock()
-	defer pg.mu.Unlock()
-	pg.runs, pg.seen = pg.runs+1, pg.seen+run
-}
-
-// full records a page of items that ended before its partition did and
-// showed heads entities: it shrinks the cap when the page was mostly later
-// events (one entity filled it, or more than readThrough items per
-// entity), and doubles it otherwise.
-func (pg *pager) full(items, heads int) {
-	pg.mu.Lock()
-	defer pg.mu.Unlock()
-	c := cmp.Or(pg.cap, maxPage)
-	if heads <= 1 || items > readThrough*heads {
-		pg.cap = max(minPage, items/4)
-		return
-	}
-	pg.cap = min(maxPage, 2*c)
-}
-
-func (pg *pager) save() pageHint {
-	pg.mu.Lock()
-	defer pg.mu.Unlock()
-	h := pageHint{est: pg.est, cap: pg.cap}
-	if pg.runs > 0 {
-		h.est = min(max(float64(pg.seen)/float64(pg.runs), 1), readThrough)
-	}
-	return h
-}
-
-// dueIn returns the due events of partition p, up to limit. An entity's
-// head that is dead or waiting for its retry (next_at) is not due, and
-// holds back the entity.
-func (st *Store) dueIn(ctx context.Context, p int, now time.Time, limit int, pg *pager) ([]outbox.Event, error) {
-	var out []outbox.Event
-	pk := partitionPK(p)
-	after := ""                               // go on after this sort key
-	var start map[string]types.AttributeValue // or here, after an empty page
-	for {
-		in := &dynamodb.QueryInput{
-			TableName:                 aws.String(st.cfg.Table),
-			KeyConditionExpression:    aws.String("pk = :pk"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
-			ConsistentRead:            aws.Bool(true),
-			Limit:                     aws.Int32(int32(pg.size(limit - len(out)))),
-			ExclusiveStartKey:         start,
-		}
-		if after != "" {
-			in.KeyConditionExpression = aws.String("pk = :pk AND sk > :after")
-			in.ExpressionAttributeValues[":after"] = s(after)
-		}
-		res, err := st.cfg.Client.Query(ctx, in, dynamohttp.Guard)
-		if err != nil {
-			return nil, fmt.Errorf("outboxdynamo: query %s: %w", pk, err)
-		}
-		prev, run, heads := "", 0, 0
-		for _, item := range res.Items {
-			eh, _, _ := strings.Cut(str(item, attrSK), "#")
-			if eh == prev {
-				run++
-				continue
-			}
-			if prev != "" {
-				pg.completed(run)
-			}
-			prev, run = eh, 1
-			heads++
-			if boolean(item, "dead") || num(item, "next_at") > now.UnixMilli() {
-				continue
-			}
-			out = append(out, toEvent(item))
-			if len(out) == limit {
-				return out, nil
-			}
-		}
-		if len(res.LastEvaluatedKey) == 0 {
-			if prev != "" {
-				pg.completed(run)
-			}
-			return out, nil
-		}
-		if prev == "" { // no items, yet more to read: go on where DynamoDB stopped
-			start = res.LastEvaluatedKey
-			continue
-		}
-		pg.full(len(res.Items), heads)
-		after, start = prev+"$", nil
-	}
-}
-
 // Published implements [outbox.Store]. It deletes the events in
 // BatchWriteItem calls of 25, readers at once.
 func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
@@ -445,7 +311,13 @@ func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
 			}
 			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key}})
 		}
-		g.Go(func() error { return st.remove(gctx, reqs) })
+		g.Go(func() error {
+			if err := st.remove(gctx, reqs); err != nil {
+				return err
+			}
+			st.unkeep(chunk)
+			return nil
+		})
 	}
 	return g.Wait()
 }
@@ -493,7 +365,12 @@ func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, ret
 			":a": n(int64(ev.Attempts)), ":r": s(reason), ":n": n(retryAt.UnixMilli()), ":d": &types.AttributeValueMemberBOOL{Value: dead},
 		},
 	}, dynamohttp.Guard)
-	if err != nil && !isConditionFailed(err) { // gone: another relay published it
+	switch {
+	case err == nil:
+		st.keptFailed(ev, reason, retryAt, dead)
+	case isConditionFailed(err): // gone: another relay published it
+		st.unkeep([]outbox.Event{ev})
+	default:
 		return fmt.Errorf("outboxdynamo: record failed send of %s: %w", ev.ID, err)
 	}
 	return nil
@@ -546,6 +423,7 @@ func (st *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 
 // Requeue implements [outbox.Store].
 func (st *Store) Requeue(ctx context.Context) (int, error) {
+	defer st.forgetAll() // the requeued events are read again
 	count := 0
 	for p := range st.cfg.Partitions {
 		items, err := st.queryAll(ctx, partitionPK(p))
@@ -613,6 +491,7 @@ func (st *Store) deadByID(ctx context.Context, id string) ([]map[string]types.At
 // Discard implements [outbox.Store]. It reads every partition to find
 // the event.
 func (st *Store) Discard(ctx context.Context, id string) error {
+	defer st.forgetAll()
 	items, err := st.deadByID(ctx, id)
 	if err != nil {
 		return err
@@ -644,6 +523,7 @@ func (st *Store) Edit(ctx context.Context, id, payload string) error {
 	if payload == "" {
 		return outbox.ErrNoPayload
 	}
+	defer st.forgetAll() // the edited event is read again
 	items, err := st.deadByID(ctx, id)
 	if err != nil {
 		return err
@@ -676,6 +556,10 @@ func (st *Store) Edit(ctx context.Context, id, payload string) error {
 // Release implements [outbox.Store].
 func (st *Store) Release(ctx context.Context, owner string) error {
 	st.leases.Forget(owner)
+	st.forgetOwner(owner, nil)
+	st.leavingMu.Lock()
+	delete(st.leaving, owner) // released below with the rest
+	st.leavingMu.Unlock()
 	leases, err := st.queryAll(ctx, "l")
 	if err != nil {
 		return err

@@ -80,8 +80,11 @@ type Store struct {
 
 	leases partlease.Cache // owner → partitions held
 
-	pageMu sync.Mutex
-	page   pageHint // how the last Due sized its pages
+	aheadMu sync.Mutex
+	ahead   map[int]*ahead // by partition: what its pass read and kept (ahead.go)
+
+	leavingMu sync.Mutex
+	leaving   map[string][]int // owner → partitions to give up at its next Due
 }
 
 // New checks cfg and fills its defaults.
@@ -272,4 +275,4 @@ func conflicted(err error) bool {
 	return false
 }
 
-var _ outbox.Store = (*Store)(nil)
+var _ outbox.RunStore = (*Store)(nil)

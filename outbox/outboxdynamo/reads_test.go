@@ -1,0 +1,176 @@
+package outboxdynamo_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/outbox"
+	"github.com/sqsonce/sqsonce/outbox/outboxdynamo"
+)
+
+// A relay reads each event about once: draining a backlog step by step as
+// a relay does (Due, or DueRuns, then Published), the Queries of the
+// event partitions read at most 1.1 items per event published, as the
+// textbook loop (Query a page, send it, delete it) reads 1. Before, every
+// step queried every held partition and re-read the events queued behind
+// each entity's oldest: about 5.5 items per event. Each entity's events
+// still come out in commit order: one per step from Due, its ready run in
+// order from DueRuns.
+func TestRelayReadsEachEventAboutOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		entities, perEntity int
+		limit               int
+		runs                bool
+	}{
+		{"100 entities of 10 events", 100, 10, 100, false},
+		{"4 entities of 150 events", 4, 150, 100, false},
+		{"2000 entities of 1 event, 10 a step", 2000, 1, 10, false},
+		{"runs: 100 entities of 10 events", 100, 10, 100, true},
+		{"runs: 4 entities of 150 events", 4, 150, 100, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, mk := newTable(t)
+			rc := &readCounter{DynamoDBAPI: testenv.Dynamo(t)}
+			st := mk(outboxdynamo.Config{Client: rc})
+			backlog(t, st, "ent", tc.entities, tc.perEntity)
+			rc.take()
+			ctx := context.Background()
+			next := map[string]int{} // entity → its next event's number
+			published, steps := 0, 0
+			due := st.Due
+			if tc.runs {
+				due = func(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
+					return st.DueRuns(ctx, owner, limit, nil)
+				}
+			}
+			for ; steps < 2*tc.perEntity+2*tc.entities*tc.perEntity/tc.limit+10; steps++ {
+				evs, err := due(ctx, "r1", tc.limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(evs) == 0 {
+					break
+				}
+				seen := map[string]bool{}
+				for _, e := range evs {
+					if seen[e.Entity] && !tc.runs {
+						t.Fatalf("step %d: two events of %s at once", steps, e.Entity)
+					}
+					seen[e.Entity] = true
+					if want := fmt.Sprintf("%s-%d", e.Entity, next[e.Entity]); e.ID != want {
+						t.Fatalf("step %d: %s, want %s (commit order)", steps, e.ID, want)
+					}
+					next[e.Entity]++
+				}
+				if err := st.Published(ctx, evs); err != nil {
+					t.Fatal(err)
+				}
+				published += len(evs)
+			}
+			queries, items := rc.take()
+			perEvent := float64(items) / float64(max(published, 1))
+			t.Logf("%d events published in %d steps: %d queries of event partitions, %d items read, %.2f per event",
+				published, steps, queries, items, perEvent)
+			if published != tc.entities*tc.perEntity {
+				t.Fatalf("published %d of %d events", published, tc.entities*tc.perEntity)
+			}
+			if perEvent > 1.1 {
+				t.Fatalf("read %d items in %d queries for %d events published: %.2f per event, want at most 1.1",
+					items, queries, published, perEvent)
+			}
+		})
+	}
+}
+
+// DueRuns ranks events by their place in their run across partitions: a
+// batch over one long run and many single events holds every entity's
+// oldest event, the long run's next ones filling the rest in order.
+func TestDueRunsRanksByPlace(t *testing.T) {
+	_, mk := newTable(t)
+	st := mk(outboxdynamo.Config{})
+	ctx := context.Background()
+	long := backlog(t, st, "long", 1, 300)[0]
+	singles := backlog(t, st, "one", 50, 1)
+	evs, err := st.DueRuns(ctx, "r1", 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, count := map[string]int{}, map[string]int{}
+	for _, e := range evs {
+		if want := fmt.Sprintf("%s-%d", e.Entity, next[e.Entity]); e.ID != want {
+			t.Fatalf("%s, want %s (commit order)", e.ID, want)
+		}
+		next[e.Entity]++
+		count[e.Entity]++
+	}
+	for _, s := range singles {
+		if count[s] != 1 {
+			t.Fatalf("DueRuns(100) holds %d events of %s, want its one (counts %v)", count[s], s, count)
+		}
+	}
+	if len(evs) != 100 || count[long] != 50 {
+		t.Fatalf("DueRuns(100): %d events, %d of the long run; want 100 and 50", len(evs), count[long])
+	}
+}
+
+// DueRuns passes over the events in flight (taken, still being sent): an
+// entity's run starts after its last one of them, and a failed send holds
+// back its entity again, without reading anything again.
+func TestDueRunsAfterInFlight(t *testing.T) {
+	_, mk := newTable(t)
+	rc := &readCounter{DynamoDBAPI: testenv.Dynamo(t)}
+	st := mk(outboxdynamo.Config{Client: rc})
+	ctx := context.Background()
+	backlog(t, st, "a", 1, 5)
+	backlog(t, st, "b", 1, 3)
+	ids := func(evs []outbox.Event) string {
+		var s []string
+		for _, e := range evs {
+			s = append(s, e.ID)
+		}
+		return strings.Join(s, " ")
+	}
+	byID := map[string]outbox.Event{}
+	all, err := st.DueRuns(ctx, "r1", 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range all {
+		byID[e.ID] = e
+	}
+	if got, want := ids(all), "a0000-0 b0000-0 a0000-1 b0000-1 a0000-2 b0000-2 a0000-3 a0000-4"; got != want {
+		t.Fatalf("DueRuns: %s, want %s", got, want)
+	}
+	rc.take()
+	flying := []outbox.Event{byID["a0000-0"], byID["a0000-1"], byID["b0000-0"]}
+	evs, err := st.DueRuns(ctx, "r1", 100, flying)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(evs), "a0000-2 b0000-1 a0000-3 b0000-2 a0000-4"; got != want {
+		t.Fatalf("DueRuns with %s in flight: %s, want %s", ids(flying), got, want)
+	}
+	if err := st.Published(ctx, flying[:2]); err != nil {
+		t.Fatal(err)
+	}
+	failed := byID["b0000-0"]
+	failed.Attempts = 1
+	if err := st.Failed(ctx, failed, "throttled", time.Now().Add(time.Hour), false); err != nil {
+		t.Fatal(err)
+	}
+	evs, err = st.DueRuns(ctx, "r1", 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(evs), "a0000-2 a0000-3 a0000-4"; got != want {
+		t.Fatalf("after a0000-0 and a0000-1 published and b0000-0 failed: %s, want %s", got, want)
+	}
+	if _, items := rc.take(); items != 0 {
+		t.Fatalf("read %d items again", items)
+	}
+}
