@@ -268,7 +268,11 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 	go func() {
 		var f prefetched
 		if len(prev) > 0 {
-			f.publishErr, f.published = r.cfg.Store.Published(ctx, prev), prev
+			// Removed even when Run is being stopped: sent events left
+			// in the store are sent again by the partition's next owner.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+			f.publishErr, f.published = r.cfg.Store.Published(rctx, prev), prev
+			cancel()
 		}
 		f.evs, f.err = rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize, inFlight)
 		done <- f
@@ -279,7 +283,7 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 		// They will be published again: a duplicate, never a loss.
 		errs = append(errs, f.publishErr)
 	}
-	if len(f.published) > 0 {
+	if len(f.published) > 0 && f.publishErr == nil {
 		r.cfg.Observer.Published(f.published)
 	}
 	p.sent = sent
@@ -305,10 +309,18 @@ func (r *Relay) flush(ctx context.Context, p *pipeline) error {
 	if len(sent) == 0 {
 		return nil
 	}
-	err := r.cfg.Store.Published(ctx, sent)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	if err := r.cfg.Store.Published(rctx, sent); err != nil {
+		return err
+	}
 	r.cfg.Observer.Published(sent)
-	return err
+	return nil
 }
+
+// removeTimeout bounds the removal of published events, which goes on
+// when Run is stopped.
+const removeTimeout = 5 * time.Second
 
 // waitRetry is the longest sleep after a failed WaitFunc: the relay polls
 // at this pace until WaitFunc works again.

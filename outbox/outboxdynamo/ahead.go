@@ -165,16 +165,9 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 // due is Due, or DueRuns when runs.
 func (st *Store) due(ctx context.Context, owner string, limit int, runs bool, inFlight []outbox.Event) ([]outbox.Event, error) {
 	now := st.cfg.NowFunc()
-	if err := st.leave(ctx, owner); err != nil {
-		return nil, err
-	}
-	held, err := st.partitions(ctx, owner, now)
-	if err != nil {
-		return nil, err
-	}
-	st.forgetOwner(owner, held)
 	// By partition and entity hash: the last sort key in flight.
 	flying := map[int]map[string]string{}
+	busy := map[int]bool{}
 	for _, ev := range inFlight {
 		p, sk, ok := parseHandle(ev.Handle)
 		if !ok {
@@ -185,7 +178,23 @@ func (st *Store) due(ctx context.Context, owner string, limit int, runs bool, in
 			flying[p] = map[string]string{}
 		}
 		flying[p][hash] = max(flying[p][hash], sk)
+		busy[p] = true
 	}
+	if err := st.leave(ctx, owner, busy); err != nil {
+		return nil, err
+	}
+	held, err := st.partitions(ctx, owner, now)
+	if err != nil {
+		return nil, err
+	}
+	// A partition let go but not yet given up (events of it in flight)
+	// is not read: its next owner reads it once it is given up.
+	st.leavingMu.Lock()
+	if going := st.leaving[owner]; len(going) > 0 {
+		held = slices.DeleteFunc(slices.Clone(held), func(p int) bool { return slices.Contains(going, p) })
+	}
+	st.leavingMu.Unlock()
+	st.forgetOwner(owner, held)
 	var out []outbox.Event
 	var places []int // with runs: each event's place in its run
 	// With runs every partition is asked, so that one partition's long

@@ -127,11 +127,23 @@ func (l *ddbLeases) Drop(_ context.Context, owner string, ps []int) error {
 }
 
 // leave gives up the partitions owner's last lease round let go (see
-// ddbLeases.Drop).
-func (st *Store) leave(ctx context.Context, owner string) error {
+// ddbLeases.Drop), but not those in busy: events of theirs are still in
+// flight (sent, not yet removed), so they are given up at a later Due.
+func (st *Store) leave(ctx context.Context, owner string, busy map[int]bool) error {
 	st.leavingMu.Lock()
-	ps := st.leaving[owner]
-	delete(st.leaving, owner)
+	var ps, later []int
+	for _, p := range st.leaving[owner] {
+		if busy[p] {
+			later = append(later, p)
+		} else {
+			ps = append(ps, p)
+		}
+	}
+	if len(later) > 0 {
+		st.leaving[owner] = later
+	} else {
+		delete(st.leaving, owner)
+	}
 	st.leavingMu.Unlock()
 	for i, p := range ps {
 		_, err := st.cfg.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.cfg.Table), Key: leaseKey(p),
@@ -144,6 +156,10 @@ func (st *Store) leave(ctx context.Context, owner string) error {
 			return fmt.Errorf("outboxdynamo: give up partition %d: %w", p, err)
 		}
 		st.forget(p)
+	}
+	if len(ps) > 0 {
+		// The owner's cached lease round may still name them.
+		st.leases.Forget(owner)
 	}
 	return nil
 }

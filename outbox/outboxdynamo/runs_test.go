@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"golang.org/x/sync/errgroup"
 
@@ -66,7 +67,14 @@ func TestRelaysKeepLongRunsInOrder(t *testing.T) {
 	// (and released its partitions).
 	start := func(ctx context.Context, owner string) (done chan struct{}) {
 		st := mk(outboxdynamo.Config{Lease: 1500 * time.Millisecond})
-		r, err := outbox.NewRelay(outbox.RelayConfig{Store: st, Client: q.Client, QueueURL: q.URL, Owner: owner,
+		var client producer.SQSAPI = q.Client
+		if owner == "relay-0" {
+			// Until the second relay has published, the first sends
+			// slowly, so that it still has runs read ahead when the
+			// second takes partitions, however fast the machine.
+			client = slowUntil{SQSAPI: q.Client, until: joined}
+		}
+		r, err := outbox.NewRelay(outbox.RelayConfig{Store: st, Client: client, QueueURL: q.URL, Owner: owner,
 			PollInterval: 20 * time.Millisecond, Observer: obs.as(owner), BatchSize: entities})
 		if err != nil {
 			t.Fatal(err)
@@ -138,6 +146,21 @@ func TestRelaysKeepLongRunsInOrder(t *testing.T) {
 
 // publishLog counts each event's publishes, and each relay's; second is
 // closed once relay-1 published 10 events.
+// slowUntil waits 20 ms before each send until until is closed.
+type slowUntil struct {
+	producer.SQSAPI
+	until <-chan struct{}
+}
+
+func (c slowUntil) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	select {
+	case <-c.until:
+	case <-time.After(20 * time.Millisecond):
+	case <-ctx.Done():
+	}
+	return c.SQSAPI.SendMessageBatch(ctx, in, optFns...)
+}
+
 type publishLog struct {
 	mu     sync.Mutex
 	counts map[string]int
