@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/sqsonce/sqsonce/internal/pipeline"
 	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
 
@@ -55,13 +56,14 @@ func newSampler(cfg Config, queueURL string) *sampler {
 	return s
 }
 
-// instrument returns cfg with the middleware that tracks busy handlers
-// put first, so that it times the whole chain.
+// instrument returns cfg with busy handlers tracked around the whole
+// middleware chain (pipeline.Busy: the per-message path counts them, no
+// middleware is built per message).
 func (s *sampler) instrument(cfg Config) Config {
 	if s == nil {
 		return cfg
 	}
-	cfg.Middleware = append([]Middleware{s.busy.middleware}, cfg.Middleware...)
+	cfg.Observer = pipeline.Busy(cfg.Observer, s.busy.add)
 	return cfg
 }
 
@@ -195,14 +197,4 @@ func (b *busyMeter) take() (busy, elapsed time.Duration) {
 	elapsed = now.Sub(b.start)
 	b.start, b.since = now, now
 	return busy, elapsed
-}
-
-// middleware counts the handler (and the middleware after it) as running
-// while it runs.
-func (b *busyMeter) middleware(next Handler) Handler {
-	return HandlerFunc(func(ctx context.Context, msg *Message) error {
-		b.add(1)
-		defer b.add(-1)
-		return next.Handle(ctx, msg)
-	})
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/internal/delivery"
 	"github.com/sqsonce/sqsonce/internal/payload"
+	"github.com/sqsonce/sqsonce/internal/telemetry"
 	"github.com/sqsonce/sqsonce/sqsmsg"
 )
 
@@ -61,6 +62,12 @@ type Processor struct {
 	payload     payload.Decoder
 	pause       time.Duration
 	now         func() time.Time
+	// tel starts each message's process span and busy counts the
+	// running handlers, around the middleware and handler: found in
+	// the Observer (see [Instrument] and [Busy]), so that neither is a
+	// middleware whose closure is built again for every message.
+	tel  *telemetry.Consumer
+	busy func(delta int)
 }
 
 // DefaultPause is [Config.Pause]'s default, consumer.DefaultPause.
@@ -94,7 +101,25 @@ func New(cfg Config) *Processor {
 		p.logger = zap.NewNop()
 	}
 	p.observer = Guard(p.observer, p.logger)
+	p.hooks(p.observer)
 	return p
+}
+
+// hooks finds, in the wrappers of o, the telemetry [Instrument] added
+// and the busy counter [Busy] added.
+func (p *Processor) hooks(o sqsmsg.Observer) {
+	for o != nil {
+		switch w := o.(type) {
+		case *guardedObserver:
+			o = w.next
+		case *tracedObserver:
+			p.tel, o = w.t, w.next
+		case *busyObserver:
+			p.busy, o = w.add, w.next
+		default:
+			return
+		}
+	}
 }
 
 // Process runs msg through the path and returns its Result. A message
@@ -191,8 +216,10 @@ func (p *Processor) askClassifier(ctx context.Context, msg *sqsmsg.Message, err 
 	return v, ok, nil
 }
 
-// run builds the middleware chain around the handler and runs it, with
-// panic recovery around both: a Middleware constructor is user code too.
+// run starts the message's span, counts the handler as running, builds
+// the middleware chain around the handler and runs it, with panic
+// recovery around all: a Middleware constructor is user code too. (The
+// span and the count are where an outermost middleware would put them.)
 func (p *Processor) run(ctx context.Context, msg *sqsmsg.Message) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -205,6 +232,13 @@ func (p *Processor) run(ctx context.Context, msg *sqsmsg.Message) (err error) {
 			err = pe
 		}
 	}()
+	if p.tel != nil {
+		ctx = p.tel.Start(ctx, msg, msg.QueueURL, msg.Attributes, msg.SystemAttributes, msg.ID, msg.Key(), msg.ReceiveCount)
+	}
+	if p.busy != nil {
+		p.busy(1)
+		defer p.busy(-1)
+	}
 	return sqsmsg.Chain(p.handler, p.middleware...).Handle(ctx, msg)
 }
 

@@ -10,8 +10,11 @@ import (
 
 // Instrument returns cfg with the OpenTelemetry instrumentation of the
 // path (the instruments are in internal/telemetry): a process span per
-// message, started by a middleware put before cfg.Middleware, and the
-// metrics, fed by a wrapper of cfg.Observer that also ends the spans.
+// message, started by the [Processor] that [New] builds from the result
+// just before cfg.Middleware (where an outermost middleware would), and
+// the metrics, fed by a wrapper of cfg.Observer that also ends the spans.
+// The span's start is found in that wrapper, so a runtime must pass the
+// Observer on (it may [Guard] it), not replace it.
 // With a nil t (neither provider set) it returns cfg unchanged, so
 // telemetry off costs nothing.
 //
@@ -23,7 +26,6 @@ func Instrument(cfg Config, t *telemetry.Consumer) Config {
 	if t == nil {
 		return cfg
 	}
-	cfg.Middleware = append([]sqsmsg.Middleware{traceMiddleware(t)}, cfg.Middleware...)
 	next := cfg.Observer
 	if next == nil {
 		next = sqsmsg.NopObserver{}
@@ -32,16 +34,27 @@ func Instrument(cfg Config, t *telemetry.Consumer) Config {
 	return cfg
 }
 
-// traceMiddleware starts each message's process span, parented to the
-// trace context in its attributes.
-func traceMiddleware(t *telemetry.Consumer) sqsmsg.Middleware {
-	return func(next sqsmsg.Handler) sqsmsg.Handler {
-		return sqsmsg.HandlerFunc(func(ctx context.Context, msg *sqsmsg.Message) error {
-			ctx = t.Start(ctx, msg, msg.QueueURL, msg.Attributes, msg.SystemAttributes, msg.ID, msg.Key(), msg.ReceiveCount)
-			return next.Handle(ctx, msg)
-		})
+// Busy returns o (nil is [sqsmsg.NopObserver]) wrapped so that the
+// [Processor] that [New] builds with it calls add(1) just before each
+// message's middleware and handler run (after its span starts, see
+// [Instrument]) and add(-1) when they have returned or panicked: the
+// count of running handlers, without a middleware built per message.
+func Busy(o sqsmsg.Observer, add func(delta int)) sqsmsg.Observer {
+	if o == nil {
+		o = sqsmsg.NopObserver{}
 	}
+	return &busyObserver{Observer: o, next: o, add: add}
 }
+
+// busyObserver carries Busy's add to New; it calls next for everything.
+type busyObserver struct {
+	sqsmsg.Observer
+	next sqsmsg.Observer
+	add  func(delta int)
+}
+
+func (o *busyObserver) Paused(p sqsmsg.Pause)   { Paused(o.next, p) }
+func (o *busyObserver) Resumed(d time.Duration) { Resumed(o.next, d) }
 
 // tracedObserver feeds the metrics and ends the spans, then calls next.
 type tracedObserver struct {
