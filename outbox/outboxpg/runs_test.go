@@ -2,6 +2,7 @@ package outboxpg_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxpg"
@@ -199,4 +201,66 @@ func ids(evs []outbox.Event) string {
 		s[i] = e.ID
 	}
 	return strings.Join(s, " ")
+}
+
+// explainDB explains the Store's read of due events as it sends it, with
+// the server's default JIT settings, and keeps the plan.
+type explainDB struct {
+	pgstore.DB
+	pool  *pgxpool.Pool
+	plans []string
+	err   error
+}
+
+func (e *explainDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if strings.HasPrefix(sql, "WITH RECURSIVE heads") {
+		e.err = errors.Join(e.err, pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SET LOCAL jit = on; SET LOCAL jit_above_cost = 100000"); err != nil {
+				return err
+			}
+			var plan string
+			if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
+				return err
+			}
+			e.plans = append(e.plans, plan)
+			return nil
+		}))
+	}
+	return e.DB.Query(ctx, sql, args...)
+}
+
+// A long backlog of a few entities is the relay's usual state after an
+// outage; its read must stay cheap: not priced so high that PostgreSQL
+// JIT-compiles it on every batch (many milliseconds, for a read of a
+// fraction of one).
+func TestDueRunsReadOfALongBacklogIsNotJITCompiled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	db := &explainDB{DB: pool, pool: pool}
+	st, err := outboxpg.New(outboxpg.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO sqsonce_outbox (entity_key, seq, id, entity, partition, payload, created_at)
+		SELECT 'e' || (i % 4), i, 'id-' || i, 'e' || (i % 4), i % 4, 'x', now() FROM generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE sqsonce_outbox`); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		evs, err := st.DueRuns(ctx, "r1", 100, nil)
+		if err != nil || len(evs) != 100 {
+			t.Fatalf("DueRuns: %d events, %v; want 100", len(evs), err)
+		}
+	}
+	if db.err != nil || len(db.plans) != 2 {
+		t.Fatalf("explain: %d plans, %v", len(db.plans), db.err)
+	}
+	for _, plan := range db.plans {
+		if strings.Contains(plan, `"JIT"`) {
+			t.Fatalf("the read of due events was JIT-compiled: %s", plan)
+		}
+	}
 }
