@@ -145,13 +145,16 @@ type Consumer struct {
 	// Attribute sets and span options, built once: building them for
 	// every message cost more than recording the measurements. Read
 	// without a lock; a new entry copies the map (entries are few).
-	base    *measureOpts // c.system alone
-	receive *measureOpts // c.system, operation receive
-	process *measureOpts // c.system, operation process
-	buildM  sync.Mutex
-	opts    atomic.Pointer[map[optKey]*measureOpts]
-	extra   map[optKey]*measureOpts // the sets beyond maxOpts (buildM held)
-	queues  atomic.Pointer[map[string]*queueSpans]
+	base *measureOpts // c.system alone
+	// outcomes are the settled sets of the outcomes (see outcomeIndex)
+	// with no failure class, found without hashing the key.
+	outcomes [len(outcomeNames)]*measureOpts
+	receive  *measureOpts // c.system, operation receive
+	process  *measureOpts // c.system, operation process
+	buildM   sync.Mutex
+	opts     atomic.Pointer[map[optKey]*measureOpts]
+	extra    map[optKey]*measureOpts // the sets beyond maxOpts (buildM held)
+	queues   atomic.Pointer[map[string]*queueSpans]
 }
 
 // optKey names an attribute set: c.system plus one or two string
@@ -264,6 +267,9 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.receive = newMeasureOpts(append([]attribute.KeyValue{semconv.MessagingOperationName("receive"), semconv.MessagingOperationTypeReceive}, c.system...)...)
 	c.process = newMeasureOpts(append([]attribute.KeyValue{semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess}, c.system...)...)
 	c.opts.Store(&map[optKey]*measureOpts{})
+	for i, o := range outcomeNames {
+		c.outcomes[i] = c.attrs("sqsonce.outcome", o, "sqsonce.failure_class", "")
+	}
 	c.queues.Store(&map[string]*queueSpans{})
 	if tp != nil {
 		c.tracer = tp.Tracer(ScopeName)
@@ -343,6 +349,29 @@ func (c *Consumer) Close() error {
 		return fmt.Errorf("telemetry: unregister the metrics callback: %w", err)
 	}
 	return nil
+}
+
+// outcomeNames are the outcomes whose settled sets (with no failure
+// class) are built with the Consumer.
+var outcomeNames = [...]string{"ack", "retry", "dead_letter", "duplicate", "release", "hold"}
+
+// outcomeIndex returns outcome's index in outcomeNames, -1 for none.
+func outcomeIndex(outcome string) int {
+	switch outcome {
+	case "ack":
+		return 0
+	case "retry":
+		return 1
+	case "dead_letter":
+		return 2
+	case "duplicate":
+		return 3
+	case "release":
+		return 4
+	case "hold":
+		return 5
+	}
+	return -1
 }
 
 // systemAttrs are the attributes every consumer metric carries:
@@ -640,7 +669,11 @@ func (c *Consumer) Settled(ctx context.Context, key any, outcome, class string, 
 		return
 	}
 	if c.metrics {
-		c.attrs("sqsonce.outcome", outcome, "sqsonce.failure_class", class).count(cSettled, 1)
+		if i := outcomeIndex(outcome); i >= 0 && class == "" {
+			c.outcomes[i].count(cSettled, 1)
+		} else {
+			c.attrs("sqsonce.outcome", outcome, "sqsonce.failure_class", class).count(cSettled, 1)
+		}
 		c.inFlight.Add(-1)
 	}
 	if c.tracer == nil {
