@@ -91,3 +91,16 @@ func TestUnrecordedReceiveBuildsNoLinks(t *testing.T) {
 		t.Fatalf("ending an unrecorded receive span allocated %v times, want 0", n)
 	}
 }
+
+// The outcomes' settled sets built with the Consumer are the ones the
+// named outcomes count into.
+func TestOutcomeNames(t *testing.T) {
+	for i, o := range outcomeNames {
+		if outcomeIndex(o) != i {
+			t.Errorf("outcomeIndex(%q) = %d, want %d", o, outcomeIndex(o), i)
+		}
+	}
+	if outcomeIndex("other") != -1 {
+		t.Error("outcomeIndex of an unknown outcome is not -1")
+	}
+}

@@ -11,6 +11,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,15 +112,21 @@ type Consumer struct {
 	tracer trace.Tracer
 	system []attribute.KeyValue
 
-	received, settled, deadLetters, leaseLost, hbFailed, calls, errs, settleFailed metric.Int64Counter
-	held                                                                           metric.Int64Counter
-	nextDue                                                                        metric.Float64Gauge
+	deadLetters, leaseLost, hbFailed, settleFailed metric.Int64Counter
+	held                                           metric.Int64Counter
+	nextDue                                        metric.Float64Gauge
+	// counted are the counters bumped per message or per call (see
+	// counter): counted here, in each attribute set's atomics, and
+	// observed at collection, so the path makes no SDK call for them.
+	counted [numCounted]metric.Int64ObservableCounter
+	// metrics is set when a MeterProvider is.
+	metrics bool
 	// inFlight is the messages received and not yet settled, counted here
 	// and observed at collection (sqsonce.messages.in_flight): two SDK
 	// measurements per message fewer than an UpDownCounter's.
 	inFlight            atomic.Int64
+	reg                 metric.Registration // the collection callback; nil: none
 	processDur, callDur metric.Float64Histogram
-	sent                metric.Int64Counter
 	batch               metric.Int64Histogram
 
 	// Back-pressure: 1 while paused, pauses by reason, and the time paused.
@@ -138,12 +145,16 @@ type Consumer struct {
 	// Attribute sets and span options, built once: building them for
 	// every message cost more than recording the measurements. Read
 	// without a lock; a new entry copies the map (entries are few).
-	base    *measureOpts // c.system alone
-	receive *measureOpts // c.system, operation receive
-	process *measureOpts // c.system, operation process
-	buildM  sync.Mutex
-	opts    atomic.Pointer[map[optKey]*measureOpts]
-	queues  atomic.Pointer[map[string]*queueSpans]
+	base *measureOpts // c.system alone
+	// outcomes are the settled sets of the outcomes (see outcomeIndex)
+	// with no failure class, found without hashing the key.
+	outcomes [len(outcomeNames)]*measureOpts
+	receive  *measureOpts // c.system, operation receive
+	process  *measureOpts // c.system, operation process
+	buildM   sync.Mutex
+	opts     atomic.Pointer[map[optKey]*measureOpts]
+	extra    map[optKey]*measureOpts // the sets beyond maxOpts (buildM held)
+	queues   atomic.Pointer[map[string]*queueSpans]
 }
 
 // optKey names an attribute set: c.system plus one or two string
@@ -157,16 +168,38 @@ type measureOpts struct {
 	add []metric.AddOption
 	rec []metric.RecordOption
 	obs []metric.ObserveOption
+	// n is the cumulative count of each counted instrument (see counter)
+	// with this attribute set, observed at collection when not 0.
+	n [numCounted]atomic.Int64
 }
+
+// counter names a counter bumped per message or per SQS call: an
+// observable counter whose count is kept in measureOpts.n, since a
+// synchronous counter's Add costs the SDK's attribute and lock work on
+// every call.
+type counter int
+
+const (
+	cReceived counter = iota // messaging.client.consumed.messages
+	cSettled                 // sqsonce.messages.settled
+	cCalls                   // sqsonce.sqs.calls
+	cErrs                    // sqsonce.sqs.errors
+	cSent                    // messaging.client.sent.messages
+	numCounted
+)
+
+// count adds n to o's count of k.
+func (o *measureOpts) count(k counter, n int64) { o.n[k].Add(n) }
 
 func newMeasureOpts(kvs ...attribute.KeyValue) *measureOpts {
 	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
 	return &measureOpts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}, obs: []metric.ObserveOption{o}}
 }
 
-// maxOpts bounds the attribute sets a Consumer keeps: beyond it (a
-// failure class or pause reason of unbounded values), a set is built for
-// each measurement.
+// maxOpts bounds the attribute sets a Consumer keeps for lookup without
+// a lock: beyond it (a failure class or pause reason of unbounded
+// values), a set is found under a lock, or built for each measurement
+// when it carries no count.
 const maxOpts = 1024
 
 // queueSpans is what the process spans of one queue share, and its
@@ -234,6 +267,9 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.receive = newMeasureOpts(append([]attribute.KeyValue{semconv.MessagingOperationName("receive"), semconv.MessagingOperationTypeReceive}, c.system...)...)
 	c.process = newMeasureOpts(append([]attribute.KeyValue{semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess}, c.system...)...)
 	c.opts.Store(&map[optKey]*measureOpts{})
+	for i, o := range outcomeNames {
+		c.outcomes[i] = c.attrs("sqsonce.outcome", o, "sqsonce.failure_class", "")
+	}
 	c.queues.Store(&map[string]*queueSpans{})
 	if tp != nil {
 		c.tracer = tp.Tracer(ScopeName)
@@ -241,30 +277,101 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	if mp == nil {
 		return c
 	}
+	c.metrics = true
 	m := mp.Meter(ScopeName)
-	c.received, _ = m.Int64Counter("messaging.client.consumed.messages", metric.WithDescription("Messages received from SQS."), metric.WithUnit("{message}"))
-	c.settled, _ = m.Int64Counter("sqsonce.messages.settled", metric.WithDescription("Messages settled, by outcome and failure class."), metric.WithUnit("{message}"))
+	c.counted[cReceived], _ = m.Int64ObservableCounter("messaging.client.consumed.messages", metric.WithDescription("Messages received from SQS."), metric.WithUnit("{message}"))
+	c.counted[cSettled], _ = m.Int64ObservableCounter("sqsonce.messages.settled", metric.WithDescription("Messages settled, by outcome and failure class."), metric.WithUnit("{message}"))
 	c.deadLetters, _ = m.Int64Counter("sqsonce.dead_letters", metric.WithDescription("Sends to the dead-letter queue, by result (sent, failed, refused)."), metric.WithUnit("{message}"))
 	c.leaseLost, _ = m.Int64Counter("sqsonce.leases.lost", metric.WithDescription("Messages whose visibility or dedupe lease was lost: their effect may repeat."), metric.WithUnit("{message}"))
 	c.hbFailed, _ = m.Int64Counter("sqsonce.heartbeat.failures", metric.WithDescription("Visibility extensions that failed."), metric.WithUnit("{message}"))
 	c.settleFailed, _ = m.Int64Counter("sqsonce.settle.failures", metric.WithDescription("Deletes and visibility changes still failing after their retries (the message stays invisible and is retried)."), metric.WithUnit("{message}"))
-	c.calls, _ = m.Int64Counter("sqsonce.sqs.calls", metric.WithDescription("SQS API calls, by operation."), metric.WithUnit("{call}"))
-	c.errs, _ = m.Int64Counter("sqsonce.sqs.errors", metric.WithDescription("SQS API calls that failed, by operation."), metric.WithUnit("{call}"))
+	c.counted[cCalls], _ = m.Int64ObservableCounter("sqsonce.sqs.calls", metric.WithDescription("SQS API calls, by operation."), metric.WithUnit("{call}"))
+	c.counted[cErrs], _ = m.Int64ObservableCounter("sqsonce.sqs.errors", metric.WithDescription("SQS API calls that failed, by operation."), metric.WithUnit("{call}"))
 	c.held, _ = m.Int64Counter("sqsonce.messages.held", metric.WithDescription("Messages received before their not-before time and held, by how (visibility, resend)."), metric.WithUnit("{message}"))
 	c.nextDue, _ = m.Float64Gauge("sqsonce.messages.held.next_due", metric.WithDescription("The earliest not-before time (Unix seconds) of the messages this process held that are not yet due, as of its last hold or held run; 0 when none."), metric.WithUnit("s"))
 	inFlight, _ := m.Int64ObservableUpDownCounter("sqsonce.messages.in_flight", metric.WithDescription("Messages received and not yet settled."), metric.WithUnit("{message}"))
-	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(inFlight, c.inFlight.Load(), c.base.obs...)
-		return nil
-	}, inFlight)
 	c.processDur, _ = m.Float64Histogram("messaging.process.duration", metric.WithDescription("Time the middleware and handler took per message."), metric.WithUnit("s"))
 	c.callDur, _ = m.Float64Histogram("messaging.client.operation.duration", metric.WithDescription("Duration of SQS API calls."), metric.WithUnit("s"))
-	c.sent, _ = m.Int64Counter("messaging.client.sent.messages", metric.WithDescription("Messages the consumer sent to SQS (dead letters, held messages sent again), successfully or not."), metric.WithUnit("{message}"))
+	c.counted[cSent], _ = m.Int64ObservableCounter("messaging.client.sent.messages", metric.WithDescription("Messages the consumer sent to SQS (dead letters, held messages sent again), successfully or not."), metric.WithUnit("{message}"))
 	c.batch, _ = m.Int64Histogram("sqsonce.receive.batch_size", metric.WithDescription("Messages per ReceiveMessage response."), metric.WithUnit("{message}"))
 	c.paused, _ = m.Int64UpDownCounter("sqsonce.consumer.paused", metric.WithDescription("1 while the consumer is paused for an unavailable downstream (no receives, held messages not run), else 0."), metric.WithUnit("{consumer}"))
 	c.pauses, _ = m.Int64Counter("sqsonce.consumer.pauses", metric.WithDescription("Pauses for an unavailable downstream, by reason (unavailable, breaker): an outage's first and one after each failed probe."), metric.WithUnit("{pause}"))
 	c.pausedTime, _ = m.Float64Counter("sqsonce.consumer.paused.time", metric.WithDescription("Time paused for an unavailable downstream, counted when the consumer resumes."), metric.WithUnit("s"))
+	insts := []metric.Observable{inFlight}
+	for _, in := range c.counted {
+		if in != nil {
+			insts = append(insts, in)
+		}
+	}
+	c.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if inFlight != nil {
+			o.ObserveInt64(inFlight, c.inFlight.Load(), c.base.obs...)
+		}
+		c.observe(o, c.receive)
+		for _, s := range *c.opts.Load() {
+			c.observe(o, s)
+		}
+		c.buildM.Lock()
+		defer c.buildM.Unlock()
+		for _, s := range c.extra {
+			c.observe(o, s)
+		}
+		return nil
+	}, insts...)
 	return c
+}
+
+// observe reports s's counts (those not 0) at a collection.
+func (c *Consumer) observe(o metric.Observer, s *measureOpts) {
+	for k, in := range c.counted {
+		if v := s.n[k].Load(); v != 0 && in != nil {
+			o.ObserveInt64(in, v, s.obs...)
+		}
+	}
+}
+
+// Close unregisters the callback that reports the observed instruments
+// (sqsonce.messages.in_flight and the counters bumped per message): a
+// stopped consumer's metrics are no longer reported. It is safe to call
+// more than once and on a nil *Consumer.
+func (c *Consumer) Close() error {
+	if c == nil {
+		return nil
+	}
+	c.buildM.Lock()
+	reg := c.reg
+	c.reg = nil
+	c.buildM.Unlock()
+	if reg == nil {
+		return nil
+	}
+	if err := reg.Unregister(); err != nil {
+		return fmt.Errorf("telemetry: unregister the metrics callback: %w", err)
+	}
+	return nil
+}
+
+// outcomeNames are the outcomes whose settled sets (with no failure
+// class) are built with the Consumer.
+var outcomeNames = [...]string{"ack", "retry", "dead_letter", "duplicate", "release", "hold"}
+
+// outcomeIndex returns outcome's index in outcomeNames, -1 for none.
+func outcomeIndex(outcome string) int {
+	switch outcome {
+	case "ack":
+		return 0
+	case "retry":
+		return 1
+	case "dead_letter":
+		return 2
+	case "duplicate":
+		return 3
+	case "release":
+		return 4
+	case "hold":
+		return 5
+	}
+	return -1
 }
 
 // systemAttrs are the attributes every consumer metric carries:
@@ -302,6 +409,22 @@ func (c *Consumer) keep(key optKey, o *measureOpts) *measureOpts {
 		return have
 	}
 	if len(old) >= maxOpts {
+		// Kept, under the lock, for its counts; beyond maxOpts more, the
+		// counts go to one overflow set, as the SDK's cardinality limit
+		// folds the sets of a synchronous counter.
+		if have, ok := c.extra[key]; ok {
+			return have
+		}
+		if len(c.extra) >= maxOpts {
+			key, o = optKey{k1: "otel.metric.overflow"}, newMeasureOpts(append(append([]attribute.KeyValue{}, c.system...), attribute.Bool("otel.metric.overflow", true))...)
+			if have, ok := c.extra[key]; ok {
+				return have
+			}
+		}
+		if c.extra == nil {
+			c.extra = map[optKey]*measureOpts{}
+		}
+		c.extra[key] = o
 		return o
 	}
 	m := make(map[optKey]*measureOpts, len(old)+1)
@@ -525,10 +648,10 @@ func (c *Consumer) Event(key any, name string, err error) {
 
 // Received counts one received message.
 func (c *Consumer) Received(ctx context.Context) {
-	if c == nil || c.received == nil {
+	if c == nil || !c.metrics {
 		return
 	}
-	c.received.Add(ctx, 1, c.receive.add...)
+	c.receive.count(cReceived, 1)
 	c.inFlight.Add(1)
 }
 
@@ -545,8 +668,12 @@ func (c *Consumer) Settled(ctx context.Context, key any, outcome, class string, 
 	if c == nil {
 		return
 	}
-	if c.settled != nil {
-		c.settled.Add(ctx, 1, c.attrs("sqsonce.outcome", outcome, "sqsonce.failure_class", class).add...)
+	if c.metrics {
+		if i := outcomeIndex(outcome); i >= 0 && class == "" {
+			c.outcomes[i].count(cSettled, 1)
+		} else {
+			c.attrs("sqsonce.outcome", outcome, "sqsonce.failure_class", class).count(cSettled, 1)
+		}
 		c.inFlight.Add(-1)
 	}
 	if c.tracer == nil {
@@ -600,7 +727,7 @@ func (c *Consumer) HeartbeatFailed(ctx context.Context, n int) {
 // Call records one SQS API call; received is the number of messages a
 // ReceiveMessage returned (-1 for other operations).
 func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err error, received int) {
-	if c == nil || c.calls == nil {
+	if c == nil || !c.metrics {
 		return
 	}
 	o := c.callAttrs(op, "")
@@ -608,13 +735,13 @@ func (c *Consumer) Call(ctx context.Context, op string, d time.Duration, err err
 	if err != nil {
 		dur = c.callAttrs(op, errorType(err))
 	}
-	c.calls.Add(ctx, 1, o.add...)
+	o.count(cCalls, 1)
 	c.callDur.Record(ctx, d.Seconds(), dur.rec...)
 	if err != nil {
-		c.errs.Add(ctx, 1, o.add...)
+		o.count(cErrs, 1)
 	}
 	if op == "SendMessage" {
-		c.sent.Add(ctx, 1, dur.add...)
+		dur.count(cSent, 1)
 	}
 	if received >= 0 && err == nil {
 		c.batch.Record(ctx, int64(received), c.base.rec...)
