@@ -57,7 +57,7 @@ const bankDelay = 200 * time.Millisecond
 func testExternalEffects(t *testing.T, store, policy string, idempotent, exact bool) {
 	l := newLedgerStore(t, store)
 	l.setMaxReceiveCount(crashMaxReceiveCount)
-	sent := l.send(size(200, 2000), 0.10, 0.01)
+	sent := l.send(size(300, 2000), 0.10, 0.01)
 	// The bank takes 200 ms over each charge, and each credit waits 100 ms
 	// after its charge (before its transaction), so that a run lasts
 	// several kills and kills land in a charge (its step recorded
@@ -73,7 +73,13 @@ func testExternalEffects(t *testing.T, store, policy string, idempotent, exact b
 	crashes := 0
 	deadline := time.Now().Add(10 * time.Minute)
 	for !l.status().Drained && time.Now().Before(deadline) {
-		time.Sleep(time.Duration(1500+rand.IntN(1000)) * time.Millisecond)
+		// The first kill soon, so that even a short run on a fast machine
+		// is killed several times while charges are under way.
+		pause := time.Duration(1000+rand.IntN(1000)) * time.Millisecond
+		if crashes == 0 {
+			pause = time.Duration(300+rand.IntN(500)) * time.Millisecond
+		}
+		time.Sleep(pause)
 		i := rand.IntN(len(workers))
 		workers[i].kill()
 		crashes++
