@@ -162,6 +162,12 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 	return st.due(ctx, owner, limit, true, inFlight)
 }
 
+// OverlapReads reports false: a relay on this store reads its next batch
+// only once the last one was sent and removed (Relay.Run does not overlap
+// them), since partitions handed between relays while events of theirs
+// are in flight could be sent twice.
+func (st *Store) OverlapReads() bool { return false }
+
 // due is Due, or DueRuns when runs.
 func (st *Store) due(ctx context.Context, owner string, limit int, runs bool, inFlight []outbox.Event) ([]outbox.Event, error) {
 	now := st.cfg.NowFunc()
