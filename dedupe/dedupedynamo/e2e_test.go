@@ -73,8 +73,8 @@ func balances(t *testing.T, client *dynamodb.Client, table string) map[string]in
 			t.Fatalf("scan %s: %v", table, err)
 		}
 		for _, it := range out.Items {
-			n, _ := strconv.Atoi(attr(it["balance"]))
-			got[attr(it["id"])] = n
+			n, _ := strconv.Atoi(testenv.Scalar(it["balance"]))
+			got[testenv.Scalar(it["id"])] = n
 		}
 	}
 	return got
@@ -426,8 +426,8 @@ func TestLeaseTakeover(t *testing.T) {
 			case fail && logs.FilterMessageSnippet("no longer ours").Filter(loggedErr(dedupe.ErrNotOwner)).Len() != 1:
 				t.Fatalf("stalled handler's release was not refused with ErrNotOwner: logs %v", logs.All())
 			}
-			item := get(t, l.client, l.dedupe, l.store.PK("takeover"))
-			if attr(item["status"]) != dedupe.StatusInProgress {
+			item := testenv.Item(t, l.client, l.dedupe, l.store.PK("takeover"))
+			if testenv.Scalar(item["status"]) != dedupe.StatusInProgress {
 				t.Fatalf("the new owner's record was changed by the stale owner: %v", item)
 			}
 			c, _ := l.store.Claim(ctx, "takeover", dedupe.Fingerprint("frank:1"), time.Second)

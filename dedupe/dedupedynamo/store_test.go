@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sqsonce/sqsonce/dedupe"
 	"github.com/sqsonce/sqsonce/dedupe/dedupedynamo"
@@ -21,15 +19,7 @@ import (
 // ends.
 func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
-	client := testenv.Dynamo(t)
-	name := testenv.Name("sqsonce-dedupe-test")
-	if err := dedupedynamo.CreateTable(context.Background(), client, name); err != nil {
-		t.Fatalf("CreateTable: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
-	return client, name
+	return testenv.StoreTable(t, "sqsonce-dedupe-test", dedupedynamo.CreateTable)
 }
 
 func newStore(t *testing.T, client dedupedynamo.DynamoDBAPI, table string, now func() time.Time) *dedupedynamo.Store {
@@ -58,45 +48,23 @@ func TestRecordSchema(t *testing.T) {
 	if err != nil || c.Status != dedupe.Claimed {
 		t.Fatalf("claim: %v %v", c, err)
 	}
-	item := get(t, client, table, "conformance#order-1")
+	item := testenv.Item(t, client, table, "conformance#order-1")
 	want := map[string]string{
 		"status": "IN_PROGRESS", "token": c.Token, "fingerprint": "fp",
 		"lease_until": "1900000060000", "expires_at": "1902592000",
 	}
 	for k, v := range want {
-		if got := attr(item[k]); got != v {
+		if got := testenv.Scalar(item[k]); got != v {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
 	}
 	if err := s.Complete(ctx, "order-1", c.Token); err != nil {
 		t.Fatal(err)
 	}
-	item = get(t, client, table, "conformance#order-1")
-	if attr(item["status"]) != "COMPLETED" || item["lease_until"] != nil {
+	item = testenv.Item(t, client, table, "conformance#order-1")
+	if testenv.Scalar(item["status"]) != "COMPLETED" || item["lease_until"] != nil {
 		t.Errorf("completed item: %v", item)
 	}
-}
-
-func get(t *testing.T, client *dynamodb.Client, table, pk string) map[string]types.AttributeValue {
-	t.Helper()
-	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
-	})
-	if err != nil {
-		t.Fatalf("get %s: %v", pk, err)
-	}
-	return out.Item
-}
-
-func attr(v types.AttributeValue) string {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return v.Value
-	case *types.AttributeValueMemberN:
-		return v.Value
-	}
-	return ""
 }
 
 func TestCheck(t *testing.T) {

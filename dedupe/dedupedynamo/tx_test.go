@@ -80,7 +80,7 @@ func (l *ledger) balance(t *testing.T, account string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, _ := strconv.Atoi(attr(out.Item["balance"]))
+	n, _ := strconv.Atoi(testenv.Scalar(out.Item["balance"]))
 	return n
 }
 
@@ -183,7 +183,7 @@ func TestTransactionalUserConditionFails(t *testing.T) {
 	}
 	// Nothing was written, the dedupe record included: once the account is
 	// funded, the retry applies.
-	if get(t, l.client, l.dedupe, l.store.PK("debit-1")) != nil {
+	if testenv.Item(t, l.client, l.dedupe, l.store.PK("debit-1")) != nil {
 		t.Fatal("dedupe record written although the transaction was cancelled")
 	}
 	if err := dedupedynamo.Transactional(l.store, l.credit, nil).Handle(ctx, msg("m0", "fund", "carol:10")); err != nil {
@@ -223,7 +223,7 @@ func TestTransactionalVersionGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if attr(out.Item["name"]) != "three" || attr(out.Item["v"]) != "3" {
+	if testenv.Scalar(out.Item["name"]) != "three" || testenv.Scalar(out.Item["v"]) != "3" {
 		t.Fatalf("profile %v, want name three at v 3", out.Item)
 	}
 	// The stale event was recorded: its redelivery is a duplicate.
@@ -343,7 +343,7 @@ func TestTransactionalGuardedUserConditionFails(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return attr(out.Item["balance"]), attr(out.Item["v"])
+		return testenv.Scalar(out.Item["balance"]), testenv.Scalar(out.Item["v"])
 	}
 
 	// A newer version the balance cannot cover: the user's clause failed.
@@ -355,7 +355,7 @@ func TestTransactionalGuardedUserConditionFails(t *testing.T) {
 	if res := consumertest.Process(ctx, debit, msg("m1", "debit-v2", "2:5")); res.Outcome != consumer.OutcomeRetry {
 		t.Fatalf("guarded write, own condition failed: outcome %s (%v), want retry", res.Outcome, res.Err)
 	}
-	if item := get(t, l.client, l.dedupe, l.store.PK("debit-v2")); item != nil {
+	if item := testenv.Item(t, l.client, l.dedupe, l.store.PK("debit-v2")); item != nil {
 		t.Fatalf("dedupe record committed although the debit was not applied: %v", item)
 	}
 	if b, v := account(); b != "3" || v != "1" {
@@ -367,7 +367,7 @@ func TestTransactionalGuardedUserConditionFails(t *testing.T) {
 	if err := debit.Handle(ctx, msg("m0", "debit-v1", "1:1")); err != nil {
 		t.Fatalf("stale version: %v, want acked", err)
 	}
-	if item := get(t, l.client, l.dedupe, l.store.PK("debit-v1")); attr(item["status"]) != dedupe.StatusCompleted {
+	if item := testenv.Item(t, l.client, l.dedupe, l.store.PK("debit-v1")); testenv.Scalar(item["status"]) != dedupe.StatusCompleted {
 		t.Fatalf("stale version not recorded: %v", item)
 	}
 	if b, v := account(); b != "3" || v != "1" {

@@ -153,7 +153,7 @@ func TestTransactFuncRebuildsOutbox(t *testing.T) {
 	if builds.Load() != 2 {
 		t.Fatalf("builds %d, want 2 (one cancelled by the order conflict, one committed)", builds.Load())
 	}
-	if got := pendingEvents(t, ob); got != 3 || attr(a.record(t, "k2")["status"]) != "COMPLETED" {
+	if got := pendingEvents(t, ob); got != 3 || testenv.Scalar(a.record(t, "k2")["status"]) != "COMPLETED" {
 		t.Fatalf("pending %d, want 3, with the key completed", got)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -22,15 +21,7 @@ import (
 // ends.
 func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
-	client := testenv.Dynamo(t)
-	name := testenv.Name("sqsonce-idem-test")
-	if err := idemdynamo.CreateTable(context.Background(), client, name); err != nil {
-		t.Fatalf("CreateTable: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
-	return client, name
+	return testenv.StoreTable(t, "sqsonce-idem-test", idemdynamo.CreateTable)
 }
 
 func newStore(t *testing.T, client idemdynamo.DynamoDBAPI, table string, now func() time.Time) *idemdynamo.Store {
@@ -63,13 +54,13 @@ func TestRecordSchema(t *testing.T) {
 		t.Fatalf("claim: %v %v", c, err)
 	}
 	pk := "conformance#" + rk
-	item := get(t, client, table, pk)
+	item := testenv.Item(t, client, table, pk)
 	want := map[string]string{
 		"status": "IN_PROGRESS", "token": c.Token, "fingerprint": "fp",
 		"lease_until": "1900000060000", "expires_at": "1900086400",
 	}
 	for k, v := range want {
-		if got := attr(item[k]); got != v {
+		if got := testenv.Scalar(item[k]); got != v {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
 	}
@@ -77,40 +68,18 @@ func TestRecordSchema(t *testing.T) {
 	if err := s.Complete(ctx, rk, c.Token, idempotency.Completion{Response: resp}); err != nil {
 		t.Fatal(err)
 	}
-	item = get(t, client, table, pk)
-	if attr(item["status"]) != "COMPLETED" || item["lease_until"] != nil || attr(item["response_status"]) != "201" {
+	item = testenv.Item(t, client, table, pk)
+	if testenv.Scalar(item["status"]) != "COMPLETED" || item["lease_until"] != nil || testenv.Scalar(item["response_status"]) != "201" {
 		t.Errorf("completed item: %v", item)
 	}
 	if b, ok := item["response_body"].(*types.AttributeValueMemberB); !ok || string(b.Value) != `{"ok":true}` {
 		t.Errorf("response_body = %v", item["response_body"])
 	}
 	for name, v := range item {
-		if s := attr(v); strings.Contains(s, "user-7") || strings.Contains(s, "order-1") || strings.Contains(name, "user-7") {
+		if s := testenv.Scalar(v); strings.Contains(s, "user-7") || strings.Contains(s, "order-1") || strings.Contains(name, "user-7") {
 			t.Errorf("attribute %s holds the scope or the key in clear: %q", name, s)
 		}
 	}
-}
-
-func get(t *testing.T, client *dynamodb.Client, table, pk string) map[string]types.AttributeValue {
-	t.Helper()
-	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
-	})
-	if err != nil {
-		t.Fatalf("get %s: %v", pk, err)
-	}
-	return out.Item
-}
-
-func attr(v types.AttributeValue) string {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return v.Value
-	case *types.AttributeValueMemberN:
-		return v.Value
-	}
-	return ""
 }
 
 func TestCheck(t *testing.T) {

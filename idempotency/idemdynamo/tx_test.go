@@ -87,7 +87,7 @@ func (a *api) credit(t *testing.T, id string) map[string]types.AttributeValue {
 // record reads the key record of key for caller "alice".
 func (a *api) record(t *testing.T, key string) map[string]types.AttributeValue {
 	t.Helper()
-	return get(t, a.client, a.keys, a.store.PK(idempotency.RecordKey("alice", key)))
+	return testenv.Item(t, a.client, a.keys, a.store.PK(idempotency.RecordKey("alice", key)))
 }
 
 func send(h http.Handler, key, body string) *httptest.ResponseRecorder {
@@ -122,7 +122,7 @@ func TestTransactionalCompletion(t *testing.T) {
 		t.Fatal("the handler's write is not in DynamoDB")
 	}
 	rec := a.record(t, "k1")
-	if attr(rec["status"]) != "COMPLETED" || attr(rec["response_status"]) != "201" {
+	if testenv.Scalar(rec["status"]) != "COMPLETED" || testenv.Scalar(rec["response_status"]) != "201" {
 		t.Fatalf("key record: %v", rec)
 	}
 	if b, _ := rec["response_body"].(*types.AttributeValueMemberB); b == nil || string(b.Value) != first.Body.String() {
@@ -171,7 +171,7 @@ func TestTransactionalCommitsNeither(t *testing.T) {
 	if item := a.credit(t, "side-taken"); item != nil {
 		t.Fatalf("a write of the cancelled transaction committed: %v", item)
 	}
-	if n := a.credit(t, "taken")["amount"]; attr(n) != "1" {
+	if n := a.credit(t, "taken")["amount"]; testenv.Scalar(n) != "1" {
 		t.Fatalf("the existing item changed: %v", n)
 	}
 	if rec := a.record(t, "k1"); rec != nil {
@@ -180,7 +180,7 @@ func TestTransactionalCommitsNeither(t *testing.T) {
 	if w := send(h, "k1", "x"); w.Code != http.StatusCreated || w.Body.String() != "fresh" {
 		t.Fatalf("retry: %d %s", w.Code, w.Body)
 	}
-	if a.credit(t, "fresh") == nil || a.credit(t, "side-fresh") == nil || attr(a.record(t, "k1")["status"]) != "COMPLETED" {
+	if a.credit(t, "fresh") == nil || a.credit(t, "side-fresh") == nil || testenv.Scalar(a.record(t, "k1")["status"]) != "COMPLETED" {
 		t.Fatal("the retry's writes and record did not commit together")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -20,15 +19,7 @@ import (
 // ends.
 func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
-	client := testenv.Dynamo(t)
-	name := testenv.Name("sqsonce-limits-test")
-	if err := limitdynamo.CreateTable(context.Background(), client, name); err != nil {
-		t.Fatalf("CreateTable: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
-	return client, name
+	return testenv.StoreTable(t, "sqsonce-limits-test", limitdynamo.CreateTable)
 }
 
 func newStore(t *testing.T, client limitdynamo.DynamoDBAPI, table string, now func() time.Time) *limitdynamo.Store {
@@ -60,7 +51,7 @@ func TestItems(t *testing.T) {
 	if _, err := s.Reserve(ctx, "partner", limit.RateRequest{Every: time.Millisecond, N: 5, Burst: time.Millisecond, Ahead: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	item := get(t, client, table, "rate#partner")
+	item := testenv.Item(t, client, table, "rate#partner")
 	if n := item["next"].(*types.AttributeValueMemberN).Value; n != "1900000000004000000" {
 		t.Errorf("next = %s, want now − 1 ms + 5 ms in ns", n)
 	}
@@ -71,7 +62,7 @@ func TestItems(t *testing.T) {
 	if ok, err := s.Acquire(ctx, sl, 2, 30*time.Second); err != nil || !ok {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
-	item = get(t, client, table, "slots#accounts#acct-1")
+	item = testenv.Item(t, client, table, "slots#accounts#acct-1")
 	h := item["holders"].(*types.AttributeValueMemberM).Value
 	if v := h["h1"].(*types.AttributeValueMemberN).Value; v != "1900000030000" {
 		t.Errorf("holders = %v, want h1 → now + 30 s in ms", h)
@@ -79,7 +70,7 @@ func TestItems(t *testing.T) {
 	if err := s.Release(ctx, sl); err != nil {
 		t.Fatal(err)
 	}
-	item = get(t, client, table, "slots#accounts#acct-1")
+	item = testenv.Item(t, client, table, "slots#accounts#acct-1")
 	if h := item["holders"].(*types.AttributeValueMemberM).Value; len(h) != 0 {
 		t.Errorf("after Release holders = %v, want none", h)
 	}
@@ -96,15 +87,4 @@ func TestCheck(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), table+"-missing") {
 		t.Fatalf("Check of a missing table: %v", err)
 	}
-}
-
-func get(t *testing.T, client *dynamodb.Client, table, pk string) map[string]types.AttributeValue {
-	t.Helper()
-	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}}, ConsistentRead: aws.Bool(true),
-	})
-	if err != nil || out.Item == nil {
-		t.Fatalf("get %s: %v (item %v)", pk, err, out.Item)
-	}
-	return out.Item
 }
