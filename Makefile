@@ -27,6 +27,7 @@ test-unit: ## unit tests only, no stack (integration tests skip)
 	env -u AWS_ENDPOINT_URL_SQS -u AWS_ENDPOINT_URL_DYNAMODB -u SQSONCE_INTEGRATION $(GO) test -race -count=1 ./...
 
 test-reliability: ## the full reliability suite (ten scenarios at full size, the crash, fault, relay, external-effects and outage ones on DynamoDB and on PostgreSQL) with a summary per scenario
+	mkdir -p .stack
 	$(WITH_STACK) env SQSONCE_RELIABILITY=full $(GO) test -count=1 -timeout 60m -v -run . ./reliability/ 2>&1 | tee .stack/reliability.log | grep -E '^(RELIABILITY|--- |PASS|FAIL|ok)'
 
 fuzz: ## run every fuzz target for FUZZTIME (100000x: executions) each, with go test's output; a failing input is printed
