@@ -162,12 +162,6 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 	return st.due(ctx, owner, limit, true, inFlight)
 }
 
-// OverlapReads reports false: a relay on this store reads its next batch
-// only once the last one was sent and removed (Relay.Run does not overlap
-// them), since partitions handed between relays while events of theirs
-// are in flight could be sent twice.
-func (st *Store) OverlapReads() bool { return false }
-
 // due is Due, or DueRuns when runs.
 func (st *Store) due(ctx context.Context, owner string, limit int, runs bool, inFlight []outbox.Event) ([]outbox.Event, error) {
 	now := st.cfg.NowFunc()
@@ -402,6 +396,7 @@ func (a *ahead) heads(now int64, need int, runs bool, flying map[string]string) 
 // sized for want more events, and keeps it.
 func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, want int) error {
 	pk := partitionPK(p)
+	wrote := st.wroteTo(p)
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(st.cfg.Table),
 		KeyConditionExpression:    aws.String("pk = :pk"),
@@ -419,8 +414,8 @@ func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, wa
 	}
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
-	if st.ahead[p] != a || a.after != after || a.ended {
-		return nil // changed hands or began again meanwhile
+	if st.ahead[p] != a || a.after != after || a.ended || st.wrote[p] != wrote {
+		return nil // changed hands, began again, or written meanwhile
 	}
 	var last *run
 	for _, item := range res.Items {
@@ -444,6 +439,7 @@ func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, wa
 // more, up to maxPage.
 func (st *Store) readRun(ctx context.Context, p int, a *ahead, r *run, from string, want int) error {
 	pk := partitionPK(p)
+	wrote := st.wroteTo(p)
 	res, err := st.cfg.Client.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(st.cfg.Table),
 		KeyConditionExpression:    aws.String("pk = :pk AND sk BETWEEN :from AND :to"),
@@ -456,8 +452,8 @@ func (st *Store) readRun(ctx context.Context, p int, a *ahead, r *run, from stri
 	}
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
-	if st.ahead[p] != a || a.byHash[r.hash] != r || r.last != from {
-		return nil // changed hands or began again meanwhile
+	if st.ahead[p] != a || a.byHash[r.hash] != r || r.last != from || st.wrote[p] != wrote {
+		return nil // changed hands, began again, or written meanwhile
 	}
 	for _, item := range res.Items {
 		a.keep(item)
@@ -494,13 +490,29 @@ func parseHandle(h string) (p int, sk string, ok bool) {
 	return p, sk, err == nil
 }
 
-// keptAt finds the kept event of handle h: its run and index, or nil.
-// st.aheadMu is held.
-func (st *Store) keptAt(h string) (*run, int) {
+// wroteTo returns how many events of partition p were published or
+// failed so far (see written).
+func (st *Store) wroteTo(p int) uint64 {
+	st.aheadMu.Lock()
+	defer st.aheadMu.Unlock()
+	return st.wrote[p]
+}
+
+// written records that the event of handle h was published or failed,
+// and finds its kept copy: its run and index, or nil. A read of its
+// partition answered before the write may come back after it: it is not
+// kept (readPage, readRun), since it may hold the event as it was before.
+// Either the read is kept first, and its copy updated here, or the read
+// finds this count changed. st.aheadMu is held.
+func (st *Store) written(h string) (*run, int) {
 	p, sk, ok := parseHandle(h)
 	if !ok {
 		return nil, 0
 	}
+	if st.wrote == nil {
+		st.wrote = map[int]uint64{}
+	}
+	st.wrote[p]++
 	a := st.ahead[p]
 	if a == nil {
 		return nil, 0
@@ -523,7 +535,7 @@ func (st *Store) unkeep(evs []outbox.Event) {
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
 	for _, ev := range evs {
-		if r, i := st.keptAt(ev.Handle); r != nil {
+		if r, i := st.written(ev.Handle); r != nil {
 			r.evs = slices.Delete(r.evs, i, i+1)
 		}
 	}
@@ -534,7 +546,7 @@ func (st *Store) unkeep(evs []outbox.Event) {
 func (st *Store) keptFailed(ev outbox.Event, reason string, retryAt time.Time, dead bool) {
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
-	r, i := st.keptAt(ev.Handle)
+	r, i := st.written(ev.Handle)
 	if r == nil {
 		return
 	}
