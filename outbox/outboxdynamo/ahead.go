@@ -265,7 +265,11 @@ func (st *Store) dueIn(ctx context.Context, owner string, p int, now time.Time, 
 			st.aheadMu.Unlock()
 			return nil, nil
 		}
-		if r := a.tidy(); r != nil {
+		want := 1
+		if runs {
+			want = need
+		}
+		if r := a.tidy(flying, want); r != nil {
 			from := r.last
 			st.aheadMu.Unlock()
 			if err := st.readRun(ctx, p, a, r, from, need); err != nil {
@@ -312,25 +316,37 @@ func (a *ahead) rest() time.Duration {
 
 // tidy drops the runs that were published to their end, and the runs
 // published as far as they were read once the pass is old; it returns a
-// run published as far as it was read, to read on. st.aheadMu is held.
-func (a *ahead) tidy() *run {
+// run to read on while the pass is young: one that keeps fewer than want
+// events past those in flight (flying). With want 1 that is a run
+// published as far as it was read; DueRuns asks for a batch's worth, so
+// that the batch read while a run's kept events are sent has its next
+// ones. st.aheadMu is held.
+func (a *ahead) tidy(flying map[string]string, want int) *run {
 	var next *run
 	live := a.runs[:0]
 	for _, r := range a.runs {
-		if len(r.evs) == 0 {
-			if !r.more || a.steps > passSteps {
-				delete(a.byHash, r.hash)
-				continue
-			}
-			if next == nil {
-				next = r
-			}
+		young := r.more && a.steps <= passSteps
+		switch {
+		case len(r.evs) == 0 && !young:
+			delete(a.byHash, r.hash)
+			continue
+		case next == nil && young && r.kept(flying[r.hash]) < want:
+			next = r
 		}
 		live = append(live, r)
 	}
 	clear(a.runs[len(live):])
 	a.runs = live
 	return next
+}
+
+// kept is how many events r keeps after the sort key last ("" for all).
+func (r *run) kept(last string) int {
+	i := 0
+	for i < len(r.evs) && r.evs[i].sk <= last {
+		i++
+	}
+	return len(r.evs) - i
 }
 
 // heads returns up to need kept entities' oldest events that are due at
