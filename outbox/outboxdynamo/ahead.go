@@ -32,7 +32,8 @@ import (
 // A page that ends inside a run leaves the rest of that run unread: the
 // pass goes on after the run (sk > "<entity hash>$": '$' sorts right after
 // '#'), and the run is read on (sk between its last event read and its
-// end) once its kept events are published, while the pass is young
+// end) once its kept events are published (DueRuns: once fewer than a
+// batch's worth are kept past those in flight), while the pass is young
 // (passSteps). A new pass starts when the last one reached the end of the
 // partition and nothing it kept is due: it finds the events committed
 // since. An entity's later events have later stamps than any kept (see
@@ -45,7 +46,11 @@ import (
 // What a Store keeps of a partition holds only while its owner holds the
 // partition's lease without a break: it is dropped when the owner takes
 // or gives up the partition, when another owner reads it, and when
-// Requeue, Edit or Discard change events through this Store.
+// Requeue, Edit or Discard change events through this Store. A read that
+// DynamoDB answered before an event of its partition was published or
+// failed is not kept (see Store.written): the relay reads while it sends.
+// An owner gives up a partition only once none of its events is in
+// flight (ddbLeases.Drop, Store.leave).
 const (
 	// minPage and maxPage bound a page of a pass: twice the entities
 	// still wanted, so that one Query usually finds them.
