@@ -175,9 +175,6 @@ func (r *Relay) Owner() string { return r.cfg.Owner }
 func (r *Relay) Run(ctx context.Context) error {
 	var lastStats time.Time
 	rs, pipelined := r.cfg.Store.(RunStore)
-	if o, ok := r.cfg.Store.(interface{ OverlapReads() bool }); ok && !o.OverlapReads() {
-		pipelined = false // runs read a step at a time, never while sending
-	}
 	var p pipeline
 	for ctx.Err() == nil {
 		if now := r.cfg.NowFunc(); now.Sub(lastStats) >= r.cfg.StatsInterval {

@@ -32,7 +32,8 @@ import (
 // A page that ends inside a run leaves the rest of that run unread: the
 // pass goes on after the run (sk > "<entity hash>$": '$' sorts right after
 // '#'), and the run is read on (sk between its last event read and its
-// end) once its kept events are published, while the pass is young
+// end) once its kept events are published (DueRuns: once fewer than a
+// batch's worth are kept past those in flight), while the pass is young
 // (passSteps). A new pass starts when the last one reached the end of the
 // partition and nothing it kept is due: it finds the events committed
 // since. An entity's later events have later stamps than any kept (see
@@ -45,7 +46,11 @@ import (
 // What a Store keeps of a partition holds only while its owner holds the
 // partition's lease without a break: it is dropped when the owner takes
 // or gives up the partition, when another owner reads it, and when
-// Requeue, Edit or Discard change events through this Store.
+// Requeue, Edit or Discard change events through this Store. A read that
+// DynamoDB answered before an event of its partition was published or
+// failed is not kept (see Store.written): the relay reads while it sends.
+// An owner gives up a partition only once none of its events is in
+// flight (ddbLeases.Drop, Store.leave).
 const (
 	// minPage and maxPage bound a page of a pass: twice the entities
 	// still wanted, so that one Query usually finds them.
@@ -162,12 +167,6 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 	return st.due(ctx, owner, limit, true, inFlight)
 }
 
-// OverlapReads reports false: a relay on this store reads its next batch
-// only once the last one was sent and removed (Relay.Run does not overlap
-// them), since partitions handed between relays while events of theirs
-// are in flight could be sent twice.
-func (st *Store) OverlapReads() bool { return false }
-
 // due is Due, or DueRuns when runs.
 func (st *Store) due(ctx context.Context, owner string, limit int, runs bool, inFlight []outbox.Event) ([]outbox.Event, error) {
 	now := st.cfg.NowFunc()
@@ -271,7 +270,11 @@ func (st *Store) dueIn(ctx context.Context, owner string, p int, now time.Time, 
 			st.aheadMu.Unlock()
 			return nil, nil
 		}
-		if r := a.tidy(); r != nil {
+		want := 1
+		if runs {
+			want = need
+		}
+		if r := a.tidy(flying, want); r != nil {
 			from := r.last
 			st.aheadMu.Unlock()
 			if err := st.readRun(ctx, p, a, r, from, need); err != nil {
@@ -318,25 +321,37 @@ func (a *ahead) rest() time.Duration {
 
 // tidy drops the runs that were published to their end, and the runs
 // published as far as they were read once the pass is old; it returns a
-// run published as far as it was read, to read on. st.aheadMu is held.
-func (a *ahead) tidy() *run {
+// run to read on while the pass is young: one that keeps fewer than want
+// events past those in flight (flying). With want 1 that is a run
+// published as far as it was read; DueRuns asks for a batch's worth, so
+// that the batch read while a run's kept events are sent has its next
+// ones. st.aheadMu is held.
+func (a *ahead) tidy(flying map[string]string, want int) *run {
 	var next *run
 	live := a.runs[:0]
 	for _, r := range a.runs {
-		if len(r.evs) == 0 {
-			if !r.more || a.steps > passSteps {
-				delete(a.byHash, r.hash)
-				continue
-			}
-			if next == nil {
-				next = r
-			}
+		young := r.more && a.steps <= passSteps
+		switch {
+		case len(r.evs) == 0 && !young:
+			delete(a.byHash, r.hash)
+			continue
+		case next == nil && young && r.kept(flying[r.hash]) < want:
+			next = r
 		}
 		live = append(live, r)
 	}
 	clear(a.runs[len(live):])
 	a.runs = live
 	return next
+}
+
+// kept is how many events r keeps after the sort key last ("" for all).
+func (r *run) kept(last string) int {
+	i := 0
+	for i < len(r.evs) && r.evs[i].sk <= last {
+		i++
+	}
+	return len(r.evs) - i
 }
 
 // heads returns up to need kept entities' oldest events that are due at
@@ -402,6 +417,7 @@ func (a *ahead) heads(now int64, need int, runs bool, flying map[string]string) 
 // sized for want more events, and keeps it.
 func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, want int) error {
 	pk := partitionPK(p)
+	wrote := st.wroteTo(p)
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(st.cfg.Table),
 		KeyConditionExpression:    aws.String("pk = :pk"),
@@ -419,8 +435,8 @@ func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, wa
 	}
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
-	if st.ahead[p] != a || a.after != after || a.ended {
-		return nil // changed hands or began again meanwhile
+	if st.ahead[p] != a || a.after != after || a.ended || st.wrote[p] != wrote {
+		return nil // changed hands, began again, or written meanwhile
 	}
 	var last *run
 	for _, item := range res.Items {
@@ -444,6 +460,7 @@ func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, wa
 // more, up to maxPage.
 func (st *Store) readRun(ctx context.Context, p int, a *ahead, r *run, from string, want int) error {
 	pk := partitionPK(p)
+	wrote := st.wroteTo(p)
 	res, err := st.cfg.Client.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(st.cfg.Table),
 		KeyConditionExpression:    aws.String("pk = :pk AND sk BETWEEN :from AND :to"),
@@ -456,8 +473,8 @@ func (st *Store) readRun(ctx context.Context, p int, a *ahead, r *run, from stri
 	}
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
-	if st.ahead[p] != a || a.byHash[r.hash] != r || r.last != from {
-		return nil // changed hands or began again meanwhile
+	if st.ahead[p] != a || a.byHash[r.hash] != r || r.last != from || st.wrote[p] != wrote {
+		return nil // changed hands, began again, or written meanwhile
 	}
 	for _, item := range res.Items {
 		a.keep(item)
@@ -494,13 +511,29 @@ func parseHandle(h string) (p int, sk string, ok bool) {
 	return p, sk, err == nil
 }
 
-// keptAt finds the kept event of handle h: its run and index, or nil.
-// st.aheadMu is held.
-func (st *Store) keptAt(h string) (*run, int) {
+// wroteTo returns how many events of partition p were published or
+// failed so far (see written).
+func (st *Store) wroteTo(p int) uint64 {
+	st.aheadMu.Lock()
+	defer st.aheadMu.Unlock()
+	return st.wrote[p]
+}
+
+// written records that the event of handle h was published or failed,
+// and finds its kept copy: its run and index, or nil. A read of its
+// partition answered before the write may come back after it: it is not
+// kept (readPage, readRun), since it may hold the event as it was before.
+// Either the read is kept first, and its copy updated here, or the read
+// finds this count changed. st.aheadMu is held.
+func (st *Store) written(h string) (*run, int) {
 	p, sk, ok := parseHandle(h)
 	if !ok {
 		return nil, 0
 	}
+	if st.wrote == nil {
+		st.wrote = map[int]uint64{}
+	}
+	st.wrote[p]++
 	a := st.ahead[p]
 	if a == nil {
 		return nil, 0
@@ -523,7 +556,7 @@ func (st *Store) unkeep(evs []outbox.Event) {
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
 	for _, ev := range evs {
-		if r, i := st.keptAt(ev.Handle); r != nil {
+		if r, i := st.written(ev.Handle); r != nil {
 			r.evs = slices.Delete(r.evs, i, i+1)
 		}
 	}
@@ -534,7 +567,7 @@ func (st *Store) unkeep(evs []outbox.Event) {
 func (st *Store) keptFailed(ev outbox.Event, reason string, retryAt time.Time, dead bool) {
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
-	r, i := st.keptAt(ev.Handle)
+	r, i := st.written(ev.Handle)
 	if r == nil {
 		return
 	}

@@ -251,16 +251,20 @@ func (l *ddbLeases) Take(ctx context.Context, owner string, want int, now, until
 }
 
 func (st *Store) queryAll(ctx context.Context, pk string) ([]map[string]types.AttributeValue, error) {
+	return st.query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(st.cfg.Table),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
+		ConsistentRead:            aws.Bool(true),
+	})
+}
+
+// query returns every item in reads the pages of.
+func (st *Store) query(ctx context.Context, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
+	pk := in.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS).Value
 	var out []map[string]types.AttributeValue
-	var start map[string]types.AttributeValue
 	for {
-		res, err := st.cfg.Client.Query(ctx, &dynamodb.QueryInput{
-			TableName:                 aws.String(st.cfg.Table),
-			KeyConditionExpression:    aws.String("pk = :pk"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
-			ConsistentRead:            aws.Bool(true),
-			ExclusiveStartKey:         start,
-		}, dynamohttp.Guard)
+		res, err := st.cfg.Client.Query(ctx, in, dynamohttp.Guard)
 		if err != nil {
 			return nil, fmt.Errorf("outboxdynamo: query %s: %w", pk, err)
 		}
@@ -268,7 +272,7 @@ func (st *Store) queryAll(ctx context.Context, pk string) ([]map[string]types.At
 		if len(res.LastEvaluatedKey) == 0 {
 			return out, nil
 		}
-		start = res.LastEvaluatedKey
+		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
 }
 
@@ -393,31 +397,52 @@ func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, ret
 }
 
 // Stats implements [outbox.Store]. It reads every partition, readers at
-// once.
+// once, only the attributes it counts by; the dead events whole, in a
+// second read of a partition that has some.
 func (st *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	parts := make([]outbox.Stats, st.cfg.Partitions)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(readers)
 	for p := range parts {
 		g.Go(func() error {
-			items, err := st.queryAll(gctx, partitionPK(p))
+			items, err := st.query(gctx, &dynamodb.QueryInput{
+				TableName:                 aws.String(st.cfg.Table),
+				KeyConditionExpression:    aws.String("pk = :pk"),
+				ProjectionExpression:      aws.String("#c, #d"),
+				ExpressionAttributeNames:  map[string]string{"#c": "created", "#d": "dead"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(partitionPK(p))},
+				ConsistentRead:            aws.Bool(true),
+			})
 			if err != nil {
 				return err
 			}
 			ps := &parts[p]
 			for _, item := range items {
-				ev := toEvent(item)
-				if ev.Dead {
+				if boolean(item, "dead") {
 					ps.Dead++
-					if len(ps.DeadEvents) < 100 {
-						ps.DeadEvents = append(ps.DeadEvents, ev)
-					}
 					continue
 				}
 				ps.Pending++
-				if ps.Oldest.IsZero() || ev.CreatedAt.Before(ps.Oldest) {
-					ps.Oldest = ev.CreatedAt
+				if created := time.UnixMilli(num(item, "created")); ps.Oldest.IsZero() || created.Before(ps.Oldest) {
+					ps.Oldest = created
 				}
+			}
+			if ps.Dead == 0 {
+				return nil
+			}
+			dead, err := st.query(gctx, &dynamodb.QueryInput{
+				TableName:                 aws.String(st.cfg.Table),
+				KeyConditionExpression:    aws.String("pk = :pk"),
+				FilterExpression:          aws.String("#d = :t"),
+				ExpressionAttributeNames:  map[string]string{"#d": "dead"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(partitionPK(p)), ":t": &types.AttributeValueMemberBOOL{Value: true}},
+				ConsistentRead:            aws.Bool(true),
+			})
+			if err != nil {
+				return err
+			}
+			for _, item := range dead[:min(len(dead), 100)] {
+				ps.DeadEvents = append(ps.DeadEvents, toEvent(item))
 			}
 			return nil
 		})

@@ -82,6 +82,7 @@ type Store struct {
 
 	aheadMu sync.Mutex
 	ahead   map[int]*ahead // by partition: what its pass read and kept (ahead.go)
+	wrote   map[int]uint64 // by partition: how many of its events were published or failed
 
 	leavingMu sync.Mutex
 	leaving   map[string][]int // owner → partitions to give up at its next Due
