@@ -21,7 +21,22 @@
 //	    lease_until timestamptz,              -- IN_PROGRESS: when the claim may be taken over
 //	    expires_at  timestamptz NOT NULL      -- dead after this; Prune deletes it
 //	);
-//	CREATE INDEX sqsonce_dedupe_expires_at ON sqsonce_dedupe (expires_at);
+//	-- Prune's scan: BRIN, so that a row written is entered in the
+//	-- primary key only (PostgreSQL 14 or later for minmax_multi).
+//	CREATE INDEX sqsonce_dedupe_expires_at_brin ON sqsonce_dedupe
+//	    USING brin (expires_at timestamptz_minmax_multi_ops);
+//
+// Tables created before that index had a btree on expires_at
+// (sqsonce_dedupe_expires_at); pgstore.Migrate replaces it (migration 3),
+// taking a lock that holds writes to the table while the BRIN index is
+// built, one pass over the table. On a large table in use, build it first
+// without that lock, then run Migrate, which finds nothing left to do:
+//
+//	CREATE INDEX CONCURRENTLY IF NOT EXISTS sqsonce_dedupe_expires_at_brin ON sqsonce_dedupe
+//	    USING brin (expires_at timestamptz_minmax_multi_ops);
+//	DROP INDEX CONCURRENTLY IF EXISTS sqsonce_dedupe_expires_at;
+//
+// Until then the store works on the old table as before.
 //
 // A claim is one INSERT ... ON CONFLICT (pk) DO UPDATE ... WHERE the old
 // row is dead (expired, or IN_PROGRESS with an ended lease); a live row is
