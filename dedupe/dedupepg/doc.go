@@ -16,7 +16,7 @@
 //	CREATE TABLE sqsonce_dedupe (
 //	    pk          text        PRIMARY KEY,  -- "<namespace>#<key>" (hashed past 2048 bytes)
 //	    status      text        NOT NULL,     -- IN_PROGRESS or COMPLETED
-//	    token       text        NOT NULL,     -- random per claim; fences Extend/Complete/Release
+//	    token       text        NOT NULL,     -- random per claim; fences Extend/Complete/Release ('' when Transactional completed it without a claim)
 //	    fingerprint text        NOT NULL,     -- hash of the body; another body = key reuse
 //	    lease_until timestamptz,              -- IN_PROGRESS: when the claim may be taken over
 //	    expires_at  timestamptz NOT NULL      -- dead after this; Prune deletes it

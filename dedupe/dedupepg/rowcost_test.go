@@ -156,3 +156,42 @@ func TestMigrateReplacesTheExpiresAtBtree(t *testing.T) {
 		t.Fatalf("Claim of the row written before the upgrade: %+v %v, want a duplicate", c, err)
 	}
 }
+
+// TestTransactionalRowHasNoToken: the COMPLETED row Transactional writes
+// without a claim carries no token (nothing fences on a completed row's
+// token), so the INSERT sends four parameters and the row is that much
+// narrower, and no random token is drawn per message.
+func TestTransactionalRowHasNoToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, schema := testenv.PostgresSchema(t)
+	if _, err := pgstore.Migrate(ctx, base, pgstore.Dedupe); err != nil {
+		t.Fatal(err)
+	}
+	trace := &statements{}
+	cfg := base.Config()
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := dedupepg.New(dedupepg.Config{DB: pool, Namespace: "nt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := dedupepg.Transactional(s, func(context.Context, pgx.Tx, *consumer.Message) error { return nil }, nil)
+	if err := h.Handle(ctx, consumertest.NewMessage("x", consumertest.WithID("m-1"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range trace.take() {
+		if strings.HasPrefix(q.SQL, "INSERT") && len(q.Args) != 4 {
+			t.Errorf("the dedupe INSERT sends %d parameters, want 4 (key, fingerprint, expiry, now)", len(q.Args))
+		}
+	}
+	var token string
+	if err := base.QueryRow(ctx, `SELECT token FROM sqsonce_dedupe WHERE pk = $1`, s.PK("m-1")).Scan(&token); err != nil || token != "" {
+		t.Fatalf("the completed row's token: %q %v, want none", token, err)
+	}
+}
