@@ -27,10 +27,11 @@
 //	    USING brin (expires_at timestamptz_minmax_multi_ops);
 //
 // Tables created before that index had a btree on expires_at
-// (sqsonce_dedupe_expires_at); pgstore.Migrate replaces it (migration 3),
-// taking a lock that holds writes to the table while the BRIN index is
-// built, one pass over the table. On a large table in use, build it first
-// without that lock, then run Migrate, which finds nothing left to do:
+// (sqsonce_dedupe_expires_at) and a CHECK on status; pgstore.Migrate
+// replaces the one and drops the other (migration 3). Building the BRIN
+// index holds writes to the table for one pass over it; on a large table
+// in use, build it first without that lock, then run Migrate, which is
+// left only the CHECK to drop (a moment's lock):
 //
 //	CREATE INDEX CONCURRENTLY IF NOT EXISTS sqsonce_dedupe_expires_at_brin ON sqsonce_dedupe
 //	    USING brin (expires_at timestamptz_minmax_multi_ops);
