@@ -16,12 +16,28 @@
 //	CREATE TABLE sqsonce_dedupe (
 //	    pk          text        PRIMARY KEY,  -- "<namespace>#<key>" (hashed past 2048 bytes)
 //	    status      text        NOT NULL,     -- IN_PROGRESS or COMPLETED
-//	    token       text        NOT NULL,     -- random per claim; fences Extend/Complete/Release
+//	    token       text        NOT NULL,     -- random per claim; fences Extend/Complete/Release ('' when Transactional completed it without a claim)
 //	    fingerprint text        NOT NULL,     -- hash of the body; another body = key reuse
 //	    lease_until timestamptz,              -- IN_PROGRESS: when the claim may be taken over
 //	    expires_at  timestamptz NOT NULL      -- dead after this; Prune deletes it
 //	);
-//	CREATE INDEX sqsonce_dedupe_expires_at ON sqsonce_dedupe (expires_at);
+//	-- Prune's scan: BRIN, so that a row written is entered in the
+//	-- primary key only (PostgreSQL 14 or later for minmax_multi).
+//	CREATE INDEX sqsonce_dedupe_expires_at_brin ON sqsonce_dedupe
+//	    USING brin (expires_at timestamptz_minmax_multi_ops);
+//
+// Tables created before that index had a btree on expires_at
+// (sqsonce_dedupe_expires_at) and a CHECK on status; pgstore.Migrate
+// replaces the one and drops the other (migration 3). Building the BRIN
+// index holds writes to the table for one pass over it; on a large table
+// in use, build it first without that lock, then run Migrate, which is
+// left only the CHECK to drop (a moment's lock):
+//
+//	CREATE INDEX CONCURRENTLY IF NOT EXISTS sqsonce_dedupe_expires_at_brin ON sqsonce_dedupe
+//	    USING brin (expires_at timestamptz_minmax_multi_ops);
+//	DROP INDEX CONCURRENTLY IF EXISTS sqsonce_dedupe_expires_at;
+//
+// Until then the store works on the old table as before.
 //
 // A claim is one INSERT ... ON CONFLICT (pk) DO UPDATE ... WHERE the old
 // row is dead (expired, or IN_PROGRESS with an ended lease); a live row is

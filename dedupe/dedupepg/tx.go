@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sqsonce/sqsonce/dedupe"
-	"github.com/sqsonce/sqsonce/internal/leasekey"
 	"github.com/sqsonce/sqsonce/internal/pgutil"
 	"github.com/sqsonce/sqsonce/internal/steprec"
 	"github.com/sqsonce/sqsonce/sqsmsg"
@@ -170,7 +169,7 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *sqsmsg.Mes
 	if c := steprec.ClaimFrom(ctx, h.s); c != nil {
 		return c.Completing(func() (bool, error) { return h.completeClaim(ctx, tx, c, pk, msg) })
 	}
-	tag, err := tx.Exec(ctx, completedSQL, pk, leasekey.NewToken(), fp, now.Add(h.s.ttl), now)
+	tag, err := tx.Exec(ctx, completedSQL, pk, fp, now.Add(h.s.ttl), now)
 	switch {
 	case err != nil:
 		return fmt.Errorf("dedupepg: dedupe row: %w", err)
@@ -188,15 +187,18 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *sqsmsg.Mes
 
 // completedSQL is upsert with status COMPLETED, as Transactional writes
 // it without a claim: no lease, no steps kept, and nothing returned (a
-// row written is the answer), so the statement carries five parameters
-// and sends no row back. A live record blocks it: no row is written.
+// row written is the answer), so the statement carries four parameters
+// and sends no row back. The row carries no token either: only
+// IN_PROGRESS claims are fenced by theirs, and a claim's token is never
+// empty, so none matches a completed row's. A live record blocks it: no
+// row is written.
 const completedSQL = `INSERT INTO ` + table + ` AS d (pk, status, token, fingerprint, expires_at)
-VALUES ($1, 'COMPLETED', $2, $3, $4)
+VALUES ($1, 'COMPLETED', '', $2, $3)
 ON CONFLICT (pk) DO UPDATE
-SET status = 'COMPLETED', token = excluded.token, fingerprint = excluded.fingerprint,
+SET status = 'COMPLETED', token = '', fingerprint = excluded.fingerprint,
     lease_until = NULL, expires_at = excluded.expires_at, steps = NULL, unknown_step = NULL
-WHERE d.expires_at < $5 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $5
-    AND (d.fingerprint = $3 OR d.fingerprint = '' OR $3 = ''))`
+WHERE d.expires_at < $4 OR (d.status = 'IN_PROGRESS' AND d.lease_until < $4
+    AND (d.fingerprint = $2 OR d.fingerprint = '' OR $2 = ''))`
 
 // completeClaim is the transaction of the final step of a handler under
 // dedupe.Middleware with this store (c is its claim): the claim's record

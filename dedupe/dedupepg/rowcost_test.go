@@ -1,0 +1,215 @@
+package dedupepg_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sqsonce/sqsonce/consumer"
+	"github.com/sqsonce/sqsonce/consumer/consumertest"
+	"github.com/sqsonce/sqsonce/dedupe"
+	"github.com/sqsonce/sqsonce/dedupe/dedupepg"
+	"github.com/sqsonce/sqsonce/internal/testenv"
+	"github.com/sqsonce/sqsonce/pgstore"
+)
+
+// walRecords is the number of WAL records sql writes, from EXPLAIN
+// (ANALYZE, WAL) in a transaction rolled back.
+func walRecords(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var raw []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, WAL, FORMAT JSON) "+sql, args...).Scan(&raw); err != nil {
+		t.Fatalf("EXPLAIN %s: %v", sql, err)
+	}
+	var plans []struct {
+		Plan struct {
+			WALRecords int `json:"WAL Records"`
+		}
+	}
+	if err := json.Unmarshal(raw, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN output %s: %v", raw, err)
+	}
+	return plans[0].Plan.WALRecords
+}
+
+// TestTransactionalRowIndexes: the dedupe row a message's transaction
+// inserts is entered in one index, the primary key, as the textbook
+// processed_messages row is: Prune's index on expires_at is a BRIN
+// index, whose insert writes nothing, and the index of unknown steps is
+// partial (a COMPLETED row holds none). Counted from the catalog and
+// from the WAL records of the row's INSERT against the textbook's. The
+// table has no CHECK constraint either: PostgreSQL reads and prepares a
+// table's CHECK expressions again for every INSERT statement, which cost
+// the single-row INSERT about as much as the btree did; the store writes
+// only its two statuses.
+func TestTransactionalRowIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, schema := testenv.PostgresSchema(t)
+	if _, err := pgstore.Migrate(ctx, base, pgstore.Dedupe); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := base.Exec(ctx, `CREATE TABLE processed_messages (message_id text PRIMARY KEY, processed_at timestamptz NOT NULL DEFAULT now());
+		INSERT INTO processed_messages VALUES ('m-1')`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := base.Query(ctx, `SELECT c.relname FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+		WHERE i.indrelid = 'sqsonce_dedupe'::regclass AND i.indpred IS NULL AND a.amname <> 'brin'
+		ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	every, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(every, []string{"sqsonce_dedupe_pkey"}) {
+		t.Fatalf("indexes every dedupe row is entered in: %v, want only the primary key", every)
+	}
+	var checks []string
+	rows, err = base.Query(ctx, `SELECT conname FROM pg_constraint WHERE conrelid = 'sqsonce_dedupe'::regclass AND contype = 'c' ORDER BY 1`)
+	if err == nil {
+		checks, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || len(checks) > 0 {
+		t.Fatalf("CHECK constraints on the dedupe table: %v %v, want none (each INSERT would rebuild and evaluate them)", checks, err)
+	}
+
+	trace := &statements{}
+	cfg := base.Config()
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.Tracer = trace
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := dedupepg.New(dedupepg.Config{DB: pool, Namespace: "rc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := dedupepg.Transactional(s, func(context.Context, pgx.Tx, *consumer.Message) error { return nil }, nil)
+	if err := h.Handle(ctx, consumertest.NewMessage("x", consumertest.WithID("m-1"))); err != nil {
+		t.Fatal(err)
+	}
+	var insert *pgx.TraceQueryStartData
+	for _, q := range trace.take() {
+		if strings.HasPrefix(q.SQL, "INSERT") {
+			insert = &q
+		}
+	}
+	if insert == nil || len(insert.Args) == 0 {
+		t.Fatal("no dedupe INSERT traced")
+	}
+	args := slices.Clone(insert.Args)
+	args[0] = s.PK("m-2") // a new key: the INSERT writes a row
+	got := walRecords(t, pool, insert.SQL, args...)
+	textbook := walRecords(t, pool, `INSERT INTO processed_messages (message_id) VALUES ($1) ON CONFLICT DO NOTHING`, "m-2")
+	if got > textbook {
+		t.Fatalf("the dedupe row's INSERT writes %d WAL records, the textbook row's %d: want no more", got, textbook)
+	}
+}
+
+// TestMigrateReplacesTheExpiresAtBtree: a table created before the BRIN
+// index (the btree on expires_at and the CHECK on status, migrations 1
+// and 2) is upgraded by Migrate to the BRIN index without the CHECK, and
+// its rows stay claimable and prunable.
+func TestMigrateReplacesTheExpiresAtBtree(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	// The schema as migrations 1 and 2 left it, with a live and an expired row.
+	if _, err := pool.Exec(ctx, `DROP INDEX sqsonce_dedupe_expires_at_brin;
+		CREATE INDEX sqsonce_dedupe_expires_at ON sqsonce_dedupe (expires_at);
+		ALTER TABLE sqsonce_dedupe ADD CHECK (status IN ('IN_PROGRESS', 'COMPLETED'));
+		DELETE FROM sqsonce_schema_migrations WHERE component = 'dedupe' AND version = 3;
+		INSERT INTO sqsonce_dedupe (pk, status, token, fingerprint, expires_at) VALUES
+			('up#live', 'COMPLETED', 't1', '', now() + interval '1 day'),
+			('up#gone', 'COMPLETED', 't2', '', now() - interval '1 day')`); err != nil {
+		t.Fatal(err)
+	}
+	v, err := pgstore.Migrate(ctx, pool, pgstore.Dedupe)
+	if err != nil || fmt.Sprint(v[pgstore.Dedupe]) != "[3]" {
+		t.Fatalf("Migrate on a version 2 table: %v %v, want [3] applied", v, err)
+	}
+	var idx []string
+	rows, err := pool.Query(ctx, `SELECT c.relname || ' ' || a.amname FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+		WHERE i.indrelid = 'sqsonce_dedupe'::regclass ORDER BY 1`)
+	if err == nil {
+		idx, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	want := []string{"sqsonce_dedupe_expires_at_brin brin", "sqsonce_dedupe_pkey btree", "sqsonce_dedupe_unknown_step btree"}
+	if err != nil || !slices.Equal(idx, want) {
+		t.Fatalf("indexes after the upgrade: %q %v, want %q", idx, err, want)
+	}
+	var checks int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE conrelid = 'sqsonce_dedupe'::regclass AND contype = 'c'`).Scan(&checks); err != nil || checks != 0 {
+		t.Fatalf("CHECK constraints after the upgrade: %d %v, want none", checks, err)
+	}
+	s, err := dedupepg.New(dedupepg.Config{DB: pool, Namespace: "up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Prune(ctx, pgstore.PruneOptions{}); err != nil || n != 1 {
+		t.Fatalf("Prune after the upgrade: %d %v, want the expired row", n, err)
+	}
+	c, err := s.Claim(ctx, "live", "", time.Minute)
+	if err != nil || c.Status != dedupe.Duplicate {
+		t.Fatalf("Claim of the row written before the upgrade: %+v %v, want a duplicate", c, err)
+	}
+}
+
+// TestTransactionalRowHasNoToken: the COMPLETED row Transactional writes
+// without a claim carries no token (nothing fences on a completed row's
+// token), so the INSERT sends four parameters and the row is that much
+// narrower, and no random token is drawn per message.
+func TestTransactionalRowHasNoToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, schema := testenv.PostgresSchema(t)
+	if _, err := pgstore.Migrate(ctx, base, pgstore.Dedupe); err != nil {
+		t.Fatal(err)
+	}
+	trace := &statements{}
+	cfg := base.Config()
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := dedupepg.New(dedupepg.Config{DB: pool, Namespace: "nt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := dedupepg.Transactional(s, func(context.Context, pgx.Tx, *consumer.Message) error { return nil }, nil)
+	if err := h.Handle(ctx, consumertest.NewMessage("x", consumertest.WithID("m-1"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range trace.take() {
+		if strings.HasPrefix(q.SQL, "INSERT") && len(q.Args) != 4 {
+			t.Errorf("the dedupe INSERT sends %d parameters, want 4 (key, fingerprint, expiry, now)", len(q.Args))
+		}
+	}
+	var token string
+	if err := base.QueryRow(ctx, `SELECT token FROM sqsonce_dedupe WHERE pk = $1`, s.PK("m-1")).Scan(&token); err != nil || token != "" {
+		t.Fatalf("the completed row's token: %q %v, want none", token, err)
+	}
+}
