@@ -2,6 +2,7 @@ package outboxpg_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -203,8 +204,9 @@ func ids(evs []outbox.Event) string {
 	return strings.Join(s, " ")
 }
 
-// explainDB explains the Store's read of due events as it sends it, with
-// the server's default JIT settings, and keeps the plan.
+// explainDB explains the Store's reads of due events (the window and the
+// per-entity read) as it sends them, with the server's default JIT
+// settings, and keeps the plans.
 type explainDB struct {
 	pgstore.DB
 	pool  *pgxpool.Pool
@@ -213,7 +215,7 @@ type explainDB struct {
 }
 
 func (e *explainDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if strings.HasPrefix(sql, "WITH RECURSIVE heads") {
+	if strings.Contains(sql, "FROM sqsonce_outbox o") {
 		e.err = errors.Join(e.err, pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, "SET LOCAL jit = on; SET LOCAL jit_above_cost = 100000"); err != nil {
 				return err
@@ -230,10 +232,61 @@ func (e *explainDB) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 }
 
 // A long backlog of a few entities is the relay's usual state after an
-// outage; its read must stay cheap: not priced so high that PostgreSQL
-// JIT-compiles it on every batch (many milliseconds, for a read of a
-// fraction of one).
+// outage; its reads must stay cheap: not priced so high that PostgreSQL
+// JIT-compiles them on every batch (many milliseconds, for a read of a
+// fraction of one). Both backlogs: the entities' events interleaved (the
+// window read), and one entity's events all before the others' (the
+// window is no fair batch: the per-entity read).
 func TestDueRunsReadOfALongBacklogIsNotJITCompiled(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		entities int
+		order    string
+	}{
+		"interleaved":      {4, "i"},
+		"one entity first": {4, "i % 4, i"},
+		"many entities":    {200, "i"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := newPool(t)
+			db := &explainDB{DB: pool, pool: pool}
+			st, err := outboxpg.New(outboxpg.Config{DB: db})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, `INSERT INTO sqsonce_outbox (entity_key, seq, id, entity, partition, payload, created_at)
+				SELECT 'e' || (i % $1), i, 'id-' || i, 'e' || (i % $1), i % 4, 'x', now() FROM generate_series(1, 20000) i ORDER BY `+c.order, c.entities); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, `ANALYZE sqsonce_outbox`); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				evs, err := st.DueRuns(ctx, "r1", 100, nil)
+				if err != nil || len(evs) != 100 {
+					t.Fatalf("DueRuns: %d events, %v; want 100", len(evs), err)
+				}
+			}
+			if db.err != nil || len(db.plans) < 2 {
+				t.Fatalf("explain: %d plans, %v", len(db.plans), db.err)
+			}
+			for _, plan := range db.plans {
+				if strings.Contains(plan, `"JIT"`) {
+					t.Fatalf("a read of due events was JIT-compiled: %s", plan)
+				}
+			}
+		})
+	}
+}
+
+// With many entities, a relay's reads after its first are one scan of the
+// events in the order they were written (the pos index), each node of the
+// plan run once: no probe per entity, whose cost grew with the entities
+// in a batch. The batches still take each entity's events in commit
+// order, after those in flight.
+func TestDueRunsManyEntitiesReadOneIndexScan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t)
@@ -242,25 +295,75 @@ func TestDueRunsReadOfALongBacklogIsNotJITCompiled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO sqsonce_outbox (entity_key, seq, id, entity, partition, payload, created_at)
-		SELECT 'e' || (i % 4), i, 'id-' || i, 'e' || (i % 4), i % 4, 'x', now() FROM generate_series(1, 20000) i`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `ANALYZE sqsonce_outbox`); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		evs, err := st.DueRuns(ctx, "r1", 100, nil)
-		if err != nil || len(evs) != 100 {
-			t.Fatalf("DueRuns: %d events, %v; want 100", len(evs), err)
+	const entities, perEntity = 100, 3
+	for i := range perEntity {
+		evs := make([]outbox.Event, entities)
+		for e := range entities {
+			evs[e] = outbox.Event{ID: fmt.Sprintf("e%03d-%d", e, i), Entity: fmt.Sprintf("e%03d", e), Payload: "x"}
+		}
+		if err := commit(ctx, pool, st, evs...); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if db.err != nil || len(db.plans) != 2 {
-		t.Fatalf("explain: %d plans, %v", len(db.plans), db.err)
+	if _, err := pool.Exec(ctx, `ANALYZE sqsonce_outbox`); err != nil { // as autovacuum does
+		t.Fatal(err)
 	}
-	for _, plan := range db.plans {
-		if strings.Contains(plan, `"JIT"`) {
-			t.Fatalf("the read of due events was JIT-compiled: %s", plan)
+	var inFlight []outbox.Event
+	for i := range perEntity {
+		evs, err := st.DueRuns(ctx, "r1", 100, inFlight)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != entities {
+			t.Fatalf("batch %d: %d events, want %d", i, len(evs), entities)
+		}
+		for _, ev := range evs {
+			if want := fmt.Sprintf("%s-%d", ev.Entity, i); ev.ID != want {
+				t.Fatalf("batch %d holds %s, want %s (each entity's next event in commit order)", i, ev.ID, want)
+			}
+		}
+		if err := st.Published(ctx, inFlight); err != nil {
+			t.Fatal(err)
+		}
+		inFlight = evs
+	}
+	if db.err != nil || len(db.plans) != perEntity {
+		t.Fatalf("explain: %d plans, %v; want %d", len(db.plans), db.err, perEntity)
+	}
+	for i, plan := range db.plans[1:] {
+		var nodes []struct {
+			Plan planNode `json:"Plan"`
+		}
+		if err := json.Unmarshal([]byte(plan), &nodes); err != nil || len(nodes) != 1 {
+			t.Fatalf("plan %s: %v", plan, err)
+		}
+		scans, loops := nodes[0].Plan.walk()
+		if scans["sqsonce_outbox_pos"] != 1 || loops > 1 {
+			t.Fatalf("read %d: index scans %v, a node run %d times; want one scan of sqsonce_outbox_pos, each node run once: %s", i+2, scans, loops, plan)
 		}
 	}
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	Type  string     `json:"Node Type"`
+	Index string     `json:"Index Name"`
+	Loops int        `json:"Actual Loops"`
+	Plans []planNode `json:"Plans"`
+}
+
+// walk returns the index scans by index, and the most loops of a node.
+func (n planNode) walk() (map[string]int, int) {
+	scans, loops := map[string]int{}, n.Loops
+	if n.Index != "" {
+		scans[n.Index]++
+	}
+	for _, c := range n.Plans {
+		s, l := c.walk()
+		for k, v := range s {
+			scans[k] += v
+		}
+		loops = max(loops, l)
+	}
+	return scans, loops
 }

@@ -81,6 +81,7 @@ type Store struct {
 	cfg Config
 
 	leases partlease.Cache // owner → partitions held
+	reads  readModes       // owner → DueRuns's next read
 }
 
 var _ outbox.RunStore = (*Store)(nil)
@@ -211,16 +212,25 @@ func (st *Store) Put(ctx context.Context, tx pgx.Tx, evs ...outbox.Event) error 
 	return nil
 }
 
-// handle is an event's stored reference: "<seq>|<entity key>".
-func handle(key string, seq int64) string { return strconv.FormatInt(seq, 10) + "|" + key }
+// handle is an event's stored reference: "<seq>.<pos>|<entity key>".
+func handle(key string, seq, pos int64) string {
+	return strconv.FormatInt(seq, 10) + "." + strconv.FormatInt(pos, 10) + "|" + key
+}
 
-func parseHandle(h string) (key string, seq int64, err error) {
+func parseHandle(h string) (key string, seq, pos int64, err error) {
 	s, key, ok := strings.Cut(h, "|")
+	var p string
+	if ok {
+		s, p, ok = strings.Cut(s, ".")
+	}
 	if ok {
 		seq, err = strconv.ParseInt(s, 10, 64)
 	}
-	if !ok || err != nil {
-		return "", 0, fmt.Errorf("outboxpg: malformed event handle %q", h)
+	if ok && err == nil {
+		pos, err = strconv.ParseInt(p, 10, 64)
 	}
-	return key, seq, nil
+	if !ok || err != nil {
+		return "", 0, 0, fmt.Errorf("outboxpg: malformed event handle %q", h)
+	}
+	return key, seq, pos, nil
 }
