@@ -242,7 +242,9 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 			_, _, p, _ := parseHandle(ev.Handle) // parsed by lastInFlight
 			pos = append(pos, p)
 		}
-		size := limit + len(inFlight)
+		// The events in flight come first, and a few held back may: a
+		// quarter more than the batch leaves room for them.
+		size := limit + limit/4 + len(inFlight)
 		rows, err := st.cfg.DB.Query(ctx, fmt.Sprintf(windowSQL, size), held, now, pos)
 		if err != nil {
 			return nil, fmt.Errorf("outboxpg: due: %w", err)
@@ -346,11 +348,13 @@ func lastInFlight(evs []outbox.Event) (map[string]int64, error) {
 // more): each entity's ready events in it, from its first, or from after
 // its last in flight (the pos inFlight, the last seq after), up to the
 // first that is dead or waiting for a retry, of the partitions held,
-// ranked by place in the entity's run, then by age. It reports false for
+// ranked by place in the entity's run, then by age, at most its share of
+// the batch (ceil(limit / entities)) of each entity. It reports false for
 // a full window with no event to take, or with few entities (manyOf), or
-// with an entity over its share of the batch
-// (ceil(limit / entities)): the window is then no fair batch (a few
-// entities' backlogs would hold back the others).
+// whose batch is under half its events once each entity is held to its
+// share:
+// the window is then no fair batch (a few entities' backlogs would hold
+// back the others).
 func rankWindow(window []windowRow, full bool, limit int, inFlight []int64, after map[string]int64) ([]outbox.Event, bool) {
 	type ranked struct {
 		ev    outbox.Event
@@ -382,14 +386,11 @@ func rankWindow(window []windowRow, full bool, limit int, inFlight []int64, afte
 		return nil, !full
 	}
 	share := (limit + len(count) - 1) / len(count)
-	fair := manyOf(len(count), limit)
-	for _, n := range count {
-		fair = fair && n <= share
-	}
-	if !fair && full {
+	usable := len(evs)
+	evs = slices.DeleteFunc(evs, func(r ranked) bool { return r.place > share })
+	if full && (!manyOf(len(count), limit) || 2*len(evs) < min(limit, usable)) {
 		return nil, false
 	}
-	evs = slices.DeleteFunc(evs, func(r ranked) bool { return r.place > share })
 	slices.SortStableFunc(evs, func(a, b ranked) int {
 		return cmp.Or(cmp.Compare(a.place, b.place), a.ev.CreatedAt.Compare(b.ev.CreatedAt), cmp.Compare(a.key, b.key))
 	})

@@ -308,27 +308,45 @@ func TestDueRunsManyEntitiesReadOneIndexScan(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ANALYZE sqsonce_outbox`); err != nil { // as autovacuum does
 		t.Fatal(err)
 	}
-	var inFlight []outbox.Event
-	for i := range perEntity {
+	// As a relay: the last batch removed, the next read while the current
+	// one is in flight. e005's first event fails and waits for its retry,
+	// holding back e005's later events.
+	var inFlight, sent []outbox.Event
+	next := map[string]int{} // entity → its next event
+	taken := 0
+	for i := 0; ; i++ {
+		if err := st.Published(ctx, sent); err != nil {
+			t.Fatal(err)
+		}
 		evs, err := st.DueRuns(ctx, "r1", 100, inFlight)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(evs) != entities {
-			t.Fatalf("batch %d: %d events, want %d", i, len(evs), entities)
+		if len(evs) == 0 && len(inFlight) == 0 {
+			break
 		}
+		sent, inFlight = inFlight, nil
 		for _, ev := range evs {
-			if want := fmt.Sprintf("%s-%d", ev.Entity, i); ev.ID != want {
-				t.Fatalf("batch %d holds %s, want %s (each entity's next event in commit order)", i, ev.ID, want)
+			if want := fmt.Sprintf("%s-%d", ev.Entity, next[ev.Entity]); ev.ID != want || (i > 0 && ev.Entity == "e005") {
+				t.Fatalf("batch %d holds %s, want %s (each entity's next event in commit order), nothing of e005 after its failure", i, ev.ID, want)
 			}
+			next[ev.Entity]++
+			taken++
+			if ev.Entity == "e005" {
+				ev.Attempts++
+				if err := st.Failed(ctx, ev, "boom", time.Now().Add(time.Hour), false); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			inFlight = append(inFlight, ev)
 		}
-		if err := st.Published(ctx, inFlight); err != nil {
-			t.Fatal(err)
-		}
-		inFlight = evs
 	}
-	if db.err != nil || len(db.plans) != perEntity {
-		t.Fatalf("explain: %d plans, %v; want %d", len(db.plans), db.err, perEntity)
+	if want := entities*perEntity - perEntity + 1; taken != want {
+		t.Fatalf("took %d events, want %d (all but e005's after its first)", taken, want)
+	}
+	if db.err != nil || len(db.plans) < 3 {
+		t.Fatalf("explain: %d plans, %v", len(db.plans), db.err)
 	}
 	for i, plan := range db.plans[1:] {
 		var nodes []struct {

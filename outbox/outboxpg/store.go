@@ -128,11 +128,15 @@ const bumpSQL = `INSERT INTO ` + tableEntities + ` AS e (entity_key, seq) VALUES
 ON CONFLICT (entity_key) DO UPDATE SET seq = e.seq + excluded.seq
 RETURNING e.seq`
 
+// insertSQL writes the events in the order given (ORDER BY n: pos, their
+// identity, is drawn after the sort), so that pos follows seq within an
+// entity, as the relay's read of the window relies on.
 const insertSQL = `INSERT INTO ` + tableEvents + `
 (entity_key, seq, id, entity, partition, type, payload, created_at, trace, not_before)
 SELECT k, s, i, e, p, t, pl, c, tr::jsonb, nb
 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::text[], $7::text[], $8::timestamptz[], $9::text[], $10::timestamptz[])
-AS u(k, s, i, e, p, t, pl, c, tr, nb)`
+WITH ORDINALITY AS u(k, s, i, e, p, t, pl, c, tr, nb, n)
+ORDER BY n`
 
 // Put writes evs in tx, the caller's transaction: they are published after
 // it commits, and never if it rolls back. It checks every event first
