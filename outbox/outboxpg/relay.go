@@ -218,14 +218,13 @@ func scanWindow(rows pgx.Rows) ([]windowRow, error) {
 // DueRuns implements [outbox.RunStore]: as Due, with each entity's ready
 // run rather than its oldest event only, in one statement.
 //
-// With many entities it reads the oldest limit ready events (windowSQL:
-// one index scan, no probe per entity). When they spread over at least a
-// quarter as many entities as limit, none with more than its share of the
-// batch (ceil(limit / entities)), or when they are all the ready events
-// there are, they are the batch, ranked by place in their run and then by
-// age: no entity waits behind another's backlog. Otherwise, and with few
-// entities, it reads each entity's run (dueSQL), then goes back to the
-// window once a batch spreads over many entities again.
+// When owner's last batch spread over many entities (manyOf), and owner
+// holds at least a quarter of the partitions, it reads
+// the window (windowSQL: the oldest events, in one index scan, with no
+// probe per entity) and makes the batch of it (rankWindow). When the
+// window is no fair batch, and with few entities, it reads each entity's
+// run (dueSQL: one probe per entity), the next windowRetry reads too
+// after a window that was no fair batch.
 func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight []outbox.Event) ([]outbox.Event, error) {
 	after, err := lastInFlight(inFlight)
 	if err != nil {
@@ -236,15 +235,19 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 	if err != nil || len(held) == 0 || limit <= 0 {
 		return nil, err
 	}
-	if st.reads.window(owner) {
+	// The window holds the other relays' events too: a relay holding
+	// fewer than a quarter of the partitions probes its entities.
+	spread := (st.cfg.Partitions + len(held) - 1) / len(held)
+	if spread <= 4 && st.reads.window(owner) {
 		pos := make([]int64, 0, len(inFlight))
 		for _, ev := range inFlight {
 			_, _, p, _ := parseHandle(ev.Handle) // parsed by lastInFlight
 			pos = append(pos, p)
 		}
 		// The events in flight come first, and a few held back may: a
-		// quarter more than the batch leaves room for them.
-		size := limit + limit/4 + len(inFlight)
+		// quarter more than the batch leaves room for them; and as many
+		// again of each other relay's.
+		size := (limit + limit/4 + len(inFlight)) * spread
 		rows, err := st.cfg.DB.Query(ctx, fmt.Sprintf(windowSQL, size), held, now, pos)
 		if err != nil {
 			return nil, fmt.Errorf("outboxpg: due: %w", err)
@@ -352,9 +355,8 @@ func lastInFlight(evs []outbox.Event) (map[string]int64, error) {
 // the batch (ceil(limit / entities)) of each entity. It reports false for
 // a full window with no event to take, or with few entities (manyOf), or
 // whose batch is under half its events once each entity is held to its
-// share:
-// the window is then no fair batch (a few entities' backlogs would hold
-// back the others).
+// share: the window is then no fair batch (a few entities' backlogs would
+// hold back the others, or entities past its end would wait for them).
 func rankWindow(window []windowRow, full bool, limit int, inFlight []int64, after map[string]int64) ([]outbox.Event, bool) {
 	type ranked struct {
 		ev    outbox.Event

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/outbox/outboxtest"
 	"github.com/sqsonce/sqsonce/pgstore"
 )
 
@@ -211,6 +212,7 @@ type explainDB struct {
 	pgstore.DB
 	pool  *pgxpool.Pool
 	plans []string
+	sqls  []string // the statement of each plan
 	err   error
 }
 
@@ -224,7 +226,7 @@ func (e *explainDB) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 			if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
 				return err
 			}
-			e.plans = append(e.plans, plan)
+			e.plans, e.sqls = append(e.plans, plan), append(e.sqls, sql)
 			return nil
 		}))
 	}
@@ -384,4 +386,96 @@ func (n planNode) walk() (map[string]int, int) {
 		loops = max(loops, l)
 	}
 	return scans, loops
+}
+
+// Two relays sharing the partitions both read windows: each takes only
+// its partitions' events, every event once, each entity's in commit order.
+func TestDueRunsWindowTwoRelays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	clock := outboxtest.NewClock()
+	db := &explainDB{DB: pool, pool: pool}
+	st, err := outboxpg.New(outboxpg.Config{DB: db, NowFunc: clock.Now, Lease: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 40
+	// The relays share the partitions first: r1 takes them all, r2
+	// registers, r1 gives up half at its next renewal and r2 takes them.
+	for _, owner := range []string{"r1", "r2", "r1", "r2"} {
+		if _, err := st.DueRuns(ctx, owner, limit, nil); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Second)
+	}
+	const entities, perEntity = 128, 4
+	for i := range perEntity {
+		evs := make([]outbox.Event, entities)
+		for e := range entities {
+			evs[e] = outbox.Event{ID: fmt.Sprintf("e%03d-%d", e, i), Entity: fmt.Sprintf("e%03d", e), Payload: "x"}
+		}
+		if err := commit(ctx, pool, st, evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type relay struct {
+		owner          string
+		inFlight, sent []outbox.Event
+		reads, batches int
+	}
+	relays := []*relay{{owner: "r1"}, {owner: "r2"}}
+	next := map[string]int{}
+	by := map[string]string{}
+	taken := 0
+	for range 100 {
+		idle := 0
+		for _, r := range relays {
+			if err := st.Published(ctx, r.sent); err != nil {
+				t.Fatal(err)
+			}
+			evs, err := st.DueRuns(ctx, r.owner, limit, r.inFlight)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) == 0 && len(r.inFlight) == 0 {
+				idle++
+			}
+			r.sent, r.inFlight = r.inFlight, evs
+			for _, ev := range evs {
+				if want := fmt.Sprintf("%s-%d", ev.Entity, next[ev.Entity]); ev.ID != want {
+					t.Fatalf("%s took %s, want %s (commit order, each event once)", r.owner, ev.ID, want)
+				}
+				if o, ok := by[ev.Entity]; ok && o != r.owner {
+					t.Fatalf("entity %s taken by %s and %s", ev.Entity, o, r.owner)
+				}
+				by[ev.Entity] = r.owner
+				next[ev.Entity]++
+				taken++
+			}
+		}
+		clock.Advance(time.Second)
+		if idle == len(relays) {
+			break
+		}
+	}
+	if taken != entities*perEntity {
+		t.Fatalf("took %d events, want %d", taken, entities*perEntity)
+	}
+	owners := map[string]int{}
+	for _, o := range by {
+		owners[o]++
+	}
+	if len(owners) != 2 {
+		t.Fatalf("entities by relay %v, want both relays to take some", owners)
+	}
+	windows := 0
+	for _, sql := range db.sqls {
+		if strings.Contains(sql, "ORDER BY o.pos") {
+			windows++
+		}
+	}
+	if db.err != nil || 2*windows < len(db.plans) {
+		t.Fatalf("%d of %d reads were windows (%v), want most", windows, len(db.plans), db.err)
+	}
 }
