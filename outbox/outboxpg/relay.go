@@ -171,20 +171,18 @@ FROM runs WHERE ready
 ORDER BY place, created_at, entity_key LIMIT $3`
 
 // windowSQL reads the window: the outbox's oldest events (%[1]d of them, in
-// the text as dueSQL's run, for the planner), in the order they were
-// written (pos), in one scan of the pos index, with no probe per entity.
-// An entity's events are written after its sequence row is locked, so pos
-// follows seq within an entity: whatever precedes an event in its
-// entity's order (an event in flight, dead, or waiting for a retry) is in
-// the window before it, and the window tells which events are their
-// entity's next. Each row says whether it is of a partition held ($1) and
-// ready at $2; the payload comes only with those, and not with the events
-// in flight (their pos in $3).
-const windowSQL = `SELECT entity_key, seq, pos, id, entity, type,
-	CASE WHEN mine AND ready AND pos <> ALL($3::bigint[]) THEN payload END,
+// the text as dueSQL's run, for the planner) apart from those in flight
+// (their pos in $3), in the order they were written (pos), in one scan of
+// the pos index, with no probe per entity. An entity's events are written
+// after its sequence row is locked, so pos follows seq within an entity:
+// whatever holds back an event (an earlier event of its entity, dead or
+// waiting for a retry) is in the window before it, and the window tells
+// which events are their entity's next. Each row says whether it is of a
+// partition held ($1) and ready at $2; the payload comes only with those.
+const windowSQL = `SELECT entity_key, seq, pos, id, entity, type, CASE WHEN mine AND ready THEN payload END,
 	created_at, attempts, last_error, dead, trace, not_before, mine, ready
 FROM (SELECT o.*, o.partition = ANY($1) AS mine, NOT o.dead AND (o.next_at IS NULL OR o.next_at <= $2) AS ready
-	FROM ` + tableEvents + ` o ORDER BY o.pos LIMIT %[1]d) w
+	FROM ` + tableEvents + ` o WHERE o.pos <> ALL($3::bigint[]) ORDER BY o.pos LIMIT %[1]d) w
 ORDER BY pos`
 
 // windowRow is a row of windowSQL.
@@ -244,10 +242,10 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 			_, _, p, _ := parseHandle(ev.Handle) // parsed by lastInFlight
 			pos = append(pos, p)
 		}
-		// The events in flight come first, and a few held back may: a
-		// quarter more than the batch leaves room for them; and as many
-		// again of each other relay's.
-		size := (limit + limit/4 + len(inFlight)) * spread
+		// A few events held back may come first: a quarter more than the
+		// batch leaves room for them; and as many again for each other
+		// relay's events.
+		size := (limit + limit/4) * spread
 		rows, err := st.cfg.DB.Query(ctx, fmt.Sprintf(windowSQL, size), held, now, pos)
 		if err != nil {
 			return nil, fmt.Errorf("outboxpg: due: %w", err)
@@ -256,7 +254,7 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 		if err != nil {
 			return nil, fmt.Errorf("outboxpg: due: %w", err)
 		}
-		if evs, ok := rankWindow(window, len(window) == size, limit, pos, after); ok {
+		if evs, ok := rankWindow(window, len(window) == size, limit, after); ok {
 			return evs, nil
 		}
 		st.reads.skewed(owner)
@@ -349,7 +347,7 @@ func lastInFlight(evs []outbox.Event) (map[string]int64, error) {
 
 // rankWindow makes the batch of the window (full: the outbox may hold
 // more): each entity's ready events in it, from its first, or from after
-// its last in flight (the pos inFlight, the last seq after), up to the
+// its last in flight (after: the entity's last seq in flight), up to the
 // first that is dead or waiting for a retry, of the partitions held,
 // ranked by place in the entity's run, then by age, at most its share of
 // the batch (ceil(limit / entities)) of each entity. It reports false for
@@ -357,15 +355,11 @@ func lastInFlight(evs []outbox.Event) (map[string]int64, error) {
 // whose batch is under half its events once each entity is held to its
 // share: the window is then no fair batch (a few entities' backlogs would
 // hold back the others, or entities past its end would wait for them).
-func rankWindow(window []windowRow, full bool, limit int, inFlight []int64, after map[string]int64) ([]outbox.Event, bool) {
+func rankWindow(window []windowRow, full bool, limit int, after map[string]int64) ([]outbox.Event, bool) {
 	type ranked struct {
 		ev    outbox.Event
 		key   string
 		place int
-	}
-	flying := make(map[int64]bool, len(inFlight))
-	for _, p := range inFlight {
-		flying[p] = true
 	}
 	stopped := map[string]bool{} // entities behind a held-back event
 	count := make(map[string]int, len(window))
@@ -375,7 +369,6 @@ func rankWindow(window []windowRow, full bool, limit int, inFlight []int64, afte
 		case stopped[r.key]:
 		case !r.ready:
 			stopped[r.key] = true
-		case flying[r.pos]:
 		case !r.mine:
 		case r.seq <= after[r.key]:
 			// Sent, and its removal failed: not before what is in flight.
