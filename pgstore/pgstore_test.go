@@ -60,7 +60,7 @@ func TestMigrateEveryComponent(t *testing.T) {
 	ctx := context.Background()
 	pool := testenv.Postgres(t)
 	v, err := pgstore.Migrate(ctx, pool, pgstore.Dedupe, pgstore.Outbox)
-	if err != nil || fmt.Sprint(v[pgstore.Dedupe], v[pgstore.Outbox]) != "[1 2 3] [1 2 3]" || len(v) != 2 {
+	if err != nil || fmt.Sprint(v[pgstore.Dedupe], v[pgstore.Outbox]) != "[1 2 3] [1 2 3 4]" || len(v) != 2 {
 		t.Fatalf("Migrate(Dedupe, Outbox): %v %v", v, err)
 	}
 	v, err = pgstore.Migrate(ctx, pool, pgstore.Dedupe, pgstore.Outbox, pgstore.Idempotency)

@@ -45,3 +45,32 @@ func BenchmarkDueBacklog(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDueRunsManyEntities is a relay's read of its next batch with
+// 2,500 pending events of 100 entities, written in turn, while its last
+// batch of 100 (one event of each entity) is being sent: the bench's
+// relay row.
+func BenchmarkDueRunsManyEntities(b *testing.B) {
+	ctx := context.Background()
+	pool := newPoolTB(b)
+	st, _ := outboxpg.New(outboxpg.Config{DB: pool})
+	for from := 0; from < 2500; from += 100 {
+		evs := make([]outbox.Event, 100)
+		for i := range evs {
+			evs[i] = outbox.Event{Entity: fmt.Sprintf("e%d", i), Payload: "payload"}
+		}
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Put(ctx, tx, evs...) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	inFlight, err := st.DueRuns(ctx, "r1", 100, nil)
+	if err != nil || len(inFlight) != 100 {
+		b.Fatalf("DueRuns: %d %v", len(inFlight), err)
+	}
+	for b.Loop() {
+		evs, err := st.DueRuns(ctx, "r1", 100, inFlight)
+		if err != nil || len(evs) != 100 {
+			b.Fatalf("DueRuns: %d %v", len(evs), err)
+		}
+	}
+}

@@ -46,7 +46,10 @@
 // renews every third of Config.Lease, and gives up the rest. A relay reads
 // each entity's ready run in its partitions ([Store.DueRuns]: its oldest
 // events in sequence order, up to the first that is dead or waiting for a
-// retry, at most its share of the batch) in one statement, and sends it
+// retry, at most its share of the batch) in one statement (with many
+// entities, a scan of the oldest events in the order they were written,
+// column pos; otherwise, or when those are no fair batch, a probe of each
+// entity), and sends it
 // an event of an entity at a time, so one entity is published by one
 // relay at a time, in sequence order. While a batch is sent, the relay
 // reads the next one (the runs of entities with events in flight start

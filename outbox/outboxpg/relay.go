@@ -1,9 +1,12 @@
 package outboxpg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,21 +101,21 @@ func (l pgLeases) Take(ctx context.Context, owner string, n int, now, until time
 	return taken, nil
 }
 
-const eventColumns = `entity_key, seq, id, entity, type, payload, created_at, attempts, last_error, dead, trace, not_before`
+const eventColumns = `entity_key, seq, pos, id, entity, type, payload, created_at, attempts, last_error, dead, trace, not_before`
 
 func scanEvents(rows pgx.Rows) ([]outbox.Event, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Event, error) {
 		var (
-			ev  outbox.Event
-			key string
-			seq int64
+			ev       outbox.Event
+			key      string
+			seq, pos int64
 		)
 		var notBefore *time.Time
-		err := row.Scan(&key, &seq, &ev.ID, &ev.Entity, &ev.Type, &ev.Payload, &ev.CreatedAt, &ev.Attempts, &ev.LastError, &ev.Dead, &ev.Trace, &notBefore)
+		err := row.Scan(&key, &seq, &pos, &ev.ID, &ev.Entity, &ev.Type, &ev.Payload, &ev.CreatedAt, &ev.Attempts, &ev.LastError, &ev.Dead, &ev.Trace, &notBefore)
 		if notBefore != nil {
 			ev.NotBefore = *notBefore
 		}
-		ev.Handle = handle(key, seq)
+		ev.Handle = handle(key, seq, pos)
 		return ev, err
 	})
 }
@@ -163,29 +166,175 @@ const dueSQL = `WITH RECURSIVE heads(partition, k, seq) AS (
 		) n
 	) r
 )
-SELECT entity_key, seq, id, entity, type, payload, created_at, attempts, last_error, dead, trace, not_before
+SELECT ` + eventColumns + `
 FROM runs WHERE ready
 ORDER BY place, created_at, entity_key LIMIT $3`
 
-// Due implements [outbox.Store]. Only committed events are visible, and an
-// entity's sequence numbers are assigned in commit order, so an event that
-// commits late is never skipped: it is its entity's next event.
-func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
-	return st.due(ctx, owner, limit, 1, nil)
+// windowSQL reads the window: the outbox's oldest events (%[1]d of them, in
+// the text as dueSQL's run, for the planner) apart from those in flight
+// (their pos in $3), in the order they were written (pos), in one scan of
+// the pos index, with no probe per entity. An entity's events are written
+// after its sequence row is locked, so pos follows seq within an entity:
+// whatever holds back an event (an earlier event of its entity, dead or
+// waiting for a retry) is in the window before it, and the window tells
+// which events are their entity's next. Each row says whether it is of a
+// partition held ($1) and ready at $2; the payload comes only with those.
+const windowSQL = `SELECT entity_key, seq, pos, id, entity, type, CASE WHEN mine AND ready THEN payload END,
+	created_at, attempts, last_error, dead, trace, not_before, mine, ready
+FROM (SELECT o.*, o.partition = ANY($1) AS mine, NOT o.dead AND (o.next_at IS NULL OR o.next_at <= $2) AS ready
+	FROM ` + tableEvents + ` o WHERE o.pos <> ALL($3::bigint[]) ORDER BY o.pos LIMIT %[1]d) w
+ORDER BY pos`
+
+// windowRow is a row of windowSQL.
+type windowRow struct {
+	ev          outbox.Event
+	key         string
+	seq, pos    int64
+	mine, ready bool
+}
+
+func scanWindow(rows pgx.Rows) ([]windowRow, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (windowRow, error) {
+		var (
+			r         windowRow
+			payload   *string
+			notBefore *time.Time
+		)
+		err := row.Scan(&r.key, &r.seq, &r.pos, &r.ev.ID, &r.ev.Entity, &r.ev.Type, &payload, &r.ev.CreatedAt,
+			&r.ev.Attempts, &r.ev.LastError, &r.ev.Dead, &r.ev.Trace, &notBefore, &r.mine, &r.ready)
+		if payload != nil {
+			r.ev.Payload = *payload
+		}
+		if notBefore != nil {
+			r.ev.NotBefore = *notBefore
+		}
+		r.ev.Handle = handle(r.key, r.seq, r.pos)
+		return r, err
+	})
 }
 
 // DueRuns implements [outbox.RunStore]: as Due, with each entity's ready
 // run rather than its oldest event only, in one statement.
+//
+// When owner's last batch spread over many entities (manyOf), and owner
+// holds at least a quarter of the partitions, it reads
+// the window (windowSQL: the oldest events, in one index scan, with no
+// probe per entity) and makes the batch of it (rankWindow). When the
+// window is no fair batch, and with few entities, it reads each entity's
+// run (dueSQL: one probe per entity), the next windowRetry reads too
+// after a window that was no fair batch.
 func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight []outbox.Event) ([]outbox.Event, error) {
-	return st.due(ctx, owner, limit, limit, inFlight)
+	after, err := lastInFlight(inFlight)
+	if err != nil {
+		return nil, err
+	}
+	now := st.cfg.NowFunc()
+	held, err := st.partitions(ctx, owner, now)
+	if err != nil || len(held) == 0 || limit <= 0 {
+		return nil, err
+	}
+	// The window holds the other relays' events too: a relay holding
+	// fewer than a quarter of the partitions probes its entities.
+	spread := (st.cfg.Partitions + len(held) - 1) / len(held)
+	if spread <= 4 && st.reads.window(owner) {
+		pos := make([]int64, 0, len(inFlight))
+		for _, ev := range inFlight {
+			_, _, p, _ := parseHandle(ev.Handle) // parsed by lastInFlight
+			pos = append(pos, p)
+		}
+		// A few events held back may come first: a quarter more than the
+		// batch leaves room for them; and as many again for each other
+		// relay's events.
+		size := (limit + limit/4) * spread
+		rows, err := st.cfg.DB.Query(ctx, fmt.Sprintf(windowSQL, size), held, now, pos)
+		if err != nil {
+			return nil, fmt.Errorf("outboxpg: due: %w", err)
+		}
+		window, err := scanWindow(rows)
+		if err != nil {
+			return nil, fmt.Errorf("outboxpg: due: %w", err)
+		}
+		if evs, ok := rankWindow(window, len(window) == size, limit, after); ok {
+			return evs, nil
+		}
+		st.reads.skewed(owner)
+	}
+	evs, err := st.due(ctx, held, now, limit, limit, after)
+	if err == nil {
+		st.reads.read(owner, manyEntities(evs, limit))
+	}
+	return evs, err
 }
 
-// due takes up to limit events, at most run of each entity, each entity
-// with events in flight from after its last one.
-func (st *Store) due(ctx context.Context, owner string, limit, run int, inFlight []outbox.Event) ([]outbox.Event, error) {
+// windowRetry is how many per-entity reads follow a window that was no
+// fair batch before the window is tried again.
+const windowRetry = 16
+
+// readModes is, per owner, which read DueRuns uses next.
+type readModes struct {
+	mu        sync.Mutex
+	perEntity map[string]int // owner → per-entity reads left before the window may be tried
+	many      map[string]bool
+}
+
+// window reports whether owner's next read is the window.
+func (m *readModes) window(owner string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.many[owner] && m.perEntity[owner] == 0
+}
+
+// skewed notes that owner's window was no fair batch.
+func (m *readModes) skewed(owner string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.perEntity == nil {
+		m.perEntity = map[string]int{}
+	}
+	m.perEntity[owner] = windowRetry
+}
+
+// read notes a per-entity read of owner, and whether its batch spread
+// over many entities.
+func (m *readModes) read(owner string, many bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.many == nil {
+		m.many = map[string]bool{}
+	}
+	if m.perEntity[owner] > 0 {
+		m.perEntity[owner]--
+	}
+	m.many[owner] = many
+}
+
+// forget drops what is known of owner.
+func (m *readModes) forget(owner string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.perEntity, owner)
+	delete(m.many, owner)
+}
+
+// manyEntities reports whether evs spread over many entities (manyOf).
+func manyEntities(evs []outbox.Event, limit int) bool {
+	seen := make(map[string]bool, len(evs))
+	for _, ev := range evs {
+		seen[ev.Entity] = true
+	}
+	return manyOf(len(seen), limit)
+}
+
+// manyOf reports whether entities are many for a batch of limit: at least
+// a quarter of limit, and 16 (with fewer, the per-entity read is as
+// cheap).
+func manyOf(entities, limit int) bool { return entities >= 16 && 4*entities >= limit }
+
+// lastInFlight returns each entity key's last sequence number in evs.
+func lastInFlight(evs []outbox.Event) (map[string]int64, error) {
 	after := map[string]int64{}
-	for _, ev := range inFlight {
-		key, seq, err := parseHandle(ev.Handle)
+	for _, ev := range evs {
+		key, seq, _, err := parseHandle(ev.Handle)
 		if err != nil {
 			return nil, err
 		}
@@ -193,14 +342,79 @@ func (st *Store) due(ctx context.Context, owner string, limit, run int, inFlight
 			after[key] = seq
 		}
 	}
-	keys, seqs := make([]string, 0, len(after)), make([]int64, 0, len(after))
-	for k, s := range after {
-		keys, seqs = append(keys, k), append(seqs, s)
+	return after, nil
+}
+
+// rankWindow makes the batch of the window (full: the outbox may hold
+// more): each entity's ready events in it, from its first, or from after
+// its last in flight (after: the entity's last seq in flight), up to the
+// first that is dead or waiting for a retry, of the partitions held,
+// ranked by place in the entity's run, then by age, at most its share of
+// the batch (ceil(limit / entities)) of each entity. It reports false for
+// a full window with no event to take, or with few entities (manyOf), or
+// whose batch is under half its events once each entity is held to its
+// share: the window is then no fair batch (a few entities' backlogs would
+// hold back the others, or entities past its end would wait for them).
+func rankWindow(window []windowRow, full bool, limit int, after map[string]int64) ([]outbox.Event, bool) {
+	type ranked struct {
+		ev    outbox.Event
+		key   string
+		place int
 	}
+	stopped := map[string]bool{} // entities behind a held-back event
+	count := make(map[string]int, len(window))
+	evs := make([]ranked, 0, len(window))
+	for _, r := range window {
+		switch {
+		case stopped[r.key]:
+		case !r.ready:
+			stopped[r.key] = true
+		case !r.mine:
+		case r.seq <= after[r.key]:
+			// Sent, and its removal failed: not before what is in flight.
+		default:
+			count[r.key]++
+			evs = append(evs, ranked{ev: r.ev, key: r.key, place: count[r.key]})
+		}
+	}
+	if len(count) == 0 {
+		return nil, !full
+	}
+	share := (limit + len(count) - 1) / len(count)
+	usable := len(evs)
+	evs = slices.DeleteFunc(evs, func(r ranked) bool { return r.place > share })
+	if full && (!manyOf(len(count), limit) || 2*len(evs) < min(limit, usable)) {
+		return nil, false
+	}
+	slices.SortStableFunc(evs, func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(a.place, b.place), a.ev.CreatedAt.Compare(b.ev.CreatedAt), cmp.Compare(a.key, b.key))
+	})
+	out := make([]outbox.Event, min(len(evs), limit))
+	for i := range out {
+		out[i] = evs[i].ev
+	}
+	return out, true
+}
+
+// Due implements [outbox.Store]. Only committed events are visible, and an
+// entity's sequence numbers are assigned in commit order, so an event that
+// commits late is never skipped: it is its entity's next event.
+func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Event, error) {
 	now := st.cfg.NowFunc()
 	held, err := st.partitions(ctx, owner, now)
 	if err != nil || len(held) == 0 {
 		return nil, err
+	}
+	return st.due(ctx, held, now, limit, 1, nil)
+}
+
+// due takes, in the partitions held, up to limit events, at most run of
+// each entity, each entity with events in flight from after its last one
+// (after).
+func (st *Store) due(ctx context.Context, held []int, now time.Time, limit, run int, after map[string]int64) ([]outbox.Event, error) {
+	keys, seqs := make([]string, 0, len(after)), make([]int64, 0, len(after))
+	for k, s := range after {
+		keys, seqs = append(keys, k), append(seqs, s)
 	}
 	rows, err := st.cfg.DB.Query(ctx, fmt.Sprintf(dueSQL, max(run, 1)), held, now, limit, keys, seqs)
 	if err != nil {
@@ -223,7 +437,7 @@ func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
 	ids := make([]string, len(evs))
 	for i, ev := range evs {
 		var err error
-		if keys[i], seqs[i], err = parseHandle(ev.Handle); err != nil {
+		if keys[i], seqs[i], _, err = parseHandle(ev.Handle); err != nil {
 			return err
 		}
 		ids[i] = ev.ID
@@ -239,7 +453,7 @@ func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
 
 // Failed implements [outbox.Store].
 func (st *Store) Failed(ctx context.Context, ev outbox.Event, reason string, retryAt time.Time, dead bool) error {
-	key, seq, err := parseHandle(ev.Handle)
+	key, seq, _, err := parseHandle(ev.Handle)
 	if err != nil {
 		return err
 	}
@@ -320,6 +534,7 @@ func (st *Store) Edit(ctx context.Context, id, payload string) error {
 // Release implements [outbox.Store].
 func (st *Store) Release(ctx context.Context, owner string) error {
 	st.leases.Forget(owner)
+	st.reads.forget(owner)
 	_, err1 := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableLeases+` WHERE owner = $1`, owner)
 	_, err2 := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableRelays+` WHERE owner = $1`, owner)
 	if err := errors.Join(err1, err2); err != nil {

@@ -2,6 +2,7 @@ package outboxpg_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sqsonce/sqsonce/outbox"
 	"github.com/sqsonce/sqsonce/outbox/outboxpg"
+	"github.com/sqsonce/sqsonce/outbox/outboxtest"
 	"github.com/sqsonce/sqsonce/pgstore"
 )
 
@@ -203,17 +205,19 @@ func ids(evs []outbox.Event) string {
 	return strings.Join(s, " ")
 }
 
-// explainDB explains the Store's read of due events as it sends it, with
-// the server's default JIT settings, and keeps the plan.
+// explainDB explains the Store's reads of due events (the window and the
+// per-entity read) as it sends them, with the server's default JIT
+// settings, and keeps the plans.
 type explainDB struct {
 	pgstore.DB
 	pool  *pgxpool.Pool
 	plans []string
+	sqls  []string // the statement of each plan
 	err   error
 }
 
 func (e *explainDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if strings.HasPrefix(sql, "WITH RECURSIVE heads") {
+	if strings.Contains(sql, "FROM sqsonce_outbox o") {
 		e.err = errors.Join(e.err, pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, "SET LOCAL jit = on; SET LOCAL jit_above_cost = 100000"); err != nil {
 				return err
@@ -222,7 +226,7 @@ func (e *explainDB) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 			if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
 				return err
 			}
-			e.plans = append(e.plans, plan)
+			e.plans, e.sqls = append(e.plans, plan), append(e.sqls, sql)
 			return nil
 		}))
 	}
@@ -230,10 +234,61 @@ func (e *explainDB) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 }
 
 // A long backlog of a few entities is the relay's usual state after an
-// outage; its read must stay cheap: not priced so high that PostgreSQL
-// JIT-compiles it on every batch (many milliseconds, for a read of a
-// fraction of one).
+// outage; its reads must stay cheap: not priced so high that PostgreSQL
+// JIT-compiles them on every batch (many milliseconds, for a read of a
+// fraction of one). Both backlogs: the entities' events interleaved (the
+// window read), and one entity's events all before the others' (the
+// window is no fair batch: the per-entity read).
 func TestDueRunsReadOfALongBacklogIsNotJITCompiled(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		entities int
+		order    string
+	}{
+		"interleaved":      {4, "i"},
+		"one entity first": {4, "i % 4, i"},
+		"many entities":    {200, "i"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := newPool(t)
+			db := &explainDB{DB: pool, pool: pool}
+			st, err := outboxpg.New(outboxpg.Config{DB: db})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, `INSERT INTO sqsonce_outbox (entity_key, seq, id, entity, partition, payload, created_at)
+				SELECT 'e' || (i % $1), i, 'id-' || i, 'e' || (i % $1), i % 4, 'x', now() FROM generate_series(1, 20000) i ORDER BY `+c.order, c.entities); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, `ANALYZE sqsonce_outbox`); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				evs, err := st.DueRuns(ctx, "r1", 100, nil)
+				if err != nil || len(evs) != 100 {
+					t.Fatalf("DueRuns: %d events, %v; want 100", len(evs), err)
+				}
+			}
+			if db.err != nil || len(db.plans) < 2 {
+				t.Fatalf("explain: %d plans, %v", len(db.plans), db.err)
+			}
+			for _, plan := range db.plans {
+				if strings.Contains(plan, `"JIT"`) {
+					t.Fatalf("a read of due events was JIT-compiled: %s", plan)
+				}
+			}
+		})
+	}
+}
+
+// With many entities, a relay's reads after its first are one scan of the
+// events in the order they were written (the pos index), each node of the
+// plan run once: no probe per entity, whose cost grew with the entities
+// in a batch. The batches still take each entity's events in commit
+// order, after those in flight.
+func TestDueRunsManyEntitiesReadOneIndexScan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t)
@@ -242,25 +297,185 @@ func TestDueRunsReadOfALongBacklogIsNotJITCompiled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO sqsonce_outbox (entity_key, seq, id, entity, partition, payload, created_at)
-		SELECT 'e' || (i % 4), i, 'id-' || i, 'e' || (i % 4), i % 4, 'x', now() FROM generate_series(1, 20000) i`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `ANALYZE sqsonce_outbox`); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		evs, err := st.DueRuns(ctx, "r1", 100, nil)
-		if err != nil || len(evs) != 100 {
-			t.Fatalf("DueRuns: %d events, %v; want 100", len(evs), err)
+	const entities, perEntity = 100, 3
+	for i := range perEntity {
+		evs := make([]outbox.Event, entities)
+		for e := range entities {
+			evs[e] = outbox.Event{ID: fmt.Sprintf("e%03d-%d", e, i), Entity: fmt.Sprintf("e%03d", e), Payload: "x"}
+		}
+		if err := commit(ctx, pool, st, evs...); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if db.err != nil || len(db.plans) != 2 {
+	if _, err := pool.Exec(ctx, `ANALYZE sqsonce_outbox`); err != nil { // as autovacuum does
+		t.Fatal(err)
+	}
+	// As a relay: the last batch removed, the next read while the current
+	// one is in flight. e005's first event fails and waits for its retry,
+	// holding back e005's later events.
+	var inFlight, sent []outbox.Event
+	next := map[string]int{} // entity → its next event
+	taken := 0
+	for i := 0; ; i++ {
+		if err := st.Published(ctx, sent); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := st.DueRuns(ctx, "r1", 100, inFlight)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 && len(inFlight) == 0 {
+			break
+		}
+		sent, inFlight = inFlight, nil
+		for _, ev := range evs {
+			if want := fmt.Sprintf("%s-%d", ev.Entity, next[ev.Entity]); ev.ID != want || (i > 0 && ev.Entity == "e005") {
+				t.Fatalf("batch %d holds %s, want %s (each entity's next event in commit order), nothing of e005 after its failure", i, ev.ID, want)
+			}
+			next[ev.Entity]++
+			taken++
+			if ev.Entity == "e005" {
+				ev.Attempts++
+				if err := st.Failed(ctx, ev, "boom", time.Now().Add(time.Hour), false); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			inFlight = append(inFlight, ev)
+		}
+	}
+	if want := entities*perEntity - perEntity + 1; taken != want {
+		t.Fatalf("took %d events, want %d (all but e005's after its first)", taken, want)
+	}
+	if db.err != nil || len(db.plans) < 3 {
 		t.Fatalf("explain: %d plans, %v", len(db.plans), db.err)
 	}
-	for _, plan := range db.plans {
-		if strings.Contains(plan, `"JIT"`) {
-			t.Fatalf("the read of due events was JIT-compiled: %s", plan)
+	for i, plan := range db.plans[1:] {
+		var nodes []struct {
+			Plan planNode `json:"Plan"`
 		}
+		if err := json.Unmarshal([]byte(plan), &nodes); err != nil || len(nodes) != 1 {
+			t.Fatalf("plan %s: %v", plan, err)
+		}
+		scans, loops := nodes[0].Plan.walk()
+		if scans["sqsonce_outbox_pos"] != 1 || loops > 1 {
+			t.Fatalf("read %d: index scans %v, a node run %d times; want one scan of sqsonce_outbox_pos, each node run once: %s", i+2, scans, loops, plan)
+		}
+	}
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	Type  string     `json:"Node Type"`
+	Index string     `json:"Index Name"`
+	Loops int        `json:"Actual Loops"`
+	Plans []planNode `json:"Plans"`
+}
+
+// walk returns the index scans by index, and the most loops of a node.
+func (n planNode) walk() (map[string]int, int) {
+	scans, loops := map[string]int{}, n.Loops
+	if n.Index != "" {
+		scans[n.Index]++
+	}
+	for _, c := range n.Plans {
+		s, l := c.walk()
+		for k, v := range s {
+			scans[k] += v
+		}
+		loops = max(loops, l)
+	}
+	return scans, loops
+}
+
+// Two relays sharing the partitions both read windows: each takes only
+// its partitions' events, every event once, each entity's in commit order.
+func TestDueRunsWindowTwoRelays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	clock := outboxtest.NewClock()
+	db := &explainDB{DB: pool, pool: pool}
+	st, err := outboxpg.New(outboxpg.Config{DB: db, NowFunc: clock.Now, Lease: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 40
+	// The relays share the partitions first: r1 takes them all, r2
+	// registers, r1 gives up half at its next renewal and r2 takes them.
+	for _, owner := range []string{"r1", "r2", "r1", "r2"} {
+		if _, err := st.DueRuns(ctx, owner, limit, nil); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Second)
+	}
+	const entities, perEntity = 128, 4
+	for i := range perEntity {
+		evs := make([]outbox.Event, entities)
+		for e := range entities {
+			evs[e] = outbox.Event{ID: fmt.Sprintf("e%03d-%d", e, i), Entity: fmt.Sprintf("e%03d", e), Payload: "x"}
+		}
+		if err := commit(ctx, pool, st, evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type relay struct {
+		owner          string
+		inFlight, sent []outbox.Event
+		reads, batches int
+	}
+	relays := []*relay{{owner: "r1"}, {owner: "r2"}}
+	next := map[string]int{}
+	by := map[string]string{}
+	taken := 0
+	for range 100 {
+		idle := 0
+		for _, r := range relays {
+			if err := st.Published(ctx, r.sent); err != nil {
+				t.Fatal(err)
+			}
+			evs, err := st.DueRuns(ctx, r.owner, limit, r.inFlight)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) == 0 && len(r.inFlight) == 0 {
+				idle++
+			}
+			r.sent, r.inFlight = r.inFlight, evs
+			for _, ev := range evs {
+				if want := fmt.Sprintf("%s-%d", ev.Entity, next[ev.Entity]); ev.ID != want {
+					t.Fatalf("%s took %s, want %s (commit order, each event once)", r.owner, ev.ID, want)
+				}
+				if o, ok := by[ev.Entity]; ok && o != r.owner {
+					t.Fatalf("entity %s taken by %s and %s", ev.Entity, o, r.owner)
+				}
+				by[ev.Entity] = r.owner
+				next[ev.Entity]++
+				taken++
+			}
+		}
+		clock.Advance(time.Second)
+		if idle == len(relays) {
+			break
+		}
+	}
+	if taken != entities*perEntity {
+		t.Fatalf("took %d events, want %d", taken, entities*perEntity)
+	}
+	owners := map[string]int{}
+	for _, o := range by {
+		owners[o]++
+	}
+	if len(owners) != 2 {
+		t.Fatalf("entities by relay %v, want both relays to take some", owners)
+	}
+	windows := 0
+	for _, sql := range db.sqls {
+		if strings.Contains(sql, "ORDER BY o.pos") {
+			windows++
+		}
+	}
+	if db.err != nil || 2*windows < len(db.plans) {
+		t.Fatalf("%d of %d reads were windows (%v), want most", windows, len(db.plans), db.err)
 	}
 }

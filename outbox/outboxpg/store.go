@@ -81,6 +81,7 @@ type Store struct {
 	cfg Config
 
 	leases partlease.Cache // owner → partitions held
+	reads  readModes       // owner → DueRuns's next read
 }
 
 var _ outbox.RunStore = (*Store)(nil)
@@ -127,11 +128,15 @@ const bumpSQL = `INSERT INTO ` + tableEntities + ` AS e (entity_key, seq) VALUES
 ON CONFLICT (entity_key) DO UPDATE SET seq = e.seq + excluded.seq
 RETURNING e.seq`
 
+// insertSQL writes the events in the order given (ORDER BY n: pos, their
+// identity, is drawn after the sort), so that pos follows seq within an
+// entity, as the relay's read of the window relies on.
 const insertSQL = `INSERT INTO ` + tableEvents + `
 (entity_key, seq, id, entity, partition, type, payload, created_at, trace, not_before)
 SELECT k, s, i, e, p, t, pl, c, tr::jsonb, nb
 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::text[], $7::text[], $8::timestamptz[], $9::text[], $10::timestamptz[])
-AS u(k, s, i, e, p, t, pl, c, tr, nb)`
+WITH ORDINALITY AS u(k, s, i, e, p, t, pl, c, tr, nb, n)
+ORDER BY n`
 
 // Put writes evs in tx, the caller's transaction: they are published after
 // it commits, and never if it rolls back. It checks every event first
@@ -211,16 +216,25 @@ func (st *Store) Put(ctx context.Context, tx pgx.Tx, evs ...outbox.Event) error 
 	return nil
 }
 
-// handle is an event's stored reference: "<seq>|<entity key>".
-func handle(key string, seq int64) string { return strconv.FormatInt(seq, 10) + "|" + key }
+// handle is an event's stored reference: "<seq>.<pos>|<entity key>".
+func handle(key string, seq, pos int64) string {
+	return strconv.FormatInt(seq, 10) + "." + strconv.FormatInt(pos, 10) + "|" + key
+}
 
-func parseHandle(h string) (key string, seq int64, err error) {
+func parseHandle(h string) (key string, seq, pos int64, err error) {
 	s, key, ok := strings.Cut(h, "|")
+	var p string
+	if ok {
+		s, p, ok = strings.Cut(s, ".")
+	}
 	if ok {
 		seq, err = strconv.ParseInt(s, 10, 64)
 	}
-	if !ok || err != nil {
-		return "", 0, fmt.Errorf("outboxpg: malformed event handle %q", h)
+	if ok && err == nil {
+		pos, err = strconv.ParseInt(p, 10, 64)
 	}
-	return key, seq, nil
+	if !ok || err != nil {
+		return "", 0, 0, fmt.Errorf("outboxpg: malformed event handle %q", h)
+	}
+	return key, seq, pos, nil
 }

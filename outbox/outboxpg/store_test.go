@@ -22,7 +22,7 @@ func newPool(t *testing.T) *pgxpool.Pool { return newPoolTB(t) }
 func newPoolTB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool := testenv.Postgres(t)
-	if v, err := pgstore.Migrate(context.Background(), pool, pgstore.Outbox); err != nil || fmt.Sprint(v[pgstore.Outbox]) != "[1 2 3]" {
+	if v, err := pgstore.Migrate(context.Background(), pool, pgstore.Outbox); err != nil || fmt.Sprint(v[pgstore.Outbox]) != "[1 2 3 4]" {
 		t.Fatalf("Migrate: %v %v", v, err)
 	}
 	if v, err := pgstore.Migrate(context.Background(), pool, pgstore.Outbox); err != nil || len(v) != 0 {
