@@ -206,6 +206,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // runner is the state of one Run.
 type runner struct {
+	// epoch is when the run was set up: a message's receive is kept as
+	// the time since (inflight.recvAt), which is smaller than a
+	// time.Time.
+	epoch    time.Time
 	cfg      Config
 	q        queueInfo
 	log      *zap.Logger
@@ -281,9 +285,9 @@ type runner struct {
 
 // inflight is one received, not yet settled message.
 type inflight struct {
-	r         *runner
-	msg       *Message
-	recvStart time.Time
+	r      *runner
+	msg    *Message
+	recvAt time.Duration // when its receive call started, since r.epoch (see recvStart)
 
 	// lastBehind is set, on a FIFO queue, when a message waiting behind
 	// this one in its lane is at its last receive (settle.AtReceiveLimit):
@@ -292,13 +296,20 @@ type inflight struct {
 	lastBehind bool
 
 	// lim is its key limit (Limits.KeyLimitFunc), found when a worker
-	// first takes it.
-	lim msgLimit
+	// first takes it; nil without Limits. It points into the message's
+	// own allocation (limitedMessage), so that a consumer without Limits
+	// allocates no room for it.
+	lim *msgLimit
 
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc // set while the handler runs
 	lost   error                   // set when the lease was lost
 }
+
+// recvStart is when the receive call that brought the message started:
+// its visibility runs from then. (Monotonic: epoch carries its clock
+// reading, and Add keeps it.)
+func (m *inflight) recvStart() time.Time { return m.r.epoch.Add(m.recvAt) }
 
 // handle is the message's receipt handle, kept in its Message's Raw.
 func (m *inflight) handle() string { return aws.ToString(m.msg.Raw.ReceiptHandle) }
@@ -308,6 +319,24 @@ func (m *inflight) handle() string { return aws.ToString(m.msg.Raw.ReceiptHandle
 type receivedMessage struct {
 	rec inflight
 	msg Message
+}
+
+// limitedMessage is a receivedMessage with room for its key limit, for
+// a consumer with Limits: inflight.lim points to lim.
+type limitedMessage struct {
+	receivedMessage
+	lim msgLimit
+}
+
+// newReceived allocates a received message's record and Message, with
+// room for its key limit when limits are set.
+func newReceived(limits bool) *receivedMessage {
+	if !limits {
+		return new(receivedMessage)
+	}
+	lm := new(limitedMessage)
+	lm.rec.lim = &lm.lim
+	return &lm.receivedMessage
 }
 
 // lane is one FIFO group's received messages, run in order. It is active
@@ -333,6 +362,7 @@ func newRunner(cfg Config, q queueInfo) (*runner, error) {
 		most += cfg.Limits.MaxHeld
 	}
 	r := &runner{
+		epoch:    time.Now(),
 		cfg:      cfg,
 		q:        q,
 		log:      cfg.Logger.With(zap.String("queue_url", q.url)),
@@ -690,10 +720,10 @@ func (r *runner) receive(ctx, callCtx context.Context, id int, ahead bool) {
 		batch := make([]*inflight, 0, len(out.Messages))
 		tracked = tracked[:0]
 		for _, raw := range out.Messages {
-			rm := new(receivedMessage)
+			rm := newReceived(r.limits != nil)
 			delivery.Init(&rm.msg, raw, r.q.url, now)
 			m := &rm.rec
-			m.r, m.msg, m.recvStart = r, &rm.msg, start
+			m.r, m.msg, m.recvAt = r, &rm.msg, start.Sub(r.epoch)
 			msgstate.SetBeatEvery(m.msg, orDefault(r.cfg.HeartbeatInterval, r.q.visibility/3))
 			r.obs.Received(m.msg)
 			batch = append(batch, m)
@@ -955,7 +985,7 @@ func (r *runner) stopLane(l *lane, res Result) {
 	why := fmt.Errorf("consumer: an earlier message of group %q was not acked (%s)", l.group, res.Outcome)
 	now := time.Now()
 	for _, m := range rest {
-		act := settle.Behind(res.Outcome, res.Delay, m.recvStart, now)
+		act := settle.Behind(res.Outcome, res.Delay, m.recvStart(), now)
 		r.putBack(m, why, act.Visibility)
 	}
 }
@@ -1137,7 +1167,7 @@ func (r *runner) process(worker int, m *inflight, probe bool) (res Result, held 
 		// Not an attempt: its failure says nothing of the message.
 		r.unrun.Set(m.msg.ID, msgstate.Unrun(m.msg)+1, now)
 	}
-	if act := settle.Decide(res.Outcome, res.Delay, m.recvStart, now); act.Done {
+	if act := settle.Decide(res.Outcome, res.Delay, m.recvStart(), now); act.Done {
 		r.settle(m, -1)
 	} else {
 		r.settle(m, act.Visibility)
@@ -1206,7 +1236,7 @@ func (r *runner) settled(m *inflight, res Result, queued bool) {
 	if !queued {
 		r.queued()
 	}
-	if m.lim.keyed {
+	if m.lim != nil && m.lim.keyed {
 		r.limits.done(m) // its key's slot freed: a held message of the key is woken
 	}
 	pipeline.LogSettled(r.log, m.msg, res)

@@ -17,7 +17,7 @@ import (
 // done.
 func (r *runner) hold(m *inflight, res Result) Result {
 	now := time.Now()
-	act := settle.Hold(res.NotBefore, m.msg.ReceiveCount, r.q.maxReceives, r.cfg.HoldHop, m.recvStart, now)
+	act := settle.Hold(res.NotBefore, m.msg.ReceiveCount, r.q.maxReceives, r.cfg.HoldHop, m.recvStart(), now)
 	if act.Resend {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.workBase), settleCallTimeout)
 		err := settle.Resend(ctx, r.cfg.Client, settle.Copy{
@@ -30,7 +30,7 @@ func (r *runner) hold(m *inflight, res Result) Result {
 			r.settle(m, -1)
 			return res
 		}
-		act.Seconds = settle.HoldFallback(res.NotBefore, r.cfg.HoldHop, m.recvStart, now)
+		act.Seconds = settle.HoldFallback(res.NotBefore, r.cfg.HoldHop, m.recvStart(), now)
 		res.Err = err
 		r.log.Warn("consumer: re-sending a held message failed; it is held by its visibility instead",
 			zap.String("message_id", m.msg.ID), zap.Time("not_before", res.NotBefore),

@@ -97,11 +97,11 @@ type heldMsg struct {
 // msgLimit is a message's key limit, found once (KeyLimitFunc); part of
 // its inflight record, so that it costs no allocation.
 type msgLimit struct {
-	found bool // KeyLimitFunc was asked
 	key   string
 	n     int        // 0: no limit
-	keyed bool       // it holds a slot of key
 	slot  limit.Slot // with Store: the slot it holds
+	found bool       // KeyLimitFunc was asked
+	keyed bool       // it holds a slot of key
 	woken bool       // it was held, and woken to try again: first in line
 }
 
@@ -231,7 +231,7 @@ func (l *limiter) keyOf(m *inflight) (key string, n int) {
 
 // takeKey takes a slot of m's key for it, or holds m back.
 func (l *limiter) takeKey(ctx context.Context, m *inflight, ln *lane) limitVerdict {
-	ml := &m.lim
+	ml := m.lim
 	if !ml.found {
 		ml.key, ml.n = l.keyOf(m)
 		ml.found = true
@@ -371,7 +371,7 @@ func (l *limiter) wake(ks *keyState) {
 // done is called once m, which held a slot of its key, is settled: the
 // slot is freed, and the key's first held message woken to take it.
 func (l *limiter) done(m *inflight) {
-	ml := &m.lim
+	ml := m.lim
 	ml.keyed = false
 	l.mu.Lock()
 	ks := l.keys[ml.key]

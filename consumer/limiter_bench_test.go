@@ -32,15 +32,17 @@ func BenchmarkLimiterNotLimiting(b *testing.B) {
 		g := goroutines.Add(1)
 		const ring = 64
 		var msgs [ring]inflight
+		var lims [ring]msgLimit
 		for i := range msgs {
 			msgs[i].msg = &Message{ID: strconv.FormatInt(g, 10) + "-" + strconv.Itoa(i)}
+			msgs[i].lim = &lims[i]
 		}
 		var tok limitToken
 		i := 0
 		for pb.Next() {
 			m := &msgs[i%ring]
 			i++
-			m.lim = msgLimit{}
+			*m.lim = msgLimit{}
 			if l.start(ctx, m, nil, false, &tok) != limitStart {
 				b.Fatal("held")
 			}

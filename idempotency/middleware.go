@@ -397,11 +397,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.reject(w, http.StatusBadRequest, TypeBodyInvalid, "the body was refused: "+err.Error())
 		return
 	}
-	if r.Body != nil {
-		r.Body = io.NopCloser(bytes.NewReader(body))
+	// The body read is given back to the handler, if it runs: not
+	// before the claim, so that a replay or a refusal does not wrap it.
+	restore := func() {
+		if r.Body != nil {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 	}
 	rk := RecordKey(scope, key)
 	if m.cfg.BeginTxFunc != nil {
+		restore()
 		h.serveTx(w, r, rk, fp)
 		return
 	}
@@ -414,6 +419,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.answer(w, rk, a, nil)
 		return
 	}
+	restore()
 	h.run(w, r, rk, c)
 }
 
@@ -490,13 +496,23 @@ func canonicalQuery(raw string) string {
 	return strings.Join(pairs, "&")
 }
 
-// replay writes a stored response.
+// replay writes a stored response. Its header values are copied into
+// one array (and Idempotent-Replayed's with them), each header's values
+// capped so that appending to one cannot overwrite the next.
 func replay(w http.ResponseWriter, resp *Response) {
 	h := w.Header()
-	for k, vs := range resp.Header {
-		h[k] = slices.Clone(vs)
+	n := 1
+	for _, vs := range resp.Header {
+		n += len(vs)
 	}
-	h.Set(HeaderReplayed, "true")
+	vals := make([]string, 0, n)
+	for k, vs := range resp.Header {
+		i := len(vals)
+		vals = append(vals, vs...)
+		h[k] = vals[i:len(vals):len(vals)]
+	}
+	vals = append(vals, "true")
+	h[HeaderReplayed] = vals[len(vals)-1:]
 	status := cmp.Or(resp.Status, http.StatusOK)
 	if resp.NotRetained {
 		writeProblem(w, status, TypeNotRetained, fmt.Sprintf(
