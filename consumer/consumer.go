@@ -23,6 +23,7 @@ import (
 	"github.com/sqsonce/sqsonce/internal/settle"
 	"github.com/sqsonce/sqsonce/internal/sqserr"
 	"github.com/sqsonce/sqsonce/internal/sqslimits"
+	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
 
 // Consumer long-polls one SQS queue and runs a Handler for each message.
@@ -31,6 +32,29 @@ type Consumer struct {
 	cfg     Config
 	running atomic.Bool
 	health  *health // what Ready reports
+
+	// tel is the instrumentation of the queue at telURL (nil: telemetry
+	// off), kept across Runs (see telemetry).
+	tel    *telemetry.Consumer
+	telURL string
+}
+
+// telemetry returns the instrumentation of the queue at url for a Run
+// (nil when neither provider is set). It is kept across Runs: the counts
+// go on from one Run to the next, stay observable after Run returns (a
+// MeterProvider's last collection at shutdown reads them), and the
+// collection callback is registered once per Consumer, where a new one
+// per Run left the earlier ones registered. One of another queue (its URL
+// changed) is closed first.
+func (c *Consumer) telemetry(url string) *telemetry.Consumer {
+	if c.tel != nil && c.telURL == url {
+		return c.tel
+	}
+	if err := c.tel.Close(); err != nil {
+		c.cfg.Logger.Warn("consumer: stop reporting the metrics of the previous queue", zap.String("queue_url", c.telURL), zap.Error(err))
+	}
+	c.tel, c.telURL = telemetry.NewConsumer(c.cfg.TracerProvider, c.cfg.MeterProvider, url), url
+	return c.tel
 }
 
 // New checks cfg, fills its defaults and returns a Consumer. Checks that
@@ -187,7 +211,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	s := newSampler(c.cfg, q.url)
-	r, err := newRunner(s.instrument(c.cfg), q)
+	r, err := newRunner(s.instrument(c.cfg), q, c.telemetry(q.url))
 	if err != nil {
 		return err
 	}
@@ -352,8 +376,8 @@ type lane struct {
 	active bool
 }
 
-func newRunner(cfg Config, q queueInfo) (*runner, error) {
-	cfg = instrument(cfg, q.url)
+func newRunner(cfg Config, q queueInfo, tel *telemetry.Consumer) (*runner, error) {
+	cfg = instrument(cfg, tel)
 	cfg.Observer = pipeline.Guard(cfg.Observer, cfg.Logger)
 	// The most messages received and not settled: held ones (Limits) may
 	// lend their slots to receives.

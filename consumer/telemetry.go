@@ -12,16 +12,14 @@ import (
 	"github.com/sqsonce/sqsonce/internal/telemetry"
 )
 
-// instrument adds the OpenTelemetry instrumentation (the instruments are
-// in internal/telemetry) to cfg when cfg.TracerProvider or
-// cfg.MeterProvider is set: the per-message path's (a process span per
-// message and the metrics fed by a wrapper of cfg.Observer, see
-// pipeline.Instrument) and, when cfg.Client is set, every SQS call
-// counted and timed. queueURL names the queue in the metrics ("" leaves
-// it out). With neither provider set it returns cfg unchanged, so
-// telemetry off costs nothing.
-func instrument(cfg Config, queueURL string) Config {
-	t := telemetry.NewConsumer(cfg.TracerProvider, cfg.MeterProvider, queueURL)
+// instrument adds the OpenTelemetry instrumentation t (see
+// Consumer.telemetry; the instruments are in internal/telemetry) to cfg:
+// the per-message path's (a process span per message and the metrics fed
+// by a wrapper of cfg.Observer, see pipeline.Instrument) and, when
+// cfg.Client is set, every SQS call counted and timed. With a nil t
+// (neither provider set) it returns cfg unchanged, so telemetry off costs
+// nothing.
+func instrument(cfg Config, t *telemetry.Consumer) Config {
 	if t == nil {
 		return cfg
 	}
@@ -39,18 +37,18 @@ type tracedSQS struct {
 	t *telemetry.Consumer
 }
 
-// ReceiveMessage also traces the call: a receive span that links to the
-// trace context of each message returned (the messages' process spans
-// are children of those contexts, not of the receive span).
+// ReceiveMessage also traces the call: a receive span, made when the call
+// brought messages or failed, that links to the trace context of each
+// message returned (the messages' process spans are children of those
+// contexts, not of the receive span).
 func (c *tracedSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
 	start := time.Now()
-	sctx, span := c.t.StartReceive(ctx, aws.ToString(in.QueueUrl))
-	out, err := c.SQSAPI.ReceiveMessage(sctx, in, o...)
+	out, err := c.SQSAPI.ReceiveMessage(ctx, in, o...)
 	var msgs []types.Message
 	if out != nil {
 		msgs = out.Messages
 	}
-	c.t.EndReceive(span, msgs, err)
+	c.t.Receive(ctx, aws.ToString(in.QueueUrl), start, msgs, err)
 	c.t.Call(ctx, "ReceiveMessage", time.Since(start), err, len(msgs))
 	return out, err
 }

@@ -206,10 +206,44 @@ const maxOpts = 1024
 // receive spans: the span name and the start options (kind and the
 // attributes known at creation, for samplers).
 type queueSpans struct {
-	name         string
-	start        []trace.SpanStartOption
-	receive      string
-	receiveStart []trace.SpanStartOption
+	name    string
+	start   []trace.SpanStartOption
+	receive string
+	// receiveStart are the start options of a receive span that brought
+	// i messages (i up to maxReceive), messaging.batch.message_count
+	// among them.
+	receiveStart [maxReceive + 1][]trace.SpanStartOption
+	dest         string
+}
+
+// maxReceive is the most messages a ReceiveMessage returns.
+const maxReceive = 10
+
+// receiveOptions returns the start options of a receive span that
+// brought n messages, with its start time: one slice, built for the call.
+func (q *queueSpans) receiveOptions(n int, start time.Time) []trace.SpanStartOption {
+	base := q.receiveStart[min(n, maxReceive)]
+	if n > maxReceive {
+		base = receiveStartOptions(q.dest, n)
+	}
+	opts := make([]trace.SpanStartOption, len(base), len(base)+1)
+	copy(opts, base)
+	return append(opts, trace.WithTimestamp(start))
+}
+
+// receiveStartOptions are the start options of a receive span from the
+// queue named dest that brought n messages.
+func receiveStartOptions(dest string, n int) []trace.SpanStartOption {
+	return []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			semconv.MessagingSystemAWSSQS,
+			semconv.MessagingDestinationName(dest),
+			semconv.MessagingOperationTypeReceive,
+			semconv.MessagingOperationName("receive"),
+			semconv.MessagingBatchMessageCount(n),
+		),
+	}
 }
 
 // spanRec is a recorded span in flight and the per-message attributes it
@@ -222,10 +256,13 @@ type spanRec struct {
 }
 
 // spanTable maps a message's key to its recorded span. A mutex and a
-// map: sync.Map allocated a node per message.
+// map: sync.Map allocated a node per message. n counts the entries, so
+// that while none is kept (every span sampled out) a look-up takes no
+// lock: a message's own swap happens before its look-ups.
 type spanTable struct {
 	mu sync.Mutex
 	m  map[any]spanRec
+	n  atomic.Int64
 }
 
 func (t *spanTable) swap(key any, r spanRec) (spanRec, bool) {
@@ -236,20 +273,30 @@ func (t *spanTable) swap(key any, r spanRec) (spanRec, bool) {
 		t.m = map[any]spanRec{}
 	}
 	t.m[key] = r
+	if !ok {
+		t.n.Add(1)
+	}
 	return old, ok
 }
 
 func (t *spanTable) take(key any) (spanRec, bool) {
+	if t.n.Load() == 0 {
+		return spanRec{}, false
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.m[key]
 	if ok {
 		delete(t.m, key)
+		t.n.Add(-1)
 	}
 	return r, ok
 }
 
 func (t *spanTable) load(key any) (spanRec, bool) {
+	if t.n.Load() == 0 {
+		return spanRec{}, false
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.m[key]
@@ -455,15 +502,10 @@ func (c *Consumer) queueSpans(queueURL string) *queueSpans {
 			),
 		},
 		receive: "receive " + name,
-		receiveStart: []trace.SpanStartOption{
-			trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(
-				semconv.MessagingSystemAWSSQS,
-				semconv.MessagingDestinationName(name),
-				semconv.MessagingOperationTypeReceive,
-				semconv.MessagingOperationName("receive"),
-			),
-		},
+		dest:    name,
+	}
+	for i := range q.receiveStart {
+		q.receiveStart[i] = receiveStartOptions(name, i)
 	}
 	c.buildM.Lock()
 	defer c.buildM.Unlock()
@@ -485,27 +527,28 @@ func (c *Consumer) queueSpans(queueURL string) *queueSpans {
 
 func queueName(url string) string { return url[strings.LastIndex(url, "/")+1:] }
 
-// StartReceive begins the span of a ReceiveMessage call on queueURL:
-// "receive <queue>", kind client. End it with [Consumer.EndReceive]. It
-// returns a nil span when tracing is off.
-func (c *Consumer) StartReceive(ctx context.Context, queueURL string) (context.Context, trace.Span) {
-	if c == nil || c.tracer == nil {
-		return ctx, nil
-	}
-	q := c.queueSpans(queueURL)
-	return c.tracer.Start(ctx, q.receive, q.receiveStart...)
-}
-
-// EndReceive ends a receive span (nil: none) with the messages the call
-// returned: their count, and a link to the trace context each carries
-// (see [MessageContext]), since one call brings messages of many traces;
-// the links are built only when the span is recorded.
-func (c *Consumer) EndReceive(span trace.Span, msgs []types.Message, err error) {
-	if span == nil {
+// Receive records the span of a ReceiveMessage call on queueURL that
+// started at start and returned msgs: "receive <queue>", kind client,
+// with messaging.batch.message_count and a link to the trace context each
+// message carries (see [MessageContext]), since one call brings messages
+// of many traces; the links are built only when the span is recorded.
+// The span is made once the call returned, with the call's start time,
+// so that a call that brought nothing makes none: an empty long poll, or
+// one cut short as ctx ended, has no message to link to, and an idle
+// consumer would otherwise export a span per poll. A call that failed
+// makes one, with the error.
+func (c *Consumer) Receive(ctx context.Context, queueURL string, start time.Time, msgs []types.Message, err error) {
+	if c == nil || c.tracer == nil || len(msgs) == 0 && (err == nil || ctx.Err() != nil) {
 		return
 	}
+	q := c.queueSpans(queueURL)
+	_, span := c.tracer.Start(ctx, q.receive, q.receiveOptions(len(msgs), start)...)
+	endReceive(span, msgs, err)
+}
+
+// endReceive ends a receive span with its links and error.
+func endReceive(span trace.Span, msgs []types.Message, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(semconv.MessagingBatchMessageCount(len(msgs)))
 		for i := range msgs {
 			LinkMessage(span, msgs[i].MessageAttributes, msgs[i].Attributes, aws.ToString(msgs[i].MessageId))
 		}
@@ -605,10 +648,16 @@ func (c *Consumer) Start(ctx context.Context, key any, queueURL string, attrs ma
 	return ctx
 }
 
+// endAttrs holds the arrays of a span's per-message attributes between
+// uses: SetAttributes copies what it is passed, and a variadic argument
+// built at the call escaped, one allocation per message.
+var endAttrs = sync.Pool{New: func() any { return new([5]attribute.KeyValue) }}
+
 // end sets the span's per-message attributes and its outcome, in one
 // call, and ends it.
 func (r spanRec) end(outcome, class string, err error) {
-	kvs := [...]attribute.KeyValue{
+	kvs := endAttrs.Get().(*[5]attribute.KeyValue)
+	*kvs = [...]attribute.KeyValue{
 		semconv.MessagingMessageID(r.messageID),
 		attribute.String("sqsonce.key", r.key),
 		attribute.Int("sqsonce.receive_count", r.receives),
@@ -620,6 +669,8 @@ func (r spanRec) end(outcome, class string, err error) {
 		n--
 	}
 	r.span.SetAttributes(kvs[:n]...)
+	*kvs = [5]attribute.KeyValue{}
+	endAttrs.Put(kvs)
 	switch outcome {
 	case "ack", "duplicate", "release", "held":
 	default:
