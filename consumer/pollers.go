@@ -17,9 +17,13 @@ import (
 // receive of a queue one receiver keeps up with), so each added call is a
 // probe. Once the added call and those at once with it came back full,
 // the probe held and need halves; a receive that came back short first
-// means it failed, and need doubles, up to maxNeed (1 on a FIFO queue:
-// there a receive comes back short on a backlog too, as the groups with
-// messages in flight are locked, so it refutes nothing). A steady backlog
+// means it failed, and need doubles, up to maxNeed. On a FIFO queue only
+// an empty receive fails a probe: there a receive comes back short on a
+// backlog too, as the groups with messages in flight are locked, so a
+// short one refutes nothing; an empty one says the call found no group to
+// take (with few groups, every one locked by the messages the other calls
+// brought, until their delete unlocks them for one call, and a local
+// emulator then ends the other calls' long polls empty). A steady backlog
 // thus brings every receiver back within a few receives, while a queue
 // one receiver keeps up with is polled by one, with a probe now and then.
 // An idle queue is long-polled by one receiver.
@@ -35,22 +39,20 @@ type pollers struct {
 	// need is how many full receives in a row add a call, at most
 	// maxNeed; full counts them; probe is how many more full receives
 	// confirm the last call added (0: none is on probation).
-	need, maxNeed, full, probe int
-	wake                       chan struct{}
+	need, full, probe int
+	// fifo: only an empty receive fails a probe.
+	fifo bool
+	wake chan struct{}
 	// overdue is how long a call counts: the long poll plus a margin.
 	overdue time.Duration
 }
 
-// maxNeed bounds pollers.need on a standard queue: after failed probes,
-// a backlog that starts still adds a call within this many full receives.
+// maxNeed bounds pollers.need: after failed probes, a backlog that starts
+// still adds a call within this many full receives.
 const maxNeed = 16
 
 func newPollers(receivers int, wait time.Duration, fifo bool) *pollers {
-	p := &pollers{limit: receivers, most: receivers, need: 1, maxNeed: maxNeed, wake: make(chan struct{}, 1), overdue: wait + time.Second}
-	if fifo {
-		p.maxNeed = 1
-	}
-	return p
+	return &pollers{limit: receivers, most: receivers, need: 1, fifo: fifo, wake: make(chan struct{}, 1), overdue: wait + time.Second}
 }
 
 // turn is one receive call's place among the pollers.
@@ -122,7 +124,9 @@ func (t *turn) end(asked, got int) {
 			p.full = 0
 			if p.probe > 0 {
 				p.probe = 0
-				p.need = min(p.need*2, p.maxNeed)
+				if !p.fifo || got == 0 {
+					p.need = min(p.need*2, maxNeed)
+				}
 			}
 			p.limit = max(p.limit-1, 1)
 		}

@@ -82,15 +82,36 @@ func TestPollersProbe(t *testing.T) {
 }
 
 // TestPollersFIFO: on a FIFO queue a short receive refutes no probe
-// (locked groups make receives short on a backlog too): need stays 1, so
-// every full receive adds a call.
+// (locked groups make receives short on a backlog too): need stays. An
+// empty one does (the call added found no unlocked group): need doubles,
+// up to maxNeed, so that with few groups, all locked until the messages
+// one receive brought are deleted, a call is added only now and then.
 func TestPollersFIFO(t *testing.T) {
 	p := newPollers(4, time.Second, true)
-	for _, got := range []int{0, 0, 0, 10, 3, 10} {
+	recv := func(got int) {
+		t.Helper()
 		tr, _ := p.acquire(context.Background())
 		tr.done(10, got)
 	}
-	if p.limit != 2 || p.need != 1 {
-		t.Fatalf("limit %d, need %d; want 2, 1", p.limit, p.need)
+	check := func(limit, need int) {
+		t.Helper()
+		if p.limit != limit || p.need != need {
+			t.Fatalf("limit %d, need %d; want %d, %d", p.limit, p.need, limit, need)
+		}
 	}
+	for _, got := range []int{0, 0, 0, 10, 3, 10} {
+		recv(got)
+	}
+	check(2, 1)
+	recv(0) // the call added came back empty
+	check(1, 2)
+	// Few groups: each time a call is added, the receives at once share
+	// the groups one delete unlocks, one full, the other empty.
+	for range 10 {
+		for range p.need {
+			recv(10)
+		}
+		recv(0)
+	}
+	check(1, maxNeed)
 }
