@@ -422,7 +422,6 @@ func TestDueRunsWindowTwoRelays(t *testing.T) {
 	type relay struct {
 		owner          string
 		inFlight, sent []outbox.Event
-		reads, batches int
 	}
 	relays := []*relay{{owner: "r1"}, {owner: "r2"}}
 	next := map[string]int{}
