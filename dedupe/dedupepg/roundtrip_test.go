@@ -40,6 +40,27 @@ func (s *statements) take() []pgx.TraceQueryStartData {
 	return out
 }
 
+// tracedStore returns a Store named namespace on a one-connection pool to
+// schema whose statements are recorded.
+func tracedStore(t *testing.T, base *pgxpool.Pool, schema, namespace string) (*dedupepg.Store, *statements) {
+	t.Helper()
+	trace := &statements{}
+	cfg := base.Config()
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.Tracer = trace
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := dedupepg.New(dedupepg.Config{DB: pool, Namespace: namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, trace
+}
+
 // TestTransactionalStatements: a new message costs what the textbook
 // transaction does, BEGIN, one INSERT of the dedupe row, the handler's
 // statements and COMMIT (five round trips here), and the dedupe INSERT is
@@ -57,20 +78,7 @@ func TestTransactionalStatements(t *testing.T) {
 		CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL); INSERT INTO accounts VALUES ('a', 0)`); err != nil {
 		t.Fatal(err)
 	}
-	trace := &statements{}
-	cfg := base.Config()
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.ConnConfig.Tracer = trace
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s, err := dedupepg.New(dedupepg.Config{DB: pool, Namespace: "rt"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, trace := tracedStore(t, base, schema, "rt")
 	h := dedupepg.Transactional(s, func(ctx context.Context, tx pgx.Tx, msg *consumer.Message) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO journal VALUES ($1)`, msg.Key()); err != nil {
 			return err

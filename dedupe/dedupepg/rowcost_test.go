@@ -89,20 +89,7 @@ func TestTransactionalRowIndexes(t *testing.T) {
 		t.Fatalf("CHECK constraints on the dedupe table: %v %v, want none (each INSERT would rebuild and evaluate them)", checks, err)
 	}
 
-	trace := &statements{}
-	cfg := base.Config()
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.ConnConfig.Tracer = trace
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s, err := dedupepg.New(dedupepg.Config{DB: pool, Namespace: "rc"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, trace := tracedStore(t, base, schema, "rc")
 	h := dedupepg.Transactional(s, func(context.Context, pgx.Tx, *consumer.Message) error { return nil }, nil)
 	if err := h.Handle(ctx, consumertest.NewMessage("x", consumertest.WithID("m-1"))); err != nil {
 		t.Fatal(err)
@@ -118,8 +105,8 @@ func TestTransactionalRowIndexes(t *testing.T) {
 	}
 	args := slices.Clone(insert.Args)
 	args[0] = s.PK("m-2") // a new key: the INSERT writes a row
-	got := walRecords(t, pool, insert.SQL, args...)
-	textbook := walRecords(t, pool, `INSERT INTO processed_messages (message_id) VALUES ($1) ON CONFLICT DO NOTHING`, "m-2")
+	got := walRecords(t, base, insert.SQL, args...)
+	textbook := walRecords(t, base, `INSERT INTO processed_messages (message_id) VALUES ($1) ON CONFLICT DO NOTHING`, "m-2")
 	if got > textbook {
 		t.Fatalf("the dedupe row's INSERT writes %d WAL records, the textbook row's %d: want no more", got, textbook)
 	}
@@ -186,19 +173,7 @@ func TestTransactionalRowHasNoToken(t *testing.T) {
 	if _, err := pgstore.Migrate(ctx, base, pgstore.Dedupe); err != nil {
 		t.Fatal(err)
 	}
-	trace := &statements{}
-	cfg := base.Config()
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.ConnConfig.Tracer = trace
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s, err := dedupepg.New(dedupepg.Config{DB: pool, Namespace: "nt"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, trace := tracedStore(t, base, schema, "nt")
 	h := dedupepg.Transactional(s, func(context.Context, pgx.Tx, *consumer.Message) error { return nil }, nil)
 	if err := h.Handle(ctx, consumertest.NewMessage("x", consumertest.WithID("m-1"))); err != nil {
 		t.Fatal(err)
