@@ -164,6 +164,18 @@ type RunStore interface {
 	DueRuns(ctx context.Context, owner string, limit int, inFlight []Event) ([]Event, error)
 }
 
+// PublishedRunStore is a [RunStore] that removes a batch's published
+// events and reads the next batch in one call (one round trip of a
+// database, rather than one for each). A [Relay]'s Run uses it, when its
+// Store has it, for the work it does while a batch is being sent.
+type PublishedRunStore interface {
+	RunStore
+	// PublishedDueRuns is [Store.Published] of published, then
+	// [RunStore.DueRuns] of owner, limit and inFlight, which leaves out
+	// the events published. On an error, neither took effect.
+	PublishedDueRuns(ctx context.Context, owner string, limit int, published, inFlight []Event) ([]Event, error)
+}
+
 // Stats describes an outbox.
 type Stats struct {
 	// Pending counts events not yet published, dead ones excluded.

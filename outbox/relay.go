@@ -267,6 +267,19 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 	done := make(chan prefetched, 1)
 	go func() {
 		var f prefetched
+		if prs, ok := rs.(PublishedRunStore); ok && len(prev) > 0 && ctx.Err() == nil {
+			// One round trip. As the removal alone, it is not cut short
+			// when Run is being stopped.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+			evs, err := prs.PublishedDueRuns(rctx, r.cfg.Owner, r.cfg.BatchSize, prev, inFlight)
+			cancel()
+			if err == nil {
+				f.evs, f.published = evs, prev
+				done <- f
+				return
+			}
+			// Neither took effect: each on its own, as without it.
+		}
 		if len(prev) > 0 {
 			// Removed even when Run is being stopped: sent events left
 			// in the store are sent again by the partition's next owner.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -224,21 +225,83 @@ func scanWindow(rows pgx.Rows) ([]windowRow, error) {
 // run (dueSQL: one probe per entity), the next windowRetry reads too
 // after a window that was no fair batch.
 func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight []outbox.Event) ([]outbox.Event, error) {
-	after, err := lastInFlight(inFlight)
+	return st.dueRuns(ctx, owner, limit, nil, inFlight)
+}
+
+// PublishedDueRuns implements [outbox.PublishedRunStore]: the delete of
+// Published runs in the statement of DueRuns's read, a data-modifying
+// WITH (publishedSQL), so that a relay's step makes one round trip to the
+// database rather than two. The read sees the outbox as it was before the
+// delete (one snapshot): it leaves out the events published as it leaves
+// out those in flight.
+func (st *Store) PublishedDueRuns(ctx context.Context, owner string, limit int, published, inFlight []outbox.Event) ([]outbox.Event, error) {
+	return st.dueRuns(ctx, owner, limit, published, inFlight)
+}
+
+// publishedSQL is Published's delete as a WITH query of a read, its
+// parameters numbered from %[1]d.
+const publishedSQL = `published AS (DELETE FROM ` + tableEvents + ` o USING unnest($%[1]d::text[], $%[2]d::bigint[], $%[3]d::text[]) AS h(k, s, id)
+	WHERE o.entity_key = h.k AND o.seq = h.s AND o.id = h.id RETURNING 1)`
+
+// publishedArgs are the parameters of publishedSQL (and of Published's
+// delete) for evs.
+func publishedArgs(evs []outbox.Event) (keys []string, seqs []int64, ids []string, err error) {
+	keys, seqs, ids = make([]string, len(evs)), make([]int64, len(evs)), make([]string, len(evs))
+	for i, ev := range evs {
+		if keys[i], seqs[i], _, err = parseHandle(ev.Handle); err != nil {
+			return nil, nil, nil, err
+		}
+		ids[i] = ev.ID
+	}
+	return keys, seqs, ids, nil
+}
+
+// withPublished returns the read q (its own parameters nargs), its delete
+// of published first when there are any, and the arguments of both.
+func withPublished(q string, args []any, published []outbox.Event) (string, []any, error) {
+	if len(published) == 0 {
+		return q, args, nil
+	}
+	keys, seqs, ids, err := publishedArgs(published)
+	if err != nil {
+		return "", nil, err
+	}
+	n := len(args) + 1
+	del := fmt.Sprintf(publishedSQL, n, n+1, n+2)
+	if rest, ok := strings.CutPrefix(q, "WITH RECURSIVE "); ok {
+		q = "WITH RECURSIVE " + del + ", " + rest
+	} else {
+		q = "WITH " + del + " " + q
+	}
+	return q, append(args, keys, seqs, ids), nil
+}
+
+// dueRuns is DueRuns, removing published in its read.
+func (st *Store) dueRuns(ctx context.Context, owner string, limit int, published, inFlight []outbox.Event) ([]outbox.Event, error) {
+	// The events published are still in the read's snapshot: they are
+	// left out as those in flight are.
+	gone := inFlight
+	if len(published) > 0 {
+		gone = append(slices.Clip(published), inFlight...)
+	}
+	after, err := lastInFlight(gone)
 	if err != nil {
 		return nil, err
 	}
 	now := st.cfg.NowFunc()
 	held, err := st.partitions(ctx, owner, now)
 	if err != nil || len(held) == 0 || limit <= 0 {
+		if err == nil {
+			err = st.Published(ctx, published)
+		}
 		return nil, err
 	}
 	// The window holds the other relays' events too: a relay holding
 	// fewer than a quarter of the partitions probes its entities.
 	spread := (st.cfg.Partitions + len(held) - 1) / len(held)
 	if spread <= 4 && st.reads.window(owner) {
-		pos := make([]int64, 0, len(inFlight))
-		for _, ev := range inFlight {
+		pos := make([]int64, 0, len(gone))
+		for _, ev := range gone {
 			_, _, p, _ := parseHandle(ev.Handle) // parsed by lastInFlight
 			pos = append(pos, p)
 		}
@@ -246,7 +309,11 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 		// batch leaves room for them; and as many again for each other
 		// relay's events.
 		size := (limit + limit/4) * spread
-		rows, err := st.cfg.DB.Query(ctx, fmt.Sprintf(windowSQL, size), held, now, pos)
+		q, args, err := withPublished(fmt.Sprintf(windowSQL, size), []any{held, now, pos}, published)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := st.cfg.DB.Query(ctx, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("outboxpg: due: %w", err)
 		}
@@ -254,12 +321,14 @@ func (st *Store) DueRuns(ctx context.Context, owner string, limit int, inFlight 
 		if err != nil {
 			return nil, fmt.Errorf("outboxpg: due: %w", err)
 		}
+		// Removed (the statement's delete ran to its end).
+		published = nil
 		if evs, ok := rankWindow(window, len(window) == size, limit, after); ok {
 			return evs, nil
 		}
 		st.reads.skewed(owner)
 	}
-	evs, err := st.due(ctx, held, now, limit, limit, after)
+	evs, err := st.due(ctx, held, now, limit, limit, after, published)
 	if err == nil {
 		st.reads.read(owner, manyEntities(evs, limit))
 	}
@@ -405,18 +474,22 @@ func (st *Store) Due(ctx context.Context, owner string, limit int) ([]outbox.Eve
 	if err != nil || len(held) == 0 {
 		return nil, err
 	}
-	return st.due(ctx, held, now, limit, 1, nil)
+	return st.due(ctx, held, now, limit, 1, nil, nil)
 }
 
 // due takes, in the partitions held, up to limit events, at most run of
 // each entity, each entity with events in flight from after its last one
-// (after).
-func (st *Store) due(ctx context.Context, held []int, now time.Time, limit, run int, after map[string]int64) ([]outbox.Event, error) {
+// (after), and removes published in the same statement.
+func (st *Store) due(ctx context.Context, held []int, now time.Time, limit, run int, after map[string]int64, published []outbox.Event) ([]outbox.Event, error) {
 	keys, seqs := make([]string, 0, len(after)), make([]int64, 0, len(after))
 	for k, s := range after {
 		keys, seqs = append(keys, k), append(seqs, s)
 	}
-	rows, err := st.cfg.DB.Query(ctx, fmt.Sprintf(dueSQL, max(run, 1)), held, now, limit, keys, seqs)
+	q, args, err := withPublished(fmt.Sprintf(dueSQL, max(run, 1)), []any{held, now, limit, keys, seqs}, published)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.cfg.DB.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("outboxpg: due: %w", err)
 	}
@@ -432,15 +505,9 @@ func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	keys := make([]string, len(evs))
-	seqs := make([]int64, len(evs))
-	ids := make([]string, len(evs))
-	for i, ev := range evs {
-		var err error
-		if keys[i], seqs[i], _, err = parseHandle(ev.Handle); err != nil {
-			return err
-		}
-		ids[i] = ev.ID
+	keys, seqs, ids, err := publishedArgs(evs)
+	if err != nil {
+		return err
 	}
 	// The id too: a relay that lost its lease mid-send must not delete
 	// another event that reused (entity, seq) after Prune.
