@@ -478,3 +478,112 @@ func TestDueRunsWindowTwoRelays(t *testing.T) {
 		t.Fatalf("%d of %d reads were windows (%v), want most", windows, len(db.plans), db.err)
 	}
 }
+
+// publishedCount is a relay Observer that calls at and closes done once n
+// events were published (before the relay goes on).
+type publishedCount struct {
+	outbox.NopObserver
+	mu    sync.Mutex
+	n     int
+	count int
+	at    func()
+	done  chan struct{}
+}
+
+func (p *publishedCount) Published(evs []outbox.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.count += len(evs)
+	if p.count >= p.n && p.done != nil {
+		p.at()
+		close(p.done)
+		p.done = nil
+	}
+}
+
+// A running relay makes one statement per batch: the removal of the last
+// batch's published events is in the statement that reads the next batch
+// (while the current one is being sent), with many entities (the window
+// read) and with few (the per-entity read); each entity's events still
+// leave in commit order.
+func TestRelayRunOneStatementPerBatch(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct{ entities, perEntity int }{
+		"many entities": {100, 10},
+		"few entities":  {4, 250},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := newPool(t)
+			writer := newStore(t, pool, outboxpg.Config{})
+			for i := range c.perEntity {
+				evs := make([]outbox.Event, c.entities)
+				for e := range c.entities {
+					evs[e] = outbox.Event{Entity: fmt.Sprintf("e%03d", e), Payload: fmt.Sprintf("e%03d %03d", e, i)}
+				}
+				if err := commit(ctx, pool, writer, evs...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			db := &countingDB{DB: pool}
+			st, err := outboxpg.New(outboxpg.Config{DB: db})
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := c.entities * c.perEntity
+			// The statements until the last event was removed: the relay
+			// then polls again.
+			var statements int
+			obs := &publishedCount{n: total, done: make(chan struct{}), at: func() {
+				db.mu.Lock()
+				statements = db.statements
+				db.mu.Unlock()
+			}}
+			done := obs.done
+			client := &orderSQS{sent: map[string][]string{}}
+			relay, err := outbox.NewRelay(outbox.RelayConfig{Store: st, Client: client, QueueURL: "https://sqs.example/q",
+				Observer: obs, PollInterval: time.Hour, StatsInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, stop := context.WithCancel(ctx)
+			errc := make(chan error, 1)
+			go func() { errc <- relay.Run(runCtx) }()
+			select {
+			case <-done:
+			case err := <-errc:
+				stop()
+				t.Fatalf("Run returned %v before publishing", err)
+			}
+			stop()
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			// One per batch of 100; and Stats, the first step's read (before
+			// anything is in flight) and the last batch's removal.
+			batches := total / 100
+			if want := batches + 3; statements > want {
+				t.Errorf("%d statements for %d batches of 100, want at most %d (one per batch, and Stats, the first read and the last removal)", statements, batches, want)
+			}
+			if client.shared {
+				t.Error("a SendMessageBatch call held two events of one entity")
+			}
+			for e := range c.entities {
+				got := client.sent[fmt.Sprintf("e%03d", e)]
+				if len(got) != c.perEntity {
+					t.Fatalf("entity e%03d: %d events sent, want %d", e, len(got), c.perEntity)
+				}
+				for i, body := range got {
+					if want := fmt.Sprintf("e%03d %03d", e, i); body != want {
+						t.Fatalf("entity e%03d: event %d sent is %q, want %q (commit order)", e, i, body, want)
+					}
+				}
+			}
+			var left int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM sqsonce_outbox`).Scan(&left); err != nil || left != 0 {
+				t.Fatalf("%d events left in the outbox (%v), want 0", left, err)
+			}
+		})
+	}
+}
