@@ -238,22 +238,29 @@ func (st *Store) PublishedDueRuns(ctx context.Context, owner string, limit int, 
 	return st.dueRuns(ctx, owner, limit, published, inFlight)
 }
 
-// publishedSQL is Published's delete as a WITH query of a read, its
-// parameters numbered from %[1]d.
-const publishedSQL = `published AS (DELETE FROM ` + tableEvents + ` o USING unnest($%[1]d::text[], $%[2]d::bigint[], $%[3]d::text[]) AS h(k, s, id)
-	WHERE o.entity_key = h.k AND o.seq = h.s AND o.id = h.id RETURNING 1)`
+// deleteSQL is Published's delete, its parameters numbered from %[1]d:
+// the events' keys, sequence numbers, ids and positions. The id too: a
+// relay that lost its lease mid-send must not delete another event that
+// reused (entity, seq) after Prune. The rows are found by position in
+// the pos index (an array the planner sizes), where a join of the keys
+// alone was planned as a scan of the whole outbox on a small one.
+const deleteSQL = `DELETE FROM ` + tableEvents + ` o USING unnest($%[1]d::text[], $%[2]d::bigint[], $%[3]d::text[]) AS h(k, s, id)
+	WHERE o.pos = ANY($%[4]d::bigint[]) AND o.entity_key = h.k AND o.seq = h.s AND o.id = h.id`
 
-// publishedArgs are the parameters of publishedSQL (and of Published's
-// delete) for evs.
-func publishedArgs(evs []outbox.Event) (keys []string, seqs []int64, ids []string, err error) {
-	keys, seqs, ids = make([]string, len(evs)), make([]int64, len(evs)), make([]string, len(evs))
+// publishedSQL is deleteSQL as a WITH query of a read.
+const publishedSQL = `published AS (` + deleteSQL + ` RETURNING 1)`
+
+// publishedArgs are the parameters of deleteSQL for evs.
+func publishedArgs(evs []outbox.Event) ([]any, error) {
+	keys, seqs, ids, pos := make([]string, len(evs)), make([]int64, len(evs)), make([]string, len(evs)), make([]int64, len(evs))
 	for i, ev := range evs {
-		if keys[i], seqs[i], _, err = parseHandle(ev.Handle); err != nil {
-			return nil, nil, nil, err
+		var err error
+		if keys[i], seqs[i], pos[i], err = parseHandle(ev.Handle); err != nil {
+			return nil, err
 		}
 		ids[i] = ev.ID
 	}
-	return keys, seqs, ids, nil
+	return []any{keys, seqs, ids, pos}, nil
 }
 
 // withPublished returns the read q (its own parameters nargs), its delete
@@ -262,18 +269,20 @@ func withPublished(q string, args []any, published []outbox.Event) (string, []an
 	if len(published) == 0 {
 		return q, args, nil
 	}
-	keys, seqs, ids, err := publishedArgs(published)
+	del, err := publishedArgs(published)
 	if err != nil {
 		return "", nil, err
 	}
-	n := len(args) + 1
-	del := fmt.Sprintf(publishedSQL, n, n+1, n+2)
+	q = withQuery(fmt.Sprintf(publishedSQL, len(args)+1, len(args)+2, len(args)+3, len(args)+4), q)
+	return q, append(args, del...), nil
+}
+
+// withQuery returns q with the WITH query w first.
+func withQuery(w, q string) string {
 	if rest, ok := strings.CutPrefix(q, "WITH RECURSIVE "); ok {
-		q = "WITH RECURSIVE " + del + ", " + rest
-	} else {
-		q = "WITH " + del + " " + q
+		return "WITH RECURSIVE " + w + ", " + rest
 	}
-	return q, append(args, keys, seqs, ids), nil
+	return "WITH " + w + " " + q
 }
 
 // dueRuns is DueRuns, removing published in its read.
@@ -505,14 +514,11 @@ func (st *Store) Published(ctx context.Context, evs []outbox.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	keys, seqs, ids, err := publishedArgs(evs)
+	args, err := publishedArgs(evs)
 	if err != nil {
 		return err
 	}
-	// The id too: a relay that lost its lease mid-send must not delete
-	// another event that reused (entity, seq) after Prune.
-	if _, err := st.cfg.DB.Exec(ctx, `DELETE FROM `+tableEvents+` o USING unnest($1::text[], $2::bigint[], $3::text[]) AS h(k, s, id)
-		WHERE o.entity_key = h.k AND o.seq = h.s AND o.id = h.id`, keys, seqs, ids); err != nil {
+	if _, err := st.cfg.DB.Exec(ctx, fmt.Sprintf(deleteSQL, 1, 2, 3, 4), args...); err != nil {
 		return fmt.Errorf("outboxpg: remove published events: %w", err)
 	}
 	return nil
