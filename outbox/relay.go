@@ -171,7 +171,8 @@ func (r *Relay) Owner() string { return r.cfg.Owner }
 // that the store's round trips overlap SQS's: the next batch's entities
 // with events in the current one start after them, an entity whose send
 // failed sends nothing of the next batch, and what was published is
-// removed before the next read and before Run returns.
+// removed before the next read and before Run returns. With a
+// [PublishedRunStore], the removal and the next read are one call.
 func (r *Relay) Run(ctx context.Context) error {
 	var lastStats time.Time
 	rs, pipelined := r.cfg.Store.(RunStore)
