@@ -217,8 +217,9 @@ func scanWindow(rows pgx.Rows) ([]windowRow, error) {
 // DueRuns implements [outbox.RunStore]: as Due, with each entity's ready
 // run rather than its oldest event only, in one statement.
 //
-// When owner's last batch spread over many entities (manyOf), and owner
-// holds at least a quarter of the partitions, it reads
+// When owner's last batch spread over many entities (manyOf), or, before
+// owner's first read, the last batch this Store read for any owner did,
+// and owner holds at least a quarter of the partitions, it reads
 // the window (windowSQL: the oldest events, in one index scan, with no
 // probe per entity) and makes the batch of it (rankWindow). When the
 // window is no fair batch, and with few entities, it reads each entity's
@@ -353,13 +354,22 @@ type readModes struct {
 	mu        sync.Mutex
 	perEntity map[string]int // owner → per-entity reads left before the window may be tried
 	many      map[string]bool
+	// lastMany is whether the last per-entity read of any owner spread
+	// over many entities: an owner this Store has not read for yet (a
+	// relay just started) starts with the window when it did, as the
+	// relays of a Store share its outbox.
+	lastMany bool
 }
 
 // window reports whether owner's next read is the window.
 func (m *readModes) window(owner string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.many[owner] && m.perEntity[owner] == 0
+	many, ok := m.many[owner]
+	if !ok {
+		many = m.lastMany
+	}
+	return many && m.perEntity[owner] == 0
 }
 
 // skewed notes that owner's window was no fair batch.
@@ -384,6 +394,7 @@ func (m *readModes) read(owner string, many bool) {
 		m.perEntity[owner]--
 	}
 	m.many[owner] = many
+	m.lastMany = many
 }
 
 // forget drops what is known of owner.

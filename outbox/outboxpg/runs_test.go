@@ -587,3 +587,50 @@ func TestRelayRunOneStatementPerBatch(t *testing.T) {
 		})
 	}
 }
+
+// A relay started on a Store whose last read spread over many entities
+// (another relay's, or the relay's before a restart) reads the window at
+// once: its first read is one index scan too, not a probe of every entity.
+func TestDueRunsNewRelayStartsWithTheWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	db := &explainDB{DB: pool, pool: pool}
+	st, err := outboxpg.New(outboxpg.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const entities = 100
+	for i := range 2 {
+		evs := make([]outbox.Event, entities)
+		for e := range entities {
+			evs[e] = outbox.Event{ID: fmt.Sprintf("e%03d-%d", e, i), Entity: fmt.Sprintf("e%03d", e), Payload: "x"}
+		}
+		if err := commit(ctx, pool, st, evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, owner := range []string{"r1", "r2"} {
+		evs, err := st.DueRuns(ctx, owner, 100, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != entities {
+			t.Fatalf("%s: %d events, want %d", owner, len(evs), entities)
+		}
+		for _, ev := range evs {
+			if want := ev.Entity + "-0"; ev.ID != want {
+				t.Fatalf("%s took %s, want %s (each entity's first event)", owner, ev.ID, want)
+			}
+		}
+		if err := st.Release(ctx, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if db.err != nil || len(db.sqls) != 2 {
+		t.Fatalf("%d reads (%v), want 2", len(db.sqls), db.err)
+	}
+	if !strings.Contains(db.sqls[1], "ORDER BY o.pos") {
+		t.Fatalf("r2's first read, after r1's of %d entities, was not the window: %.60s", entities, db.sqls[1])
+	}
+}
