@@ -53,7 +53,8 @@
 // an event of an entity at a time, so one entity is published by one
 // relay at a time, in sequence order. While a batch is sent, the relay
 // reads the next one (the runs of entities with events in flight start
-// after them) and deletes the previous one's published events. Published events are deleted; a crash between
+// after them) and deletes the previous one's published events, in one
+// statement. Published events are deleted; a crash between
 // the send and the delete publishes again (a duplicate consumers dedupe
 // on sqsonce-id, never a loss). After RelayConfig.MaxAttempts failed
 // sends (at once when SQS can never take it) an event is parked (dead) and
