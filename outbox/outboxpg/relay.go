@@ -36,17 +36,18 @@ type pgLeases struct {
 	partitions int
 }
 
+// Register registers owner until until, forgets the relays stopped a day
+// before now, and counts the live relays, in one statement: the count's
+// snapshot is the one before the statement's writes, so it counts the
+// other live relays, and owner (live until until, after now).
 func (l pgLeases) Register(ctx context.Context, owner string, now, until time.Time) (int, error) {
-	if _, err := l.db.Exec(ctx, `INSERT INTO `+tableRelays+` (owner, until) VALUES ($1, $2)
-		ON CONFLICT (owner) DO UPDATE SET until = excluded.until`, owner, until); err != nil {
-		return 0, fmt.Errorf("outboxpg: register relay: %w", err)
-	}
-	if _, err := l.db.Exec(ctx, `DELETE FROM `+tableRelays+` WHERE until < $1`, now.Add(-24*time.Hour)); err != nil {
-		return 0, fmt.Errorf("outboxpg: forget stopped relays: %w", err)
-	}
 	var live int
-	if err := l.db.QueryRow(ctx, `SELECT count(*) FROM `+tableRelays+` WHERE until > $1`, now).Scan(&live); err != nil {
-		return 0, fmt.Errorf("outboxpg: count relays: %w", err)
+	if err := l.db.QueryRow(ctx, `WITH registered AS (INSERT INTO `+tableRelays+` (owner, until) VALUES ($1, $2)
+		ON CONFLICT (owner) DO UPDATE SET until = excluded.until RETURNING 1),
+	forgotten AS (DELETE FROM `+tableRelays+` WHERE until < $3 AND owner <> $1 RETURNING 1)
+	SELECT count(*) + 1 FROM `+tableRelays+` WHERE until > $4 AND owner <> $1`,
+		owner, until, now.Add(-24*time.Hour), now).Scan(&live); err != nil {
+		return 0, fmt.Errorf("outboxpg: register relay: %w", err)
 	}
 	return live, nil
 }

@@ -634,3 +634,93 @@ func TestDueRunsNewRelayStartsWithTheWindow(t *testing.T) {
 		t.Fatalf("r2's first read, after r1's of %d entities, was not the window: %.60s", entities, db.sqls[1])
 	}
 }
+
+// relaysDB counts the statements on the relays table.
+type relaysDB struct {
+	pgstore.DB
+	mu         sync.Mutex
+	statements int
+}
+
+func (c *relaysDB) count(sql string) {
+	if strings.Contains(sql, "sqsonce_outbox_relays") {
+		c.mu.Lock()
+		c.statements++
+		c.mu.Unlock()
+	}
+}
+
+func (c *relaysDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.count(sql)
+	return c.DB.Exec(ctx, sql, args...)
+}
+
+func (c *relaysDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.count(sql)
+	return c.DB.Query(ctx, sql, args...)
+}
+
+func (c *relaysDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.count(sql)
+	return c.DB.QueryRow(ctx, sql, args...)
+}
+
+// A relay registers (and forgets relays stopped a day ago, and counts the
+// live ones, to share the partitions) in one statement, on its first read
+// and each lease renewal: the first read of a relay waits for it. The
+// relays still share the partitions.
+func TestRegisterOneStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	clock := outboxtest.NewClock()
+	db := &relaysDB{DB: pool}
+	st, err := outboxpg.New(outboxpg.Config{DB: db, NowFunc: clock.Now, Lease: 9 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO sqsonce_outbox_relays (owner, until) VALUES ('gone', $1)`, clock.Now().Add(-25*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DueRuns(ctx, "r1", 100, nil); err != nil {
+		t.Fatal(err)
+	}
+	if db.statements != 1 {
+		t.Fatalf("a relay's first read made %d statements on the relays table, want 1", db.statements)
+	}
+	var owners []string
+	rows, err := pool.Query(ctx, `SELECT owner FROM sqsonce_outbox_relays ORDER BY owner`)
+	if err == nil {
+		owners, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || fmt.Sprint(owners) != "[r1]" {
+		t.Fatalf("relays %v (%v), want [r1] (the one stopped a day ago forgotten)", owners, err)
+	}
+	// r2 registers and takes the free half at its renewal; r1 gives it up
+	// at its own.
+	if _, err := st.DueRuns(ctx, "r2", 100, nil); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(4 * time.Second)
+	for _, owner := range []string{"r1", "r2"} {
+		if _, err := st.DueRuns(ctx, owner, 100, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := map[string]int{}
+	rows, err = pool.Query(ctx, `SELECT owner, count(*) FROM sqsonce_outbox_leases WHERE until > $1 GROUP BY owner`, clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var o string
+		var n int
+		if err := rows.Scan(&o, &n); err != nil {
+			t.Fatal(err)
+		}
+		held[o] = n
+	}
+	if rows.Err() != nil || held["r1"] == 0 || held["r2"] == 0 {
+		t.Fatalf("partitions held %v (%v), want both relays to hold some", held, rows.Err())
+	}
+}
