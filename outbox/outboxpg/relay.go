@@ -265,7 +265,7 @@ func publishedArgs(evs []outbox.Event) ([]any, error) {
 	return []any{keys, seqs, ids, pos}, nil
 }
 
-// withPublished returns the read q (its own parameters nargs), its delete
+// withPublished returns the read q (its parameters args) with its delete
 // of published first when there are any, and the arguments of both.
 func withPublished(q string, args []any, published []outbox.Event) (string, []any, error) {
 	if len(published) == 0 {
