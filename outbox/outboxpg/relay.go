@@ -243,9 +243,9 @@ func (st *Store) PublishedDueRuns(ctx context.Context, owner string, limit int, 
 // deleteSQL is Published's delete, its parameters numbered from %[1]d:
 // the events' keys, sequence numbers, ids and positions. The id too: a
 // relay that lost its lease mid-send must not delete another event that
-// reused (entity, seq) after Prune. The rows are found by position in
-// the pos index (an array the planner sizes), where a join of the keys
-// alone was planned as a scan of the whole outbox on a small one.
+// reused (entity, seq) after Prune. The positions give the planner an
+// indexed condition of its own (the pos index) besides the join of the
+// keys; on a small outbox it may still scan the table.
 const deleteSQL = `DELETE FROM ` + tableEvents + ` o USING unnest($%[1]d::text[], $%[2]d::bigint[], $%[3]d::text[]) AS h(k, s, id)
 	WHERE o.pos = ANY($%[4]d::bigint[]) AND o.entity_key = h.k AND o.seq = h.s AND o.id = h.id`
 
