@@ -164,8 +164,9 @@ func TestMigrateReplacesTheExpiresAtBtree(t *testing.T) {
 
 // TestTransactionalRowHasNoToken: the COMPLETED row Transactional writes
 // without a claim carries no token (nothing fences on a completed row's
-// token), so the INSERT sends four parameters and the row is that much
-// narrower, and no random token is drawn per message.
+// token), so the INSERT sends three parameters (DO NOTHING needs no now
+// either) and the row is that much narrower, and no random token is drawn
+// per message.
 func TestTransactionalRowHasNoToken(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -179,12 +180,60 @@ func TestTransactionalRowHasNoToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range trace.take() {
-		if strings.HasPrefix(q.SQL, "INSERT") && len(q.Args) != 4 {
-			t.Errorf("the dedupe INSERT sends %d parameters, want 4 (key, fingerprint, expiry, now)", len(q.Args))
+		if strings.HasPrefix(q.SQL, "INSERT") && len(q.Args) != 3 {
+			t.Errorf("the dedupe INSERT sends %d parameters, want 3 (key, fingerprint, expiry)", len(q.Args))
 		}
 	}
 	var token string
 	if err := base.QueryRow(ctx, `SELECT token FROM sqsonce_dedupe WHERE pk = $1`, s.PK("m-1")).Scan(&token); err != nil || token != "" {
 		t.Fatalf("the completed row's token: %q %v, want none", token, err)
+	}
+}
+
+// TestTransactionalRowInsertDoesNothingOnConflict: the INSERT of a new
+// message's dedupe row resolves a conflict as the textbook's does, ON
+// CONFLICT DO NOTHING, which PostgreSQL executes with less work than DO
+// UPDATE (no projection or quals of an update prepared per INSERT). The
+// rare answers (a live row, or a dead one to take over) are the job of the
+// statements that follow only when no row was written
+// (TestTransactionalRareStatements). Read from the plan of the INSERT
+// traced.
+func TestTransactionalRowInsertDoesNothingOnConflict(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, schema := testenv.PostgresSchema(t)
+	if _, err := pgstore.Migrate(ctx, base, pgstore.Dedupe); err != nil {
+		t.Fatal(err)
+	}
+	s, trace := tracedStore(t, base, schema, "dn")
+	h := dedupepg.Transactional(s, func(context.Context, pgx.Tx, *consumer.Message) error { return nil }, nil)
+	if err := h.Handle(ctx, consumertest.NewMessage("x", consumertest.WithID("m-1"))); err != nil {
+		t.Fatal(err)
+	}
+	var inserts []pgx.TraceQueryStartData
+	for _, q := range trace.take() {
+		if strings.HasPrefix(q.SQL, "INSERT") {
+			inserts = append(inserts, q)
+		}
+	}
+	if len(inserts) != 1 {
+		t.Fatalf("%d dedupe INSERTs for a new message, want 1", len(inserts))
+	}
+	args := slices.Clone(inserts[0].Args)
+	args[0] = s.PK("m-2")
+	var raw []byte
+	if err := base.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+inserts[0].SQL, args...).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var plans []struct {
+		Plan struct {
+			Resolution string `json:"Conflict Resolution"`
+		}
+	}
+	if err := json.Unmarshal(raw, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN output %s: %v", raw, err)
+	}
+	if got := plans[0].Plan.Resolution; got != "NOTHING" {
+		t.Fatalf("the dedupe row's INSERT resolves a conflict with %s, want NOTHING as the textbook's", got)
 	}
 }
