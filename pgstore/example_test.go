@@ -43,6 +43,6 @@ func ExampleMigrate() {
 	}
 	fmt.Println("again:", applied)
 	// Output:
-	// applied: map[dedupe:[1 2 3] outbox:[1 2 3 4]]
+	// applied: map[dedupe:[1 2 3 4] outbox:[1 2 3 4]]
 	// again: map[]
 }

@@ -19,23 +19,36 @@
 //	    token       text        NOT NULL,     -- random per claim; fences Extend/Complete/Release ('' when Transactional completed it without a claim)
 //	    fingerprint text        NOT NULL,     -- hash of the body; another body = key reuse
 //	    lease_until timestamptz,              -- IN_PROGRESS: when the claim may be taken over
-//	    expires_at  timestamptz NOT NULL      -- dead after this; Prune deletes it
+//	    expires_at  timestamptz NOT NULL,     -- dead after this; Prune deletes it
+//	    steps       jsonb,                    -- the handler's steps (package step); NULL: none
+//	    unknown_step text                     -- a step of unknown outcome, for Store.Unknown; NULL: none
 //	);
-//	-- Prune's scan: BRIN, so that a row written is entered in the
+//	-- Prune's scan (expires_at) and Store.Unknown's (unknown_step IS NOT
+//	-- NULL): one BRIN index, so that a row written is entered in the
 //	-- primary key only (PostgreSQL 14 or later for minmax_multi).
-//	CREATE INDEX sqsonce_dedupe_expires_at_brin ON sqsonce_dedupe
-//	    USING brin (expires_at timestamptz_minmax_multi_ops);
+//	CREATE INDEX sqsonce_dedupe_brin ON sqsonce_dedupe
+//	    USING brin (expires_at timestamptz_minmax_multi_ops, unknown_step);
 //
 // Tables created before that index had a btree on expires_at
-// (sqsonce_dedupe_expires_at) and a CHECK on status; pgstore.Migrate
-// replaces the one and drops the other (migration 3). Building the BRIN
-// index holds writes to the table for one pass over it; on a large table
-// in use, build it first without that lock, then run Migrate, which is
-// left only the CHECK to drop (a moment's lock):
+// (sqsonce_dedupe_expires_at), then a BRIN index on it
+// (sqsonce_dedupe_expires_at_brin, migration 3), a partial btree on
+// unknown_step (sqsonce_dedupe_unknown_step) and a CHECK on status;
+// pgstore.Migrate replaces the indexes with the one above and drops the
+// CHECK (migrations 3 and 4). Building a BRIN index holds writes to the
+// table for one pass over it; on a large table in use, build it first
+// without that lock, then run Migrate, which is left only the CHECK and
+// the old BRIN index to drop (a moment's lock each):
+//
+//	CREATE INDEX CONCURRENTLY IF NOT EXISTS sqsonce_dedupe_brin ON sqsonce_dedupe
+//	    USING brin (expires_at timestamptz_minmax_multi_ops, unknown_step);
+//	DROP INDEX CONCURRENTLY IF EXISTS sqsonce_dedupe_expires_at;
+//	DROP INDEX CONCURRENTLY IF EXISTS sqsonce_dedupe_unknown_step;
+//
+// A table that has not had migration 3 also needs, before Migrate, the
+// BRIN index migration 3 builds (Migrate's migration 4 then drops it):
 //
 //	CREATE INDEX CONCURRENTLY IF NOT EXISTS sqsonce_dedupe_expires_at_brin ON sqsonce_dedupe
 //	    USING brin (expires_at timestamptz_minmax_multi_ops);
-//	DROP INDEX CONCURRENTLY IF EXISTS sqsonce_dedupe_expires_at;
 //
 // Until then the store works on the old table as before.
 //

@@ -269,8 +269,10 @@ func nullIfEmpty(s string) any {
 	return s
 }
 
-// Unknown implements [dedupe.StepStore]: one SELECT on the partial index
-// of unknown_step, in the store's namespace.
+// Unknown implements [dedupe.StepStore]: one SELECT in the store's
+// namespace, which reads through the table's BRIN index the block ranges
+// that hold (or once held) a step of unknown outcome, and those not yet
+// summarized.
 func (s *Store) Unknown(ctx context.Context, limit int) ([]step.Unresolved, error) {
 	now := s.now()
 	prefix := s.ns + "#"

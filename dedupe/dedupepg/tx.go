@@ -64,9 +64,11 @@ type TxOptions struct {
 // COMPLETED dedupe row in one PostgreSQL transaction:
 //
 //   - The dedupe row is written first, with INSERT ... ON CONFLICT DO
-//     UPDATE taking over only a dead record (expired, or a lease-mode claim
-//     of the same body whose lease ended). A concurrent delivery of the same key blocks on
-//     the row until this transaction ends, then sees it.
+//     NOTHING; only when the key has a row is it read, and a dead record
+//     (expired, or a lease-mode claim of the same body whose lease ended)
+//     taken over with INSERT ... ON CONFLICT DO UPDATE, judged under the
+//     row's lock. A concurrent delivery of the same key blocks on the row
+//     until this transaction ends, then sees it.
 //   - A live record → [consumer.ErrDuplicate] (acked, fn not run), or key
 //     reuse ([sqsmsg.Permanent] with a [*dedupe.KeyReuseError]), or a
 //     lease-mode claim in progress ([consumer.RetryAfter] its lease). A
@@ -169,12 +171,14 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *sqsmsg.Mes
 	if c := steprec.ClaimFrom(ctx, h.s); c != nil {
 		return c.Completing(func() (bool, error) { return h.completeClaim(ctx, tx, c, pk, msg) })
 	}
-	tag, err := tx.Exec(ctx, completedSQL, pk, fp, now.Add(h.s.ttl), now)
-	switch {
-	case err != nil:
+	tag, err := tx.Exec(ctx, insertCompletedSQL, pk, fp, now.Add(h.s.ttl))
+	if err != nil {
 		return fmt.Errorf("dedupepg: dedupe row: %w", err)
-	case tag.RowsAffected() == 0:
-		return h.conflict(ctx, tx, key, pk, fp, now)
+	}
+	if tag.RowsAffected() == 0 {
+		if err := h.takeOver(ctx, tx, key, pk, fp, now); err != nil {
+			return err
+		}
 	}
 	if err := h.fn(ctx, tx, msg); err != nil {
 		return err
@@ -185,13 +189,26 @@ func (h *txHandler) attempt(ctx context.Context, key, fp string, msg *sqsmsg.Mes
 	return nil
 }
 
+// insertCompletedSQL is the dedupe row of a message Transactional
+// handles without a claim, for a key that has none: COMPLETED, with no
+// lease, no steps and no token (only IN_PROGRESS claims are fenced by
+// theirs, and a claim's token is never empty, so none matches a completed
+// row's). Nothing is returned: a row written is the answer. A key that
+// has a row, live or dead, writes nothing (DO NOTHING, which takes no
+// lock and leaves the transaction without a write); then takeOver
+// decides. An INSERT that meets a row another transaction is inserting
+// waits for that transaction to end, as DO UPDATE does: when it commits,
+// this one writes nothing; when it rolls back, this one writes the row.
+const insertCompletedSQL = `INSERT INTO ` + table + ` (pk, status, token, fingerprint, expires_at)
+VALUES ($1, 'COMPLETED', '', $2, $3)
+ON CONFLICT (pk) DO NOTHING`
+
 // completedSQL is upsert with status COMPLETED, as Transactional writes
-// it without a claim: no lease, no steps kept, and nothing returned (a
-// row written is the answer), so the statement carries four parameters
-// and sends no row back. The row carries no token either: only
-// IN_PROGRESS claims are fenced by theirs, and a claim's token is never
-// empty, so none matches a completed row's. A live record blocks it: no
-// row is written.
+// it without a claim (see insertCompletedSQL), run only when a row was
+// there: it takes over a dead record (expired, or a lease-mode claim of
+// the same body whose lease ended), judged under the row's lock on its
+// latest version, so of concurrent takeovers one writes. A live record
+// blocks it: no row is written.
 const completedSQL = `INSERT INTO ` + table + ` AS d (pk, status, token, fingerprint, expires_at)
 VALUES ($1, 'COMPLETED', '', $2, $3)
 ON CONFLICT (pk) DO UPDATE
@@ -234,6 +251,33 @@ func (h *txHandler) completeClaim(ctx context.Context, tx pgx.Tx, c *steprec.Cla
 	return true, nil
 }
 
+// takeOver follows an INSERT of the dedupe row that wrote nothing (the
+// key had a row): the row is read, and a live one answered (a duplicate,
+// key reuse, a claim in progress) as before, with no more round trips
+// than when the INSERT itself took over. A row dead by the store's clock,
+// or gone since, is written by completedSQL, which judges the row again
+// under its lock; when that writes nothing either, the row came alive
+// meanwhile: conflict answers it.
+func (h *txHandler) takeOver(ctx context.Context, tx pgx.Tx, key, pk, fp string, now time.Time) error {
+	r, found, err := read(ctx, tx, pk)
+	if err != nil {
+		return fmt.Errorf("dedupepg: dedupe row: read: %w", err)
+	}
+	if found {
+		if c, live := r.conflict(fp, now); live {
+			return h.answer(key, fp, c, now)
+		}
+	}
+	tag, err := tx.Exec(ctx, completedSQL, pk, fp, now.Add(h.s.ttl), now)
+	switch {
+	case err != nil:
+		return fmt.Errorf("dedupepg: dedupe row: %w", err)
+	case tag.RowsAffected() == 0:
+		return h.conflict(ctx, tx, key, pk, fp, now)
+	}
+	return nil
+}
+
 // conflict answers a live record that blocked the dedupe row.
 func (h *txHandler) conflict(ctx context.Context, tx pgx.Tx, key, pk, fp string, now time.Time) error {
 	r, found, err := read(ctx, tx, pk)
@@ -247,6 +291,12 @@ func (h *txHandler) conflict(ctx context.Context, tx pgx.Tx, key, pk, fp string,
 	if !live {
 		return errLost
 	}
+	return h.answer(key, fp, c, now)
+}
+
+// answer is the handler's answer for c, a live record of key judged at
+// now.
+func (h *txHandler) answer(key, fp string, c dedupe.Claim, now time.Time) error {
 	switch c.Status {
 	case dedupe.Duplicate:
 		return duplicate(key)
