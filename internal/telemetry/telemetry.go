@@ -155,6 +155,11 @@ type Consumer struct {
 	opts     atomic.Pointer[map[optKey]*measureOpts]
 	extra    map[optKey]*measureOpts // the sets beyond maxOpts (buildM held)
 	queues   atomic.Pointer[map[string]*queueSpans]
+	// url and own are the queue the Consumer was made for and its spans'
+	// options, found without hashing the URL (every message of a worker
+	// comes from it; a Lambda adapter's may come from others).
+	url string
+	own *queueSpans
 }
 
 // optKey names an attribute set: c.system plus one or two string
@@ -220,16 +225,19 @@ type queueSpans struct {
 const maxReceive = 10
 
 // receiveOptions returns the start options of a receive span that
-// brought n messages, with its start time: one slice, built for the call.
-func (q *queueSpans) receiveOptions(n int, start time.Time) []trace.SpanStartOption {
+// brought n messages, with its start time, in *buf (grown as needed):
+// Start reads its options and keeps none, so the slice is reused.
+func (q *queueSpans) receiveOptions(buf *[]trace.SpanStartOption, n int, start time.Time) []trace.SpanStartOption {
 	base := q.receiveStart[min(n, maxReceive)]
 	if n > maxReceive {
 		base = receiveStartOptions(q.dest, n)
 	}
-	opts := make([]trace.SpanStartOption, len(base), len(base)+1)
-	copy(opts, base)
-	return append(opts, trace.WithTimestamp(start))
+	*buf = append(append((*buf)[:0], base...), trace.WithTimestamp(start))
+	return *buf
 }
+
+// receiveOpts holds the option slices of receive spans between uses.
+var receiveOpts = sync.Pool{New: func() any { return new([]trace.SpanStartOption) }}
 
 // receiveStartOptions are the start options of a receive span from the
 // queue named dest that brought n messages.
@@ -320,6 +328,10 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.queues.Store(&map[string]*queueSpans{})
 	if tp != nil {
 		c.tracer = tp.Tracer(ScopeName)
+		if queueURL != "" {
+			c.own = c.queueSpans(queueURL)
+			c.url = queueURL
+		}
 	}
 	if mp == nil {
 		return c
@@ -486,6 +498,9 @@ func (c *Consumer) keep(key optKey, o *measureOpts) *measureOpts {
 // queueSpans returns the span name and start options of queueURL's
 // process spans, built once per queue.
 func (c *Consumer) queueSpans(queueURL string) *queueSpans {
+	if queueURL == c.url && c.own != nil {
+		return c.own
+	}
 	if q, ok := (*c.queues.Load())[queueURL]; ok {
 		return q
 	}
@@ -542,7 +557,10 @@ func (c *Consumer) Receive(ctx context.Context, queueURL string, start time.Time
 		return
 	}
 	q := c.queueSpans(queueURL)
-	_, span := c.tracer.Start(ctx, q.receive, q.receiveOptions(len(msgs), start)...)
+	buf := receiveOpts.Get().(*[]trace.SpanStartOption)
+	_, span := c.tracer.Start(ctx, q.receive, q.receiveOptions(buf, len(msgs), start)...)
+	clear(*buf)
+	receiveOpts.Put(buf)
 	endReceive(span, msgs, err)
 }
 
