@@ -122,7 +122,7 @@ func TestSampledOutSpanGetsNothing(t *testing.T) {
 }
 
 // BenchmarkMessage is the telemetry of one message (see message): off
-// (no providers), sampled out (a sampler that drops every span, and the
+// (no providers), metrics only (the SDK's MeterProvider), sampled out (a sampler that drops every span, and the
 // SDK's MeterProvider), and sampled (every span, ended into a batcher
 // exporting nowhere).
 func BenchmarkMessage(b *testing.B) {
@@ -136,6 +136,10 @@ func BenchmarkMessage(b *testing.B) {
 		}
 	}
 	b.Run("off", func(b *testing.B) { run(b, telemetry.NewConsumer(nil, nil, testQueueURL)) })
+	b.Run("metrics-only", func(b *testing.B) {
+		_, mp := providers(b, false, &discard{})
+		run(b, telemetry.NewConsumer(nil, mp, testQueueURL))
+	})
 	b.Run("sampled-out", func(b *testing.B) {
 		tp, mp := providers(b, false, &discard{})
 		run(b, telemetry.NewConsumer(tp, mp, testQueueURL))
