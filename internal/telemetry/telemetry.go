@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,24 +264,44 @@ type spanRec struct {
 	receives  int
 }
 
-// spanTable maps a message's key to its recorded span. A mutex and a
-// map: sync.Map allocated a node per message. n counts the entries, so
-// that while none is kept (every span sampled out) a look-up takes no
-// lock: a message's own swap happens before its look-ups.
+// spanTable maps a message's key to its recorded span: maps under
+// mutexes, in shards picked by the key's hash (sync.Map allocated a node
+// per message, and with one lock the workers of a busy consumer queued on
+// it at every span's start and end). n counts the entries, so that while
+// none is kept (every span sampled out) a look-up takes no lock: a
+// message's own swap happens before its look-ups.
 type spanTable struct {
+	shards [spanShards]spanShard
+	n      atomic.Int64
+}
+
+// spanShards is the number of shards of a spanTable.
+const spanShards = 16
+
+// spanShard is one shard of a spanTable, padded to a cache line of its
+// own.
+type spanShard struct {
 	mu sync.Mutex
 	m  map[any]spanRec
-	n  atomic.Int64
+	_  [48]byte
+}
+
+// spanSeed seeds the hash that picks a key's shard.
+var spanSeed = maphash.MakeSeed()
+
+func (t *spanTable) shard(key any) *spanShard {
+	return &t.shards[maphash.Comparable(spanSeed, key)%spanShards]
 }
 
 func (t *spanTable) swap(key any, r spanRec) (spanRec, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old, ok := t.m[key]
-	if t.m == nil {
-		t.m = map[any]spanRec{}
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.m[key]
+	if s.m == nil {
+		s.m = map[any]spanRec{}
 	}
-	t.m[key] = r
+	s.m[key] = r
 	if !ok {
 		t.n.Add(1)
 	}
@@ -291,11 +312,12 @@ func (t *spanTable) take(key any) (spanRec, bool) {
 	if t.n.Load() == 0 {
 		return spanRec{}, false
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r, ok := t.m[key]
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[key]
 	if ok {
-		delete(t.m, key)
+		delete(s.m, key)
 		t.n.Add(-1)
 	}
 	return r, ok
@@ -305,9 +327,10 @@ func (t *spanTable) load(key any) (spanRec, bool) {
 	if t.n.Load() == 0 {
 		return spanRec{}, false
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r, ok := t.m[key]
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[key]
 	return r, ok
 }
 

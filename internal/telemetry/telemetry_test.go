@@ -3,6 +3,8 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -229,5 +231,46 @@ func TestAllocationsPerTenMessages(t *testing.T) {
 				t.Errorf("%s: %.0f allocations per 10 messages, want at most %.0f", tc.name, got, tc.max)
 			}
 		})
+	}
+}
+
+// TestManySpansInFlight: with many messages in flight (their spans kept
+// in several shards), each message's settle ends its own span, with its
+// own ID and outcome, and a message started again ends its earlier span.
+func TestManySpansInFlight(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp, mp := providers(t, true, rec)
+	c := telemetry.NewConsumer(tp, mp, testQueueURL)
+	ctx := context.Background()
+	keys := make([]*int, 200)
+	for i := range keys {
+		keys[i] = new(int)
+		c.Start(ctx, keys[i], testQueueURL, nil, nil, fmt.Sprintf("m%d", i), "k", 1)
+	}
+	c.Start(ctx, keys[7], testQueueURL, nil, nil, "m7", "k", 2) // held, run again
+	for i := len(keys) - 1; i >= 0; i-- {
+		c.Settled(ctx, keys[i], "ack", "", nil)
+	}
+	got := map[string][]string{}
+	for _, s := range rec.Ended() {
+		var id, outcome string
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case "messaging.message.id":
+				id = kv.Value.AsString()
+			case "sqsonce.outcome":
+				outcome = kv.Value.AsString()
+			}
+		}
+		got[id] = append(got[id], outcome)
+	}
+	for i := range keys {
+		id, want := fmt.Sprintf("m%d", i), []string{"ack"}
+		if i == 7 {
+			want = []string{"held", "ack"}
+		}
+		if !slices.Equal(got[id], want) {
+			t.Errorf("%s: spans ended with outcomes %v, want %v", id, got[id], want)
+		}
 	}
 }
