@@ -166,35 +166,62 @@ func (s *sampler) read(ctx context.Context, client SQSAPI) (telemetry.Backlog, e
 }
 
 // busyMeter adds up the time handlers were running: the integral over
-// time of how many ran at once.
+// time of how many ran at once. Every handler's start and end changes
+// it, so it is kept in shards, each a running count and its integral
+// under a lock of its own, and an add goes to a shard picked at random:
+// with one lock, the workers of a busy consumer queued on it twice per
+// message. The integral is linear, so a handler may start in one shard
+// and end in another (a shard's count may go below zero); take adds the
+// shards up.
 type busyMeter struct {
+	shards [busyShards]busyShard
+	takeMu sync.Mutex
+	start  time.Time // the last take: the current window's start (takeMu held)
+}
+
+// busyShards is the number of shards of a busyMeter.
+const busyShards = 8
+
+// busyShard is one shard of a busyMeter, padded to a cache line of its
+// own.
+type busyShard struct {
 	mu      sync.Mutex
 	running int
-	start   time.Time     // the last take: the current window's start
 	since   time.Time     // last change of running, or last take
 	area    time.Duration // handler time since the last take, up to since
+	_       [16]byte
 }
 
 // add changes the number of running handlers by delta, now.
 func (b *busyMeter) add(delta int) {
-	b.mu.Lock()
+	s := &b.shards[rand.Uint32()%busyShards]
+	s.mu.Lock()
 	now := time.Now()
-	b.area += time.Duration(b.running) * now.Sub(b.since)
-	b.since = now
-	b.running += delta
-	b.mu.Unlock()
+	s.area += time.Duration(s.running) * now.Sub(s.since)
+	s.since = now
+	s.running += delta
+	s.mu.Unlock()
 }
 
 // take returns the handler time since the last take and the time passed
-// since then, and starts a new window.
+// since then, and starts a new window. It holds every shard's lock, so
+// that the shards are added up at one instant.
 func (b *busyMeter) take() (busy, elapsed time.Duration) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.takeMu.Lock()
+	defer b.takeMu.Unlock()
+	for i := range b.shards {
+		b.shards[i].mu.Lock()
+	}
 	now := time.Now()
-	b.area += time.Duration(b.running) * now.Sub(b.since)
-	busy, b.area = b.area, 0
+	for i := range b.shards {
+		s := &b.shards[i]
+		s.area += time.Duration(s.running) * now.Sub(s.since)
+		busy += s.area
+		s.area, s.since = 0, now
+		s.mu.Unlock()
+	}
 	// Windows are back to back: this one ends where the last take's did.
 	elapsed = now.Sub(b.start)
-	b.start, b.since = now, now
+	b.start = now
 	return busy, elapsed
 }

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -155,6 +156,11 @@ type Consumer struct {
 	opts     atomic.Pointer[map[optKey]*measureOpts]
 	extra    map[optKey]*measureOpts // the sets beyond maxOpts (buildM held)
 	queues   atomic.Pointer[map[string]*queueSpans]
+	// url and own are the queue the Consumer was made for and its spans'
+	// options, found without hashing the URL (every message of a worker
+	// comes from it; a Lambda adapter's may come from others).
+	url string
+	own *queueSpans
 }
 
 // optKey names an attribute set: c.system plus one or two string
@@ -220,16 +226,19 @@ type queueSpans struct {
 const maxReceive = 10
 
 // receiveOptions returns the start options of a receive span that
-// brought n messages, with its start time: one slice, built for the call.
-func (q *queueSpans) receiveOptions(n int, start time.Time) []trace.SpanStartOption {
+// brought n messages, with its start time, in *buf (grown as needed):
+// Start reads its options and keeps none, so the slice is reused.
+func (q *queueSpans) receiveOptions(buf *[]trace.SpanStartOption, n int, start time.Time) []trace.SpanStartOption {
 	base := q.receiveStart[min(n, maxReceive)]
 	if n > maxReceive {
 		base = receiveStartOptions(q.dest, n)
 	}
-	opts := make([]trace.SpanStartOption, len(base), len(base)+1)
-	copy(opts, base)
-	return append(opts, trace.WithTimestamp(start))
+	*buf = append(append((*buf)[:0], base...), trace.WithTimestamp(start))
+	return *buf
 }
+
+// receiveOpts holds the option slices of receive spans between uses.
+var receiveOpts = sync.Pool{New: func() any { return new([]trace.SpanStartOption) }}
 
 // receiveStartOptions are the start options of a receive span from the
 // queue named dest that brought n messages.
@@ -255,24 +264,44 @@ type spanRec struct {
 	receives  int
 }
 
-// spanTable maps a message's key to its recorded span. A mutex and a
-// map: sync.Map allocated a node per message. n counts the entries, so
-// that while none is kept (every span sampled out) a look-up takes no
-// lock: a message's own swap happens before its look-ups.
+// spanTable maps a message's key to its recorded span: maps under
+// mutexes, in shards picked by the key's hash (sync.Map allocated a node
+// per message, and with one lock the workers of a busy consumer queued on
+// it at every span's start and end). n counts the entries, so that while
+// none is kept (every span sampled out) a look-up takes no lock: a
+// message's own swap happens before its look-ups.
 type spanTable struct {
+	shards [spanShards]spanShard
+	n      atomic.Int64
+}
+
+// spanShards is the number of shards of a spanTable.
+const spanShards = 16
+
+// spanShard is one shard of a spanTable, padded to a cache line of its
+// own.
+type spanShard struct {
 	mu sync.Mutex
 	m  map[any]spanRec
-	n  atomic.Int64
+	_  [48]byte
+}
+
+// spanSeed seeds the hash that picks a key's shard.
+var spanSeed = maphash.MakeSeed()
+
+func (t *spanTable) shard(key any) *spanShard {
+	return &t.shards[maphash.Comparable(spanSeed, key)%spanShards]
 }
 
 func (t *spanTable) swap(key any, r spanRec) (spanRec, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old, ok := t.m[key]
-	if t.m == nil {
-		t.m = map[any]spanRec{}
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.m[key]
+	if s.m == nil {
+		s.m = map[any]spanRec{}
 	}
-	t.m[key] = r
+	s.m[key] = r
 	if !ok {
 		t.n.Add(1)
 	}
@@ -283,11 +312,12 @@ func (t *spanTable) take(key any) (spanRec, bool) {
 	if t.n.Load() == 0 {
 		return spanRec{}, false
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r, ok := t.m[key]
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[key]
 	if ok {
-		delete(t.m, key)
+		delete(s.m, key)
 		t.n.Add(-1)
 	}
 	return r, ok
@@ -297,9 +327,10 @@ func (t *spanTable) load(key any) (spanRec, bool) {
 	if t.n.Load() == 0 {
 		return spanRec{}, false
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r, ok := t.m[key]
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[key]
 	return r, ok
 }
 
@@ -320,6 +351,10 @@ func NewConsumer(tp trace.TracerProvider, mp metric.MeterProvider, queueURL stri
 	c.queues.Store(&map[string]*queueSpans{})
 	if tp != nil {
 		c.tracer = tp.Tracer(ScopeName)
+		if queueURL != "" {
+			c.own = c.queueSpans(queueURL)
+			c.url = queueURL
+		}
 	}
 	if mp == nil {
 		return c
@@ -486,6 +521,9 @@ func (c *Consumer) keep(key optKey, o *measureOpts) *measureOpts {
 // queueSpans returns the span name and start options of queueURL's
 // process spans, built once per queue.
 func (c *Consumer) queueSpans(queueURL string) *queueSpans {
+	if queueURL == c.url && c.own != nil {
+		return c.own
+	}
 	if q, ok := (*c.queues.Load())[queueURL]; ok {
 		return q
 	}
@@ -542,7 +580,10 @@ func (c *Consumer) Receive(ctx context.Context, queueURL string, start time.Time
 		return
 	}
 	q := c.queueSpans(queueURL)
-	_, span := c.tracer.Start(ctx, q.receive, q.receiveOptions(len(msgs), start)...)
+	buf := receiveOpts.Get().(*[]trace.SpanStartOption)
+	_, span := c.tracer.Start(ctx, q.receive, q.receiveOptions(buf, len(msgs), start)...)
+	clear(*buf)
+	receiveOpts.Put(buf)
 	endReceive(span, msgs, err)
 }
 

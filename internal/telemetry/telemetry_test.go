@@ -3,6 +3,8 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,7 +124,7 @@ func TestSampledOutSpanGetsNothing(t *testing.T) {
 }
 
 // BenchmarkMessage is the telemetry of one message (see message): off
-// (no providers), sampled out (a sampler that drops every span, and the
+// (no providers), metrics only (the SDK's MeterProvider), sampled out (a sampler that drops every span, and the
 // SDK's MeterProvider), and sampled (every span, ended into a batcher
 // exporting nowhere).
 func BenchmarkMessage(b *testing.B) {
@@ -136,6 +138,10 @@ func BenchmarkMessage(b *testing.B) {
 		}
 	}
 	b.Run("off", func(b *testing.B) { run(b, telemetry.NewConsumer(nil, nil, testQueueURL)) })
+	b.Run("metrics-only", func(b *testing.B) {
+		_, mp := providers(b, false, &discard{})
+		run(b, telemetry.NewConsumer(nil, mp, testQueueURL))
+	})
 	b.Run("sampled-out", func(b *testing.B) {
 		tp, mp := providers(b, false, &discard{})
 		run(b, telemetry.NewConsumer(tp, mp, testQueueURL))
@@ -189,4 +195,82 @@ func TestInFlight(t *testing.T) {
 		}
 	}
 	t.Fatal("no sqsonce.messages.in_flight")
+}
+
+// TestAllocationsPerTenMessages pins what ten messages' telemetry
+// allocates, a receive of ten among them, so that a tenth of a receive
+// counts: with metrics only, nothing; with every span sampled out, the
+// three allocations the SDK's Start makes per span (the start options'
+// copy of the attributes, the non-recording span, the context) and the
+// receive span's start time; sampled, those and the recorded spans' own.
+// The receive span's options slice is reused (one allocation per receive
+// fewer: 35 and 67 before).
+func TestAllocationsPerTenMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		traces, sampled bool
+		max             float64
+	}{
+		{"metrics only", false, false, 0},
+		{"sampled out", true, false, 34 + raceAllocs},
+		{"sampled", true, true, 66 + 10*raceAllocs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp, mp := providers(t, tc.sampled, &discard{})
+			c := telemetry.NewConsumer(nil, mp, testQueueURL)
+			if tc.traces {
+				c = telemetry.NewConsumer(tp, mp, testQueueURL)
+			}
+			key := new(int)
+			got := testing.AllocsPerRun(200, func() {
+				for i := range 10 {
+					message(c, key, nil, i)
+				}
+			})
+			if got > tc.max {
+				t.Errorf("%s: %.0f allocations per 10 messages, want at most %.0f", tc.name, got, tc.max)
+			}
+		})
+	}
+}
+
+// TestManySpansInFlight: with many messages in flight (their spans kept
+// in several shards), each message's settle ends its own span, with its
+// own ID and outcome, and a message started again ends its earlier span.
+func TestManySpansInFlight(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp, mp := providers(t, true, rec)
+	c := telemetry.NewConsumer(tp, mp, testQueueURL)
+	ctx := context.Background()
+	keys := make([]*int, 200)
+	for i := range keys {
+		keys[i] = new(int)
+		c.Start(ctx, keys[i], testQueueURL, nil, nil, fmt.Sprintf("m%d", i), "k", 1)
+	}
+	c.Start(ctx, keys[7], testQueueURL, nil, nil, "m7", "k", 2) // held, run again
+	for i := len(keys) - 1; i >= 0; i-- {
+		c.Settled(ctx, keys[i], "ack", "", nil)
+	}
+	got := map[string][]string{}
+	for _, s := range rec.Ended() {
+		var id, outcome string
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case "messaging.message.id":
+				id = kv.Value.AsString()
+			case "sqsonce.outcome":
+				outcome = kv.Value.AsString()
+			}
+		}
+		got[id] = append(got[id], outcome)
+	}
+	for i := range keys {
+		id, want := fmt.Sprintf("m%d", i), []string{"ack"}
+		if i == 7 {
+			want = []string{"held", "ack"}
+		}
+		if !slices.Equal(got[id], want) {
+			t.Errorf("%s: spans ended with outcomes %v, want %v", id, got[id], want)
+		}
+	}
 }
