@@ -3,9 +3,13 @@ package outboxdynamo_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sqsonce/sqsonce/internal/testenv"
 	"github.com/sqsonce/sqsonce/outbox"
@@ -228,4 +232,97 @@ func TestDueRunsReadsOnARunWhileItsKeptEventsAreInFlight(t *testing.T) {
 	if _, items := rc.take(); float64(items) > 1.1*float64(published) {
 		t.Errorf("read %d items for %d events", items, published)
 	}
+}
+
+// heldQueries holds the answer of a Query made while armed until release
+// is closed, after telling answered.
+type heldQueries struct {
+	outboxdynamo.DynamoDBAPI
+	mu       sync.Mutex
+	armed    bool
+	answered chan struct{}
+	release  chan struct{}
+}
+
+func (h *heldQueries) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	out, err := h.DynamoDBAPI.Query(ctx, in, opts...)
+	h.mu.Lock()
+	armed := h.armed
+	h.armed = false
+	h.mu.Unlock()
+	if armed {
+		close(h.answered)
+		<-h.release
+	}
+	return out, err
+}
+
+// A relay removes a batch while it reads the next (the removal may go on
+// into the next batch's sends). A read of a partition that DynamoDB
+// answered before events of that partition were removed is still kept,
+// without the removed ones: before, any removal in the partition made
+// the Store drop the read and query again, so a relay whose removals
+// overlap its reads read its events twice. One entity of 400 events in
+// batches of 100: the third batch's read (a run read on) is answered
+// before the first batch's removal and comes back after it.
+func TestReadAnsweredBeforeARemovalIsKept(t *testing.T) {
+	_, mk := newTable(t)
+	rc := &readCounter{DynamoDBAPI: testenv.Dynamo(t)}
+	held := &heldQueries{DynamoDBAPI: rc, answered: make(chan struct{}), release: make(chan struct{})}
+	st := mk(outboxdynamo.Config{Client: held})
+	backlog(t, st, "ent", 1, 400)
+	ctx := context.Background()
+	want := func(evs []outbox.Event, from int) {
+		t.Helper()
+		if len(evs) != 100 {
+			t.Fatalf("DueRuns handed out %d events, want 100 from ent0000-%d", len(evs), from)
+		}
+		for i, ev := range evs {
+			if w := fmt.Sprintf("ent0000-%d", from+i); ev.ID != w {
+				t.Fatalf("DueRuns handed out %s at %d, want %s", ev.ID, i, w)
+			}
+		}
+	}
+	first, err := st.DueRuns(ctx, "r1", 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(first, 0)
+	second, err := st.DueRuns(ctx, "r1", 100, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(second, 100)
+	rc.take()
+	held.mu.Lock()
+	held.armed = true
+	held.mu.Unlock()
+	var third []outbox.Event
+	read := make(chan error, 1)
+	go func() {
+		var err error
+		third, err = st.DueRuns(ctx, "r1", 100, append(slices.Clone(first), second...))
+		read <- err
+	}()
+	<-held.answered
+	if err := st.Published(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	close(held.release)
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	want(third, 200)
+	queries, items := rc.take()
+	if queries != 1 || items > 200 {
+		t.Fatalf("the read overlapping the removal: %d queries of event partitions, %d items read, want 1 query of at most 200 items", queries, items)
+	}
+	if err := st.Published(ctx, append(second, third...)); err != nil {
+		t.Fatal(err)
+	}
+	fourth, err := st.DueRuns(ctx, "r1", 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(fourth, 300)
 }
