@@ -178,16 +178,45 @@ func (r *Relay) Run(ctx context.Context) error {
 	var lastStats time.Time
 	rs, pipelined := r.cfg.Store.(RunStore)
 	var p pipeline
+	// The Stats read goes on beside the steps (it reads the whole outbox
+	// of some stores); the Observer is told between steps.
+	var stats chan func()
+	report := func(wait bool) {
+		if stats == nil {
+			return
+		}
+		if wait {
+			(<-stats)()
+			stats = nil
+			return
+		}
+		select {
+		case tell := <-stats:
+			tell()
+			stats = nil
+		default:
+		}
+	}
+	defer report(true)
 	for ctx.Err() == nil {
-		if now := r.cfg.NowFunc(); now.Sub(lastStats) >= r.cfg.StatsInterval {
+		report(false)
+		if now := r.cfg.NowFunc(); stats == nil && now.Sub(lastStats) >= r.cfg.StatsInterval {
 			lastStats = now
-			if s, err := r.cfg.Store.Stats(ctx); err == nil {
-				age := time.Duration(0)
-				if !s.Oldest.IsZero() {
-					age = now.Sub(s.Oldest)
+			ch := make(chan func(), 1)
+			stats = ch
+			go func() {
+				s, err := r.cfg.Store.Stats(ctx)
+				ch <- func() {
+					if err != nil {
+						return
+					}
+					age := time.Duration(0)
+					if !s.Oldest.IsZero() {
+						age = now.Sub(s.Oldest)
+					}
+					r.cfg.Observer.Stats(s, age)
 				}
-				r.cfg.Observer.Stats(s, age)
-			}
+			}()
 		}
 		var (
 			n   int

@@ -272,3 +272,92 @@ func TestRelayRunSendsWhileTheLastRemovalGoesOn(t *testing.T) {
 		}
 	})
 }
+
+// slowStats is a Memory store whose first Stats returns only once open is
+// closed (or an hour passes), and which notes whether an event was read
+// meanwhile.
+type slowStats struct {
+	*outbox.Memory
+	open  chan struct{}
+	mu    sync.Mutex
+	first bool // Stats was called
+	back  bool // and returned
+	read  bool // DueRuns was called while it was going on
+}
+
+func (s *slowStats) Stats(ctx context.Context) (outbox.Stats, error) {
+	s.mu.Lock()
+	first := !s.first
+	s.first = true
+	s.mu.Unlock()
+	if first {
+		select {
+		case <-s.open:
+		case <-time.After(time.Hour):
+		}
+		defer func() {
+			s.mu.Lock()
+			s.back = true
+			s.mu.Unlock()
+		}()
+	}
+	return s.Memory.Stats(ctx)
+}
+
+func (s *slowStats) DueRuns(ctx context.Context, owner string, limit int, inFlight []outbox.Event) ([]outbox.Event, error) {
+	s.mu.Lock()
+	if s.first && !s.back && !s.read {
+		s.read = true
+		close(s.open)
+	}
+	s.mu.Unlock()
+	return s.Memory.DueRuns(ctx, owner, limit, inFlight)
+}
+
+// statsSeen is an Observer that keeps what Stats told it.
+type statsSeen struct {
+	doneAfter
+	told []outbox.Stats
+}
+
+func (o *statsSeen) Stats(s outbox.Stats, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.told = append(o.told, s)
+}
+
+// The Stats read (the whole outbox, for some stores) goes on beside the
+// relay's first step rather than before it: a relay started on a backlog
+// starts sending without waiting for it. The Observer is still told.
+func TestRelayRunDoesNotWaitForStats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		mem := outbox.NewMemory(outbox.MemoryConfig{})
+		for _, id := range []string{"a1", "a2", "b1"} {
+			if err := mem.Put(ctx, outbox.Event{ID: id, Entity: id[:1], Payload: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := &slowStats{Memory: mem, open: make(chan struct{})}
+		done := make(chan struct{})
+		obs := &statsSeen{doneAfter: doneAfter{n: 3, done: done}}
+		client := &overlapSQS{during: func(int) bool { return true }}
+		relay, err := outbox.NewRelay(outbox.RelayConfig{Store: st, Client: client, QueueURL: "https://sqs.example/q", Observer: obs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = relay.Run(ctx) })
+		<-done
+		synctest.Wait()
+		cancel()
+		wg.Wait()
+		if !st.read {
+			t.Fatalf("the relay read its first batch only after Stats returned, want while Stats goes on")
+		}
+		if len(obs.told) == 0 {
+			t.Fatalf("the Observer was told no Stats")
+		}
+	})
+}
