@@ -420,6 +420,7 @@ func (a *ahead) heads(now int64, need int, runs bool, flying map[string]string) 
 func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, want int) error {
 	pk := partitionPK(p)
 	mark := st.mark(p)
+	defer st.endRead(p)
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(st.cfg.Table),
 		KeyConditionExpression:    aws.String("pk = :pk"),
@@ -464,6 +465,7 @@ func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, wa
 func (st *Store) readRun(ctx context.Context, p int, a *ahead, r *run, from string, want int) error {
 	pk := partitionPK(p)
 	mark := st.mark(p)
+	defer st.endRead(p)
 	res, err := st.cfg.Client.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(st.cfg.Table),
 		KeyConditionExpression:    aws.String("pk = :pk AND sk BETWEEN :from AND :to"),
@@ -522,26 +524,47 @@ func parseHandle(h string) (p int, sk string, ok bool) {
 // many of the partition's events failed, and how many were removed.
 type readMark struct{ failed, removed uint64 }
 
-// goneLog is a partition's latest removals: sks[i] is the sort key of
-// removal from+i; the removals before from are forgotten.
+// goneLog is a partition's removals made while reads of it were in
+// flight: sks[i] is the sort key of removal from+i; the removals before
+// from are only counted.
 type goneLog struct {
-	from uint64
-	sks  []string
+	from    uint64
+	sks     []string
+	reading int // reads of the partition in flight
 }
 
 // maxGone is how many removals a partition's goneLog remembers: far more
 // than are made while one read is in flight.
 const maxGone = 4096
 
-// mark returns what a read of partition p beginning now sees recorded.
+// mark returns what a read of partition p beginning now sees recorded;
+// the read calls endRead when it is done.
 func (st *Store) mark(p int) readMark {
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
-	m := readMark{failed: st.wrote[p]}
-	if g := st.gone[p]; g != nil {
-		m.removed = g.from + uint64(len(g.sks))
+	if st.gone == nil {
+		st.gone = map[int]*goneLog{}
 	}
-	return m
+	g := st.gone[p]
+	if g == nil {
+		g = &goneLog{}
+		st.gone[p] = g
+	}
+	g.reading++
+	return readMark{failed: st.wrote[p], removed: g.from + uint64(len(g.sks))}
+}
+
+// endRead notes that a read of partition p is done: with none left in
+// flight, its removals need not be remembered.
+func (st *Store) endRead(p int) {
+	st.aheadMu.Lock()
+	defer st.aheadMu.Unlock()
+	g := st.gone[p]
+	g.reading--
+	if g.reading == 0 {
+		g.from += uint64(len(g.sks))
+		g.sks = nil
+	}
 }
 
 // goneSince returns the sort keys of partition p's events removed since
@@ -553,7 +576,7 @@ func (st *Store) goneSince(p int, mark readMark) (map[string]bool, bool) {
 		return nil, false
 	}
 	g := st.gone[p]
-	if g == nil || g.from+uint64(len(g.sks)) == mark.removed {
+	if g.from+uint64(len(g.sks)) == mark.removed {
 		return nil, true
 	}
 	if mark.removed < g.from {
@@ -592,11 +615,15 @@ func (st *Store) written(h string, failed bool) (*run, int) {
 			g = &goneLog{}
 			st.gone[p] = g
 		}
-		if len(g.sks) == maxGone {
+		switch {
+		case g.reading == 0:
+			g.from++
+		case len(g.sks) == maxGone:
 			g.from += maxGone / 2
-			g.sks = slices.Clone(g.sks[maxGone/2:])
+			g.sks = append(slices.Clone(g.sks[maxGone/2:]), sk)
+		default:
+			g.sks = append(g.sks, sk)
 		}
-		g.sks = append(g.sks, sk)
 	}
 	a := st.ahead[p]
 	if a == nil {
