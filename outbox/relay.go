@@ -170,23 +170,54 @@ func (r *Relay) Owner() string { return r.cfg.Owner }
 // batch's published events, while the current batch is being sent, so
 // that the store's round trips overlap SQS's: the next batch's entities
 // with events in the current one start after them, an entity whose send
-// failed sends nothing of the next batch, and what was published is
-// removed before the next read and before Run returns. With a
-// [PublishedRunStore], the removal and the next read are one call.
+// failed sends nothing of the next batch. A removal may go on into the
+// next batch's sends (one removal at a time): the reads meanwhile name its
+// events as in flight, and what was published is removed before Run
+// returns. With a [PublishedRunStore], the removal and the next read are
+// one call.
 func (r *Relay) Run(ctx context.Context) error {
 	var lastStats time.Time
 	rs, pipelined := r.cfg.Store.(RunStore)
 	var p pipeline
+	// The Stats read goes on beside the steps (it reads the whole outbox
+	// of some stores); the Observer is told between steps.
+	var stats chan func()
+	report := func(wait bool) {
+		if stats == nil {
+			return
+		}
+		if wait {
+			(<-stats)()
+			stats = nil
+			return
+		}
+		select {
+		case tell := <-stats:
+			tell()
+			stats = nil
+		default:
+		}
+	}
+	defer report(true)
 	for ctx.Err() == nil {
-		if now := r.cfg.NowFunc(); now.Sub(lastStats) >= r.cfg.StatsInterval {
+		report(false)
+		if now := r.cfg.NowFunc(); stats == nil && now.Sub(lastStats) >= r.cfg.StatsInterval {
 			lastStats = now
-			if s, err := r.cfg.Store.Stats(ctx); err == nil {
-				age := time.Duration(0)
-				if !s.Oldest.IsZero() {
-					age = now.Sub(s.Oldest)
+			ch := make(chan func(), 1)
+			stats = ch
+			go func() {
+				s, err := r.cfg.Store.Stats(ctx)
+				ch <- func() {
+					if err != nil {
+						return
+					}
+					age := time.Duration(0)
+					if !s.Oldest.IsZero() {
+						age = now.Sub(s.Oldest)
+					}
+					r.cfg.Observer.Stats(s, age)
 				}
-				r.cfg.Observer.Stats(s, age)
-			}
+			}()
 		}
 		var (
 			n   int
@@ -222,22 +253,81 @@ func (r *Relay) Run(ctx context.Context) error {
 // pipeline is what Run carries from one batch to the next with a
 // [RunStore].
 type pipeline struct {
-	next    []Event         // the batch read while the last one was sent
-	read    bool            // next was read (and may be empty)
-	stopped map[string]bool // entities whose send failed in the last batch
-	sent    []Event         // published in the last batch, not yet removed
+	next     []Event         // the batch read while the last one was sent
+	read     bool            // next was read (and may be empty)
+	stopped  map[string]bool // entities whose send failed in the last batch
+	sent     []Event         // published in the last batch, not yet removed
+	removing []*removal      // earlier batches' removals, oldest first, maybe still going on
 }
 
-// prefetched is the outcome of the work done while a batch is sent.
+// removal is the removal of published events, going on while the relay
+// sends and reads: done is closed when it returned.
+type removal struct {
+	evs  []Event
+	done chan struct{}
+	err  error
+}
+
+// remove starts removing evs once after (when not nil) returned, so that
+// one removal goes on at a time. They are removed even when Run is being
+// stopped: sent events left in the store are sent again by the
+// partition's next owner.
+func (r *Relay) remove(ctx context.Context, evs []Event, after *removal) *removal {
+	rm := &removal{evs: evs, done: make(chan struct{})}
+	go func() {
+		defer close(rm.done)
+		if after != nil {
+			<-after.done
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		defer cancel()
+		rm.err = r.cfg.Store.Published(rctx, evs)
+	}()
+	return rm
+}
+
+// settle waits until at most keep of p's removals are going on, tells the
+// Observer what the others removed, and returns their errors.
+func (r *Relay) settle(p *pipeline, keep int) error {
+	var errs []error
+	for len(p.removing) > 0 {
+		rm := p.removing[0]
+		if len(p.removing) <= keep {
+			select {
+			case <-rm.done:
+			default:
+				return errors.Join(errs...)
+			}
+		}
+		<-rm.done
+		p.removing = p.removing[1:]
+		if rm.err != nil {
+			// They will be published again: a duplicate, never a loss.
+			errs = append(errs, rm.err)
+			continue
+		}
+		r.cfg.Observer.Published(rm.evs)
+	}
+	p.removing = nil
+	return errors.Join(errs...)
+}
+
+// prefetched is the outcome of the read done while a batch is sent.
 type prefetched struct {
-	evs             []Event
-	err, publishErr error
-	published       []Event
+	evs []Event
+	err error
+	// With a PublishedRunStore: the events its call removed, or, when
+	// the call failed, the events left to remove on their own.
+	published, unremoved []Event
 }
 
 // pipelinedStep sends p.next (or, when nothing was read ahead, a batch it
-// reads now) while it removes the previous batch's published events and
-// reads the next batch, and returns how many events it took.
+// reads now) while it reads the next batch and removes the previous
+// batch's published events, and returns how many events it took. The
+// removal may go on into the next step, which sends while it goes on and
+// starts its own removal after it; the step after waits for it. The reads
+// meanwhile name the events being removed as in flight, so that they are
+// not handed out again.
 func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (int, error) {
 	if !p.read {
 		// Nothing in flight: the last batch's events are removed first.
@@ -255,21 +345,42 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 	}
 	evs, stopped := p.next, p.stopped
 	p.next, p.read, p.stopped = nil, false, nil
-	// The events that will be sent: an entity stopped in the last batch
-	// sends nothing of this one, and its run starts where it was.
+	var errs []error
+	if err := r.settle(p, 1); err != nil {
+		errs = append(errs, err)
+	}
+	// With a PublishedRunStore and no removal going on, the last batch's
+	// published events are removed by the call that reads the next one.
+	var prev []Event
+	prs, _ := rs.(PublishedRunStore)
+	if prs != nil && len(p.sent) > 0 && len(p.removing) == 0 && ctx.Err() == nil {
+		prev, p.sent = p.sent, nil
+	}
+	if len(p.sent) > 0 {
+		var last *removal
+		if len(p.removing) > 0 {
+			last = p.removing[len(p.removing)-1]
+		}
+		p.removing = append(p.removing, r.remove(ctx, p.sent, last))
+		p.sent = nil
+	}
+	// In flight: the events being removed, and those that will be sent:
+	// an entity stopped in the last batch sends nothing of this one, and
+	// its run starts where it was.
 	var inFlight []Event
+	for _, rm := range p.removing {
+		inFlight = append(inFlight, rm.evs...)
+	}
 	for _, ev := range evs {
 		if !stopped[ev.Entity] {
 			inFlight = append(inFlight, ev)
 		}
 	}
-	prev := p.sent
-	p.sent = nil
 	done := make(chan prefetched, 1)
 	go func() {
 		var f prefetched
-		if prs, ok := rs.(PublishedRunStore); ok && len(prev) > 0 && ctx.Err() == nil {
-			// One round trip. As the removal alone, it is not cut short
+		if len(prev) > 0 {
+			// One round trip. As a removal alone, it is not cut short
 			// when Run is being stopped.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 			evs, err := prs.PublishedDueRuns(rctx, r.cfg.Owner, r.cfg.BatchSize, prev, inFlight)
@@ -279,26 +390,26 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 				done <- f
 				return
 			}
-			// Neither took effect: each on its own, as without it.
-		}
-		if len(prev) > 0 {
-			// Removed even when Run is being stopped: sent events left
-			// in the store are sent again by the partition's next owner.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-			f.publishErr, f.published = r.cfg.Store.Published(rctx, prev), prev
-			cancel()
+			// Neither took effect: the read names them as in flight, and
+			// they are removed on their own after it.
+			f.unremoved = prev
+			inFlight = append(inFlight, prev...)
 		}
 		f.evs, f.err = rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize, inFlight)
 		done <- f
 	}()
-	sent, failed, errs := r.send(ctx, evs, stopped)
+	sent, failed, sendErrs := r.send(ctx, evs, stopped)
+	errs = append(errs, sendErrs...)
 	f := <-done
-	if f.publishErr != nil {
-		// They will be published again: a duplicate, never a loss.
-		errs = append(errs, f.publishErr)
-	}
-	if len(f.published) > 0 && f.publishErr == nil {
+	if len(f.published) > 0 {
 		r.cfg.Observer.Published(f.published)
+	}
+	if len(f.unremoved) > 0 {
+		var last *removal
+		if len(p.removing) > 0 {
+			last = p.removing[len(p.removing)-1]
+		}
+		p.removing = append(p.removing, r.remove(ctx, f.unremoved, last))
 	}
 	p.sent = sent
 	if f.err == nil && len(f.evs) > 0 {
@@ -316,20 +427,22 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 	return len(evs), errors.Join(errs...)
 }
 
-// flush removes the events p holds as published and not yet removed.
+// flush waits for p's removal going on and removes the events p holds as
+// published and not yet removed.
 func (r *Relay) flush(ctx context.Context, p *pipeline) error {
+	err := r.settle(p, 0)
 	sent := p.sent
 	p.sent = nil
 	if len(sent) == 0 {
-		return nil
+		return err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 	defer cancel()
-	if err := r.cfg.Store.Published(rctx, sent); err != nil {
-		return err
+	if rerr := r.cfg.Store.Published(rctx, sent); rerr != nil {
+		return errors.Join(err, rerr)
 	}
 	r.cfg.Observer.Published(sent)
-	return nil
+	return err
 }
 
 // removeTimeout bounds the removal of published events, which goes on

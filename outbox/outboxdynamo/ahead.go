@@ -47,8 +47,10 @@ import (
 // partition's lease without a break: it is dropped when the owner takes
 // or gives up the partition, when another owner reads it, and when
 // Requeue, Edit or Discard change events through this Store. A read that
-// DynamoDB answered before an event of its partition was published or
-// failed is not kept (see Store.written): the relay reads while it sends.
+// DynamoDB answered before a failed send of an event of its partition was
+// recorded is not kept, and a read answered before an event was removed
+// does not keep that event (see Store.written): the relay reads while it
+// sends and removes.
 // An owner gives up a partition only once none of its events is in
 // flight (ddbLeases.Drop, Store.leave).
 const (
@@ -417,7 +419,8 @@ func (a *ahead) heads(now int64, need int, runs bool, flying map[string]string) 
 // sized for want more events, and keeps it.
 func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, want int) error {
 	pk := partitionPK(p)
-	wrote := st.wroteTo(p)
+	mark := st.mark(p)
+	defer st.endRead(p)
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(st.cfg.Table),
 		KeyConditionExpression:    aws.String("pk = :pk"),
@@ -435,12 +438,13 @@ func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, wa
 	}
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
-	if st.ahead[p] != a || a.after != after || a.ended || st.wrote[p] != wrote {
-		return nil // changed hands, began again, or written meanwhile
+	gone, ok := st.goneSince(p, mark)
+	if st.ahead[p] != a || a.after != after || a.ended || !ok {
+		return nil // changed hands, began again, or failed meanwhile
 	}
 	var last *run
 	for _, item := range res.Items {
-		last = a.keep(item)
+		last = a.keep(item, gone)
 	}
 	a.found = a.found || len(res.Items) > 0
 	switch {
@@ -460,7 +464,8 @@ func (st *Store) readPage(ctx context.Context, p int, a *ahead, after string, wa
 // more, up to maxPage.
 func (st *Store) readRun(ctx context.Context, p int, a *ahead, r *run, from string, want int) error {
 	pk := partitionPK(p)
-	wrote := st.wroteTo(p)
+	mark := st.mark(p)
+	defer st.endRead(p)
 	res, err := st.cfg.Client.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(st.cfg.Table),
 		KeyConditionExpression:    aws.String("pk = :pk AND sk BETWEEN :from AND :to"),
@@ -473,19 +478,21 @@ func (st *Store) readRun(ctx context.Context, p int, a *ahead, r *run, from stri
 	}
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
-	if st.ahead[p] != a || a.byHash[r.hash] != r || r.last != from || st.wrote[p] != wrote {
-		return nil // changed hands, began again, or written meanwhile
+	gone, ok := st.goneSince(p, mark)
+	if st.ahead[p] != a || a.byHash[r.hash] != r || r.last != from || !ok {
+		return nil // changed hands, began again, or failed meanwhile
 	}
 	for _, item := range res.Items {
-		a.keep(item)
+		a.keep(item, gone)
 	}
 	r.more = len(res.LastEvaluatedKey) > 0
 	return nil
 }
 
 // keep adds item, read by a pass, to its run (unless the run has it
-// already) and returns the run. st.aheadMu is held.
-func (a *ahead) keep(item map[string]types.AttributeValue) *run {
+// already, or it is in gone: removed since the read began, it is read
+// past) and returns the run. st.aheadMu is held.
+func (a *ahead) keep(item map[string]types.AttributeValue, gone map[string]bool) *run {
 	sk := str(item, attrSK)
 	hash, _, _ := strings.Cut(sk, "#")
 	r := a.byHash[hash]
@@ -495,7 +502,9 @@ func (a *ahead) keep(item map[string]types.AttributeValue) *run {
 		a.runs = append(a.runs, r)
 	}
 	if sk > r.last {
-		r.evs = append(r.evs, kept{ev: toEvent(item), sk: sk, nextAt: num(item, "next_at")})
+		if !gone[sk] {
+			r.evs = append(r.evs, kept{ev: toEvent(item), sk: sk, nextAt: num(item, "next_at")})
+		}
 		r.last = sk
 	}
 	return r
@@ -511,29 +520,111 @@ func parseHandle(h string) (p int, sk string, ok bool) {
 	return p, sk, err == nil
 }
 
-// wroteTo returns how many events of partition p were published or
-// failed so far (see written).
-func (st *Store) wroteTo(p int) uint64 {
-	st.aheadMu.Lock()
-	defer st.aheadMu.Unlock()
-	return st.wrote[p]
+// readMark is what a read of a partition saw recorded when it began: how
+// many of the partition's events failed, and how many were removed.
+type readMark struct{ failed, removed uint64 }
+
+// goneLog is a partition's removals made while reads of it were in
+// flight: sks[i] is the sort key of removal from+i; the removals before
+// from are only counted.
+type goneLog struct {
+	from    uint64
+	sks     []string
+	reading int // reads of the partition in flight
 }
 
-// written records that the event of handle h was published or failed,
-// and finds its kept copy: its run and index, or nil. A read of its
-// partition answered before the write may come back after it: it is not
-// kept (readPage, readRun), since it may hold the event as it was before.
-// Either the read is kept first, and its copy updated here, or the read
-// finds this count changed. st.aheadMu is held.
-func (st *Store) written(h string) (*run, int) {
+// maxGone is how many removals a partition's goneLog remembers: far more
+// than are made while one read is in flight.
+const maxGone = 4096
+
+// mark returns what a read of partition p beginning now sees recorded;
+// the read calls endRead when it is done.
+func (st *Store) mark(p int) readMark {
+	st.aheadMu.Lock()
+	defer st.aheadMu.Unlock()
+	if st.gone == nil {
+		st.gone = map[int]*goneLog{}
+	}
+	g := st.gone[p]
+	if g == nil {
+		g = &goneLog{}
+		st.gone[p] = g
+	}
+	g.reading++
+	return readMark{failed: st.wrote[p], removed: g.from + uint64(len(g.sks))}
+}
+
+// endRead notes that a read of partition p is done: with none left in
+// flight, its removals need not be remembered.
+func (st *Store) endRead(p int) {
+	st.aheadMu.Lock()
+	defer st.aheadMu.Unlock()
+	g := st.gone[p]
+	g.reading--
+	if g.reading == 0 {
+		g.from += uint64(len(g.sks))
+		g.sks = nil
+	}
+}
+
+// goneSince returns the sort keys of partition p's events removed since
+// mark, and false when a failed send was recorded since (the read may
+// hold the event as it was before), or when removals since were
+// forgotten. st.aheadMu is held.
+func (st *Store) goneSince(p int, mark readMark) (map[string]bool, bool) {
+	if st.wrote[p] != mark.failed {
+		return nil, false
+	}
+	g := st.gone[p]
+	if g.from+uint64(len(g.sks)) == mark.removed {
+		return nil, true
+	}
+	if mark.removed < g.from {
+		return nil, false
+	}
+	gone := map[string]bool{}
+	for _, sk := range g.sks[mark.removed-g.from:] {
+		gone[sk] = true
+	}
+	return gone, true
+}
+
+// written records that the event of handle h was removed, or that its
+// send failed, and finds its kept copy: its run and index, or nil. A read
+// of its partition answered before the write may come back after it: it
+// may hold the event as it was before, so it is not kept after a failure
+// (readPage, readRun), and does not keep a removed event. Either the read
+// is kept first, and its copy updated here, or the read finds the write
+// recorded. st.aheadMu is held.
+func (st *Store) written(h string, failed bool) (*run, int) {
 	p, sk, ok := parseHandle(h)
 	if !ok {
 		return nil, 0
 	}
-	if st.wrote == nil {
-		st.wrote = map[int]uint64{}
+	if failed {
+		if st.wrote == nil {
+			st.wrote = map[int]uint64{}
+		}
+		st.wrote[p]++
+	} else {
+		if st.gone == nil {
+			st.gone = map[int]*goneLog{}
+		}
+		g := st.gone[p]
+		if g == nil {
+			g = &goneLog{}
+			st.gone[p] = g
+		}
+		switch {
+		case g.reading == 0:
+			g.from++
+		case len(g.sks) == maxGone:
+			g.from += maxGone / 2
+			g.sks = append(slices.Clone(g.sks[maxGone/2:]), sk)
+		default:
+			g.sks = append(g.sks, sk)
+		}
 	}
-	st.wrote[p]++
 	a := st.ahead[p]
 	if a == nil {
 		return nil, 0
@@ -556,7 +647,7 @@ func (st *Store) unkeep(evs []outbox.Event) {
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
 	for _, ev := range evs {
-		if r, i := st.written(ev.Handle); r != nil {
+		if r, i := st.written(ev.Handle, false); r != nil {
 			r.evs = slices.Delete(r.evs, i, i+1)
 		}
 	}
@@ -567,7 +658,7 @@ func (st *Store) unkeep(evs []outbox.Event) {
 func (st *Store) keptFailed(ev outbox.Event, reason string, retryAt time.Time, dead bool) {
 	st.aheadMu.Lock()
 	defer st.aheadMu.Unlock()
-	r, i := st.written(ev.Handle)
+	r, i := st.written(ev.Handle, true)
 	if r == nil {
 		return
 	}

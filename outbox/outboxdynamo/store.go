@@ -81,8 +81,9 @@ type Store struct {
 	leases partlease.Cache // owner → partitions held
 
 	aheadMu sync.Mutex
-	ahead   map[int]*ahead // by partition: what its pass read and kept (ahead.go)
-	wrote   map[int]uint64 // by partition: how many of its events were published or failed
+	ahead   map[int]*ahead   // by partition: what its pass read and kept (ahead.go)
+	wrote   map[int]uint64   // by partition: how many of its events failed (ahead.go)
+	gone    map[int]*goneLog // by partition: its events removed lately (ahead.go)
 
 	leavingMu sync.Mutex
 	leaving   map[string][]int // owner → partitions to give up at its next Due
