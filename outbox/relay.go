@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -520,11 +519,17 @@ func (r *Relay) send(ctx context.Context, evs []Event, skip map[string]bool) (se
 		if ctx.Err() != nil {
 			break // not sent: the events stay as they are
 		}
-		var msgs []producer.Message
-		var idx []int
+		msgs := make([]producer.Message, 0, len(wave))
+		idx := make([]int, 0, len(wave))
+		// The strings the messages' attributes point to, in one
+		// allocation: "String", then each event's id and type.
+		strs := make([]string, 1, 1+2*len(wave))
+		strs[0] = "String"
 		for _, i := range wave {
 			if !stopped[evs[i].Entity] {
-				msgs, idx = append(msgs, r.message(evs[i])), append(idx, i)
+				strs = append(strs, evs[i].ID, evs[i].Type)
+				n := len(strs)
+				msgs, idx = append(msgs, r.message(evs[i], &strs[n-2], &strs[n-1], &strs[0])), append(idx, i)
 			}
 		}
 		if len(idx) == 0 {
@@ -533,6 +538,9 @@ func (r *Relay) send(ctx context.Context, evs []Event, skip map[string]bool) (se
 		for j, res := range r.prod.SendBatch(ctx, msgs) {
 			ev := evs[idx[j]]
 			if res.Err == nil {
+				if sent == nil {
+					sent = make([]Event, 0, len(evs))
+				}
 				sent = append(sent, ev)
 				continue
 			}
@@ -587,18 +595,26 @@ func waves(evs []Event) func(yield func([]int) bool) {
 	}
 }
 
-// message is the SQS message of ev.
-func (r *Relay) message(ev Event) producer.Message {
+// message is the SQS message of ev; id, typ and str point to ev.ID,
+// ev.Type and "String", and must not change until it is sent.
+//
+// Its attributes hold sqsonce-id too (when ev has an id), as the producer
+// sends it: the producer then sends them as they are, without a copy.
+func (r *Relay) message(ev Event, id, typ, str *string) producer.Message {
 	m := producer.Message{ID: ev.ID, Body: ev.Payload, GroupID: ev.Entity, NotBefore: ev.NotBefore}
-	attrs := map[string]types.MessageAttributeValue{}
+	attrs := make(map[string]types.MessageAttributeValue, 2)
+	room := sqslimits.MaxMessageAttributes - 1 // one slot stays for sqsonce-id, as the producer keeps it
+	if ev.ID != "" {
+		attrs[producer.AttrID] = types.MessageAttributeValue{DataType: str, StringValue: id}
+		room++
+	}
 	if ev.Type != "" {
-		attrs[AttrType] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(ev.Type)}
+		attrs[AttrType] = types.MessageAttributeValue{DataType: str, StringValue: typ}
 	}
 	if len(ev.Trace) > 0 {
-		// The writer's trace, not the relay's: one slot stays for
-		// sqsonce-id, as the producer keeps it.
+		// The writer's trace, not the relay's.
 		writer := telemetry.Propagator.Extract(context.Background(), propagation.MapCarrier(ev.Trace))
-		telemetry.Inject(writer, attrs, sqslimits.MaxMessageAttributes-1)
+		telemetry.Inject(writer, attrs, room)
 	}
 	if len(attrs) > 0 {
 		m.Attributes = attrs
