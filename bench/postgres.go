@@ -219,7 +219,7 @@ func (b *bench) pgDedupe(pool *pgxpool.Pool) ([]row, error) {
 		}
 		err := inTurn(round, measured(&p, "textbook transaction loop", func() (float64, error) {
 			return workers(n, pgConcurrency, func(i int) error {
-				id := ids[i]
+				id := ids[i-1] // workers counts from 1
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 					tag, err := tx.Exec(ctx, `INSERT INTO processed_messages (message_id) VALUES ($1) ON CONFLICT DO NOTHING`, id)
 					if err != nil {
@@ -233,7 +233,7 @@ func (b *bench) pgDedupe(pool *pgxpool.Pool) ([]row, error) {
 			})
 		}), measured(&t, "transactional", func() (float64, error) {
 			return workers(n, pgConcurrency, func(i int) error {
-				return h.Handle(ctx, msgs[i])
+				return h.Handle(ctx, msgs[i-1])
 			})
 		}))
 		return []float64{p, t}, err
