@@ -333,10 +333,20 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 		if err := r.flush(ctx, p); err != nil {
 			return 0, err
 		}
-		if _, err := r.prod.MaxMessageBytes(ctx); err != nil {
-			return 0, fmt.Errorf("outbox: %w", err)
-		}
+		// The queue's size (read once, at the first step) is read
+		// beside the batch: reading takes no event, so a queue that
+		// cannot be read still costs the events no attempt.
+		var limitErr error
+		limitRead := make(chan struct{})
+		go func() {
+			defer close(limitRead)
+			_, limitErr = r.prod.MaxMessageBytes(ctx)
+		}()
 		evs, err := rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize, nil)
+		<-limitRead
+		if limitErr != nil {
+			return 0, fmt.Errorf("outbox: %w", limitErr)
+		}
 		if err != nil || len(evs) == 0 {
 			return 0, err
 		}
