@@ -376,7 +376,11 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 	// In flight: the events being removed, and those that will be sent:
 	// an entity stopped in the last batch sends nothing of this one, and
 	// its run starts where it was.
-	var inFlight []Event
+	n := len(evs)
+	for _, rm := range p.removing {
+		n += len(rm.evs)
+	}
+	inFlight := make([]Event, 0, n)
 	for _, rm := range p.removing {
 		inFlight = append(inFlight, rm.evs...)
 	}

@@ -49,8 +49,8 @@ func (s sender) send(ctx context.Context, c call, results []Result, pending []in
 		s.sendFIFO(ctx, c, results, pending)
 		return
 	}
-	// concurrency workers (this goroutine one of them) take the batches
-	// in order, so that at most concurrency calls run at once.
+	// Up to concurrency workers take the batches in order, so that at
+	// most concurrency calls run at once.
 	batches := s.split(c, pending)
 	var next atomic.Int64
 	work := func() {
@@ -63,10 +63,9 @@ func (s sender) send(ctx context.Context, c call, results []Result, pending []in
 		}
 	}
 	var wg sync.WaitGroup
-	for range min(s.concurrency, len(batches)) - 1 {
+	for range min(s.concurrency, len(batches)) {
 		wg.Go(work)
 	}
-	work()
 	wg.Wait()
 }
 
