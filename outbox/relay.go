@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -334,10 +333,20 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 		if err := r.flush(ctx, p); err != nil {
 			return 0, err
 		}
-		if _, err := r.prod.MaxMessageBytes(ctx); err != nil {
-			return 0, fmt.Errorf("outbox: %w", err)
-		}
+		// The queue's size (read once, at the first step) is read
+		// beside the batch: reading takes no event, so a queue that
+		// cannot be read still costs the events no attempt.
+		var limitErr error
+		limitRead := make(chan struct{})
+		go func() {
+			defer close(limitRead)
+			_, limitErr = r.prod.MaxMessageBytes(ctx)
+		}()
 		evs, err := rs.DueRuns(ctx, r.cfg.Owner, r.cfg.BatchSize, nil)
+		<-limitRead
+		if limitErr != nil {
+			return 0, fmt.Errorf("outbox: %w", limitErr)
+		}
 		if err != nil || len(evs) == 0 {
 			return 0, err
 		}
@@ -367,7 +376,11 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 	// In flight: the events being removed, and those that will be sent:
 	// an entity stopped in the last batch sends nothing of this one, and
 	// its run starts where it was.
-	var inFlight []Event
+	n := len(evs)
+	for _, rm := range p.removing {
+		n += len(rm.evs)
+	}
+	inFlight := make([]Event, 0, n)
 	for _, rm := range p.removing {
 		inFlight = append(inFlight, rm.evs...)
 	}
@@ -520,11 +533,17 @@ func (r *Relay) send(ctx context.Context, evs []Event, skip map[string]bool) (se
 		if ctx.Err() != nil {
 			break // not sent: the events stay as they are
 		}
-		var msgs []producer.Message
-		var idx []int
+		msgs := make([]producer.Message, 0, len(wave))
+		idx := make([]int, 0, len(wave))
+		// The strings the messages' attributes point to, in one
+		// allocation: "String", then each event's id and type.
+		strs := make([]string, 1, 1+2*len(wave))
+		strs[0] = "String"
 		for _, i := range wave {
 			if !stopped[evs[i].Entity] {
-				msgs, idx = append(msgs, r.message(evs[i])), append(idx, i)
+				strs = append(strs, evs[i].ID, evs[i].Type)
+				n := len(strs)
+				msgs, idx = append(msgs, r.message(evs[i], &strs[n-2], &strs[n-1], &strs[0])), append(idx, i)
 			}
 		}
 		if len(idx) == 0 {
@@ -533,6 +552,9 @@ func (r *Relay) send(ctx context.Context, evs []Event, skip map[string]bool) (se
 		for j, res := range r.prod.SendBatch(ctx, msgs) {
 			ev := evs[idx[j]]
 			if res.Err == nil {
+				if sent == nil {
+					sent = make([]Event, 0, len(evs))
+				}
 				sent = append(sent, ev)
 				continue
 			}
@@ -587,18 +609,26 @@ func waves(evs []Event) func(yield func([]int) bool) {
 	}
 }
 
-// message is the SQS message of ev.
-func (r *Relay) message(ev Event) producer.Message {
+// message is the SQS message of ev; id, typ and str point to ev.ID,
+// ev.Type and "String", and must not change until it is sent.
+//
+// Its attributes hold sqsonce-id too (when ev has an id), as the producer
+// sends it: the producer then sends them as they are, without a copy.
+func (r *Relay) message(ev Event, id, typ, str *string) producer.Message {
 	m := producer.Message{ID: ev.ID, Body: ev.Payload, GroupID: ev.Entity, NotBefore: ev.NotBefore}
-	attrs := map[string]types.MessageAttributeValue{}
+	attrs := make(map[string]types.MessageAttributeValue, 2)
+	room := sqslimits.MaxMessageAttributes - 1 // one slot stays for sqsonce-id, as the producer keeps it
+	if ev.ID != "" {
+		attrs[producer.AttrID] = types.MessageAttributeValue{DataType: str, StringValue: id}
+		room++
+	}
 	if ev.Type != "" {
-		attrs[AttrType] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(ev.Type)}
+		attrs[AttrType] = types.MessageAttributeValue{DataType: str, StringValue: typ}
 	}
 	if len(ev.Trace) > 0 {
-		// The writer's trace, not the relay's: one slot stays for
-		// sqsonce-id, as the producer keeps it.
+		// The writer's trace, not the relay's.
 		writer := telemetry.Propagator.Extract(context.Background(), propagation.MapCarrier(ev.Trace))
-		telemetry.Inject(writer, attrs, sqslimits.MaxMessageAttributes-1)
+		telemetry.Inject(writer, attrs, room)
 	}
 	if len(attrs) > 0 {
 		m.Attributes = attrs

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/sqsonce/sqsonce/internal/backoff"
 )
@@ -48,15 +49,24 @@ func (s sender) send(ctx context.Context, c call, results []Result, pending []in
 		s.sendFIFO(ctx, c, results, pending)
 		return
 	}
-	g := new(errgroup.Group)
-	g.SetLimit(s.concurrency)
-	for _, batch := range s.split(c, pending) {
-		g.Go(func() error {
-			s.sendWithRetries(ctx, c, results, batch)
-			return nil
-		})
+	// Up to concurrency workers take the batches in order, so that at
+	// most concurrency calls run at once.
+	batches := s.split(c, pending)
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(batches) {
+				return
+			}
+			s.sendWithRetries(ctx, c, results, batches[i])
+		}
 	}
-	_ = g.Wait()
+	var wg sync.WaitGroup
+	for range min(s.concurrency, len(batches)) {
+		wg.Go(work)
+	}
+	wg.Wait()
 }
 
 // sendFIFO sends batch after batch; a group whose message failed is
@@ -119,14 +129,17 @@ func (s sender) sendFIFO(ctx context.Context, c call, results []Result, pending 
 // split groups idxs into batches of at most 10 entries and callBytes, in
 // order.
 func (s sender) split(c call, idxs []int) [][]int {
-	var batches [][]int
-	var cur []int
+	if len(idxs) == 0 {
+		return nil
+	}
+	batches := make([][]int, 0, (len(idxs)+MaxBatchEntries-1)/MaxBatchEntries)
+	cur := make([]int, 0, min(MaxBatchEntries, len(idxs)))
 	size := 0
-	for _, idx := range idxs {
+	for k, idx := range idxs {
 		n := c.size(idx)
 		if len(cur) == MaxBatchEntries || (len(cur) > 0 && size+n > s.callBytes) {
 			batches = append(batches, cur)
-			cur, size = nil, 0
+			cur, size = make([]int, 0, min(MaxBatchEntries, len(idxs)-k)), 0
 		}
 		cur = append(cur, idx)
 		size += n

@@ -309,7 +309,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 		}
 		return results
 	}
-	var pending []int
+	pending := make([]int, 0, len(msgs))
 	now := time.Now()
 	for i, m := range msgs {
 		if name := reservedAttr(m.Attributes); name != "" {
@@ -333,7 +333,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) []Result {
 	if p.cfg.Payload.on() {
 		pending = p.encodePayloads(ctx, msgs, results, pending, limit)
 	}
-	ready := pending[:0:0]
+	ready := pending[:0] // filtered in place
 	for _, i := range pending {
 		m := msgs[i]
 		if !p.cfg.NoTraceContext && trace.SpanContextFromContext(ctx).IsValid() {
@@ -480,8 +480,13 @@ func (c *sqsCall) size(idx int) int     { return messageSize(c.msgs[idx], c.resu
 func (c *sqsCall) sendOnce(ctx context.Context, batch []int) []int {
 	p, msgs, results := c.p, c.msgs, c.results
 	entries := make([]types.SendMessageBatchRequestEntry, len(batch))
+	// The strings the entries point to, in one allocation: "String", then
+	// each entry's id and sqsonce-id.
+	strs := make([]string, 1+2*len(batch))
+	strs[0] = "String"
 	for i, idx := range batch {
-		entries[i] = p.entry(strconv.Itoa(i), msgs[idx], results[idx].ID)
+		strs[1+2*i], strs[2+2*i] = strconv.Itoa(i), results[idx].ID
+		entries[i] = p.entry(&strs[1+2*i], &msgs[idx], &strs[2+2*i], &strs[0])
 		results[idx].Attempts++
 	}
 	out, err := p.cfg.Client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{
@@ -504,24 +509,40 @@ func (c *sqsCall) sendOnce(ctx context.Context, batch []int) []int {
 	return settle(results, batch, oks, ids, fails, "SQS", p.cfg.Logger)
 }
 
-func (p *Producer) entry(id string, m Message, sqsonceID string) types.SendMessageBatchRequestEntry {
-	attrs := make(map[string]types.MessageAttributeValue, len(m.Attributes)+1)
-	for k, v := range m.Attributes {
-		attrs[k] = v
+// entry is the batch entry id of m, sent with sqsonce-id *sqsonceID;
+// str points to "String". The entry points into m and the strings given,
+// which must not change until the call returns.
+func (p *Producer) entry(id *string, m *Message, sqsonceID, str *string) types.SendMessageBatchRequestEntry {
+	attrs := m.Attributes
+	if !carriesID(attrs, *sqsonceID) {
+		// Sent as they are, plus sqsonce-id: the caller's map is not
+		// changed.
+		attrs = make(map[string]types.MessageAttributeValue, len(m.Attributes)+1)
+		for k, v := range m.Attributes {
+			attrs[k] = v
+		}
+		attrs[AttrID] = types.MessageAttributeValue{DataType: str, StringValue: sqsonceID}
 	}
-	attrs[AttrID] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(sqsonceID)}
 	e := types.SendMessageBatchRequestEntry{
-		Id:                aws.String(id),
-		MessageBody:       aws.String(m.Body),
+		Id:                id,
+		MessageBody:       &m.Body,
 		MessageAttributes: attrs,
 	}
 	if p.fifo {
 		e.MessageGroupId = aws.String(m.GroupID)
-		e.MessageDeduplicationId = aws.String(dedupeID(cmp.Or(m.DeduplicationID, sqsonceID)))
+		e.MessageDeduplicationId = aws.String(dedupeID(cmp.Or(m.DeduplicationID, *sqsonceID)))
 	} else if m.Delay > 0 {
 		e.DelaySeconds = int32(m.Delay / time.Second)
 	}
 	return e
+}
+
+// carriesID reports whether attrs already hold sqsonce-id as it is sent:
+// the String id and nothing else, so that they can be sent as they are.
+func carriesID(attrs map[string]types.MessageAttributeValue, id string) bool {
+	v, ok := attrs[AttrID]
+	return ok && v.StringValue != nil && *v.StringValue == id && aws.ToString(v.DataType) == "String" &&
+		v.BinaryValue == nil && v.StringListValues == nil && v.BinaryListValues == nil
 }
 
 // dedupeID fits an id into MessageDeduplicationId's 128 characters of

@@ -362,3 +362,40 @@ func TestCreateQueue(t *testing.T) {
 		t.Fatal("empty name accepted")
 	}
 }
+
+// A message's own sqsonce-id attribute is sent only when it is the
+// message's id as sent: any other is replaced, and the caller's map is
+// never changed.
+func TestOwnIDAttribute(t *testing.T) {
+	s := &stub{}
+	p := newProducer(t, s, "https://sqs.example/1/q")
+	str := func(v string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	same := map[string]types.MessageAttributeValue{producer.AttrID: str("a"), "k": str("v")}
+	other := map[string]types.MessageAttributeValue{producer.AttrID: str("not-b"), "k": str("v")}
+	number := map[string]types.MessageAttributeValue{producer.AttrID: {DataType: aws.String("Number"), StringValue: aws.String("1")}}
+	for _, r := range p.SendBatch(context.Background(), []producer.Message{
+		{ID: "a", Body: "x", Attributes: same}, {ID: "b", Body: "y", Attributes: other}, {ID: "1", Body: "z", Attributes: number},
+	}) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	es := s.calls[0].Entries
+	for i, want := range []string{"a", "b", "1"} {
+		got := es[i].MessageAttributes[producer.AttrID]
+		if aws.ToString(got.StringValue) != want || aws.ToString(got.DataType) != "String" {
+			t.Errorf("entry %d: sqsonce-id %s %q, want String %q", i, aws.ToString(got.DataType), aws.ToString(got.StringValue), want)
+		}
+		if i < 2 && aws.ToString(es[i].MessageAttributes["k"].StringValue) != "v" {
+			t.Errorf("entry %d: attribute k lost", i)
+		}
+	}
+	if v := aws.ToString(other[producer.AttrID].StringValue); v != "not-b" {
+		t.Errorf("the caller's map was changed: sqsonce-id %q", v)
+	}
+	if v := aws.ToString(number[producer.AttrID].DataType); v != "Number" {
+		t.Errorf("the caller's map was changed: sqsonce-id of type %q", v)
+	}
+}
