@@ -354,14 +354,20 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 	}
 	evs, stopped := p.next, p.stopped
 	p.next, p.read, p.stopped = nil, false, nil
+	// With a PublishedRunStore, the last batch's published events are
+	// removed by the call that reads the next one; a removal on its own
+	// (after that call failed) is waited for first, so that the next
+	// call removes and reads in one again.
+	prs, _ := rs.(PublishedRunStore)
+	keep := 1
+	if prs != nil {
+		keep = 0
+	}
 	var errs []error
-	if err := r.settle(p, 1); err != nil {
+	if err := r.settle(p, keep); err != nil {
 		errs = append(errs, err)
 	}
-	// With a PublishedRunStore and no removal going on, the last batch's
-	// published events are removed by the call that reads the next one.
 	var prev []Event
-	prs, _ := rs.(PublishedRunStore)
 	if prs != nil && len(p.sent) > 0 && len(p.removing) == 0 && ctx.Err() == nil {
 		prev, p.sent = p.sent, nil
 	}
