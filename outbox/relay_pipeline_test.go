@@ -203,7 +203,7 @@ func (g *gatedRemovals) Published(ctx context.Context, evs []outbox.Event) error
 }
 
 // gatedSQS accepts every entry; at the send of body at it notes whether
-// the store's first removal was still going on, then opens its gate.
+// the store's first removal had not yet returned, then opens its gate.
 type gatedSQS struct {
 	overlapSQS
 	store  *gatedRemovals
@@ -216,7 +216,9 @@ func (g *gatedSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatc
 	for _, e := range in.Entries {
 		if aws.ToString(e.MessageBody) == g.at {
 			g.store.mu.Lock()
-			g.during, g.seen = g.store.first && !g.store.returned, true
+			// Going on: started by the relay and not returned. Its
+			// goroutine may not have reached Published yet.
+			g.during, g.seen = !g.store.returned, true
 			g.store.mu.Unlock()
 			close(g.store.open)
 		}
@@ -282,7 +284,7 @@ type slowStats struct {
 	mu    sync.Mutex
 	first bool // Stats was called
 	back  bool // and returned
-	read  bool // DueRuns was called while it was going on
+	read  bool // DueRuns was called before it returned
 }
 
 func (s *slowStats) Stats(ctx context.Context) (outbox.Stats, error) {
@@ -306,7 +308,9 @@ func (s *slowStats) Stats(ctx context.Context) (outbox.Stats, error) {
 
 func (s *slowStats) DueRuns(ctx context.Context, owner string, limit int, inFlight []outbox.Event) ([]outbox.Event, error) {
 	s.mu.Lock()
-	if s.first && !s.back && !s.read {
+	// Going on: Run started it and it did not return. Its goroutine may
+	// not have reached Stats yet.
+	if !s.back && !s.read {
 		s.read = true
 		close(s.open)
 	}
