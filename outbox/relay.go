@@ -267,12 +267,17 @@ type removal struct {
 	err  error
 }
 
-// remove starts removing evs once after (when not nil) returned, so that
-// one removal goes on at a time. They are removed even when Run is being
-// stopped: sent events left in the store are sent again by the
-// partition's next owner.
-func (r *Relay) remove(ctx context.Context, evs []Event, after *removal) *removal {
+// remove adds to p's removals one of evs, which starts once the last of
+// them (if any) returned, so that one removal goes on at a time. They are
+// removed even when Run is being stopped: sent events left in the store
+// are sent again by the partition's next owner.
+func (r *Relay) remove(ctx context.Context, p *pipeline, evs []Event) {
+	var after *removal
+	if len(p.removing) > 0 {
+		after = p.removing[len(p.removing)-1]
+	}
 	rm := &removal{evs: evs, done: make(chan struct{})}
+	p.removing = append(p.removing, rm)
 	go func() {
 		defer close(rm.done)
 		if after != nil {
@@ -282,7 +287,6 @@ func (r *Relay) remove(ctx context.Context, evs []Event, after *removal) *remova
 		defer cancel()
 		rm.err = r.cfg.Store.Published(rctx, evs)
 	}()
-	return rm
 }
 
 // settle waits until at most keep of p's removals are going on, tells the
@@ -372,11 +376,7 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 		prev, p.sent = p.sent, nil
 	}
 	if len(p.sent) > 0 {
-		var last *removal
-		if len(p.removing) > 0 {
-			last = p.removing[len(p.removing)-1]
-		}
-		p.removing = append(p.removing, r.remove(ctx, p.sent, last))
+		r.remove(ctx, p, p.sent)
 		p.sent = nil
 	}
 	// In flight: the events being removed, and those that will be sent:
@@ -424,11 +424,7 @@ func (r *Relay) pipelinedStep(ctx context.Context, rs RunStore, p *pipeline) (in
 		r.cfg.Observer.Published(f.published)
 	}
 	if len(f.unremoved) > 0 {
-		var last *removal
-		if len(p.removing) > 0 {
-			last = p.removing[len(p.removing)-1]
-		}
-		p.removing = append(p.removing, r.remove(ctx, f.unremoved, last))
+		r.remove(ctx, p, f.unremoved)
 	}
 	p.sent = sent
 	if f.err == nil && len(f.evs) > 0 {
