@@ -537,11 +537,9 @@ type goneLog struct {
 // than are made while one read is in flight.
 const maxGone = 4096
 
-// mark returns what a read of partition p beginning now sees recorded;
-// the read calls endRead when it is done.
-func (st *Store) mark(p int) readMark {
-	st.aheadMu.Lock()
-	defer st.aheadMu.Unlock()
+// goneLog returns partition p's log of removals, made if it has none;
+// st.aheadMu is held.
+func (st *Store) goneLog(p int) *goneLog {
 	if st.gone == nil {
 		st.gone = map[int]*goneLog{}
 	}
@@ -550,6 +548,15 @@ func (st *Store) mark(p int) readMark {
 		g = &goneLog{}
 		st.gone[p] = g
 	}
+	return g
+}
+
+// mark returns what a read of partition p beginning now sees recorded;
+// the read calls endRead when it is done.
+func (st *Store) mark(p int) readMark {
+	st.aheadMu.Lock()
+	defer st.aheadMu.Unlock()
+	g := st.goneLog(p)
 	g.reading++
 	return readMark{failed: st.wrote[p], removed: g.from + uint64(len(g.sks))}
 }
@@ -607,14 +614,7 @@ func (st *Store) written(h string, failed bool) (*run, int) {
 		}
 		st.wrote[p]++
 	} else {
-		if st.gone == nil {
-			st.gone = map[int]*goneLog{}
-		}
-		g := st.gone[p]
-		if g == nil {
-			g = &goneLog{}
-			st.gone[p] = g
-		}
+		g := st.goneLog(p)
 		switch {
 		case g.reading == 0:
 			g.from++
